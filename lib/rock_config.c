@@ -1,0 +1,180 @@
+/* rock_config.c: parse the library's settings from the environment, in one place. */
+#include "config.h"
+
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "rock_config.h"
+#include "rock_env.h"
+#include "rock_err.h"
+#include "rock_parse.h"
+
+enum env_kind { ENV_INT, ENV_MODE, ENV_LOG };
+
+struct env_var {
+	const char *name;
+	enum env_kind kind;
+	long long min, max;
+	size_t field;		/* offset of the int in struct rock_config */
+	const char *accepted;	/* for the report */
+};
+
+#define FIELD(f) offsetof(struct rock_config, f)
+
+/* A DD_* twin comes before its ROCK_* variable so that the latter wins. */
+static const struct env_var env_vars[ROCK_ENV_NVARS] = {
+	{ ROCK_ENV_MODE, ENV_MODE, 0, 0, FIELD(mode),
+	    "rock, keepalive or off" },
+	{ DD_ENV_KEEPALIVE_TIME, ENV_INT, 1, ROCK_KEEPIDLE_MAX,
+	    FIELD(keepalive_time), "seconds, 1 to 32767" },
+	{ ROCK_ENV_KEEPALIVE_TIME, ENV_INT, 1, ROCK_KEEPIDLE_MAX,
+	    FIELD(keepalive_time), "seconds, 1 to 32767" },
+	{ DD_ENV_KEEPALIVE_INTVL, ENV_INT, 1, ROCK_KEEPINTVL_MAX,
+	    FIELD(keepalive_intvl), "seconds, 1 to 32767" },
+	{ ROCK_ENV_KEEPALIVE_INTVL, ENV_INT, 1, ROCK_KEEPINTVL_MAX,
+	    FIELD(keepalive_intvl), "seconds, 1 to 32767" },
+	{ DD_ENV_KEEPALIVE_PROBES, ENV_INT, 1, ROCK_KEEPCNT_MAX,
+	    FIELD(keepalive_probes), "a count, 1 to 127" },
+	{ ROCK_ENV_KEEPALIVE_PROBES, ENV_INT, 1, ROCK_KEEPCNT_MAX,
+	    FIELD(keepalive_probes), "a count, 1 to 127" },
+	{ ROCK_ENV_USER_TIMEOUT_MS, ENV_INT, 0, 2147483647LL,
+	    FIELD(user_timeout_ms),
+	    "milliseconds, 0 (kernel default) to 2147483647" },
+	{ DD_ENV_DEBUG, ENV_INT, 0, 1, FIELD(debug), "0 or 1" },
+	{ ROCK_ENV_DEBUG, ENV_INT, 0, 1, FIELD(debug), "0 or 1" },
+	{ ROCK_ENV_LOG, ENV_LOG, 0, 0, FIELD(log_sink),
+	    "syslog, stderr or an absolute file path" },
+	{ DD_ENV_USE_KEEPALIVE, ENV_INT, 0, 1, FIELD(use_keepalive),
+	    "0 or 1" },
+	{ DD_ENV_EVAL_ENVIRONMENT_ONCE, ENV_INT, 0, 1, FIELD(eval_env_once),
+	    "0 or 1" },
+};
+
+void
+rock_config_defaults(struct rock_config *cfg)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->mode = ROCK_MODE_ROCK;
+	cfg->use_keepalive = 1;
+	cfg->user_timeout_ms = -1;
+	cfg->eval_env_once = 1;
+	cfg->log_sink = ROCK_LOG_SYSLOG;
+}
+
+const char *
+rock_mode_name(enum rock_mode mode)
+{
+	switch (mode) {
+	case ROCK_MODE_ROCK:
+		return "rock";
+	case ROCK_MODE_KEEPALIVE:
+		return "keepalive";
+	case ROCK_MODE_OFF:
+		return "off";
+	}
+	return "?";
+}
+
+static int
+parse_mode(const char *s, enum rock_mode *out)
+{
+	if (*s == '\0')
+		return ROCK_ERR_EMPTY;
+	if (strcmp(s, "rock") == 0)
+		*out = ROCK_MODE_ROCK;
+	else if (strcmp(s, "keepalive") == 0)
+		*out = ROCK_MODE_KEEPALIVE;
+	else if (strcmp(s, "off") == 0)
+		*out = ROCK_MODE_OFF;
+	else
+		return ROCK_ERR_BAD_WORD;
+	return 0;
+}
+
+static int
+parse_log(const char *s, struct rock_config *cfg)
+{
+	size_t len = strlen(s);
+
+	if (len == 0)
+		return ROCK_ERR_EMPTY;
+	if (strcmp(s, "syslog") == 0) {
+		cfg->log_sink = ROCK_LOG_SYSLOG;
+		return 0;
+	}
+	if (strcmp(s, "stderr") == 0) {
+		cfg->log_sink = ROCK_LOG_STDERR;
+		return 0;
+	}
+	/* A relative path is more likely a typo than a wish to log into
+	 * whatever directory the program happens to be in. */
+	if (s[0] != '/')
+		return ROCK_ERR_BAD_WORD;
+	if (len >= sizeof(cfg->log_path))
+		return ROCK_ERR_TOO_LARGE;
+	memcpy(cfg->log_path, s, len + 1);
+	cfg->log_sink = ROCK_LOG_FILE;
+	return 0;
+}
+
+static int
+parse_var(const struct env_var *v, const char *s, struct rock_config *cfg)
+{
+	long long n;
+	int r;
+
+	switch (v->kind) {
+	case ENV_MODE:
+		return parse_mode(s, &cfg->mode);
+	case ENV_LOG:
+		return parse_log(s, cfg);
+	case ENV_INT:
+		if ((r = rock_parse_ll(s, v->min, v->max, &n)) != 0)
+			return r;
+		*(int *)(void *)((char *)cfg + v->field) = (int)n;
+		return 0;
+	}
+	return ROCK_ERR_INVALID;
+}
+
+/* FNV-1a; 0 is kept for "nothing reported". */
+static unsigned long long
+value_hash(const char *s)
+{
+	unsigned long long h = 14695981039346656037ULL;
+
+	for (; *s != '\0'; s++)
+		h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+	return h == 0 ? 1 : h;
+}
+
+static void
+report_once(struct rock_env_parser *p, size_t i, const char *value, int err)
+{
+	unsigned long long h = value_hash(value);
+
+	if (p->warn == NULL || p->reported[i] == h)
+		return;
+	p->reported[i] = h;
+	if (p->warn != NULL)
+		p->warn(p->warn_arg, env_vars[i].name, value, rock_err(err),
+		    env_vars[i].accepted);
+}
+
+void
+rock_config_from_env(struct rock_config *cfg, struct rock_env_parser *p)
+{
+	size_t i;
+	int r;
+
+	rock_config_defaults(cfg);
+	for (i = 0; i < ROCK_ENV_NVARS; i++) {
+		const char *s = p->get(p->get_arg, env_vars[i].name);
+
+		if (s == NULL)
+			continue;
+		if ((r = parse_var(&env_vars[i], s, cfg)) != 0)
+			report_once(p, i, s, r);
+	}
+}

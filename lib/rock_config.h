@@ -1,0 +1,67 @@
+/* rock_config.h: the library's settings and their parsing from the environment. */
+#ifndef ROCK_CONFIG_H
+#define ROCK_CONFIG_H
+
+#include <limits.h>
+
+enum rock_mode {
+	ROCK_MODE_ROCK = 0,	/* default: reliable sockets, keepalive baseline */
+	ROCK_MODE_KEEPALIVE,	/* libdontdie-style: keepalive only */
+	ROCK_MODE_OFF		/* touch nothing */
+};
+
+enum rock_log_sink {
+	ROCK_LOG_SYSLOG = 0,
+	ROCK_LOG_STDERR,
+	ROCK_LOG_FILE
+};
+
+/* Kernel limits (MAX_TCP_KEEPIDLE, MAX_TCP_KEEPINTVL, MAX_TCP_KEEPCNT). */
+#define ROCK_KEEPIDLE_MAX	32767
+#define ROCK_KEEPINTVL_MAX	32767
+#define ROCK_KEEPCNT_MAX	127
+
+struct rock_config {
+	enum rock_mode mode;
+	int use_keepalive;		/* 1: turn SO_KEEPALIVE on */
+	int keepalive_time;		/* seconds; 0: leave the system's */
+	int keepalive_intvl;		/* seconds; 0: leave the system's */
+	int keepalive_probes;		/* count; 0: leave the system's */
+	int user_timeout_ms;		/* -1: leave the system's */
+	int debug;			/* 1: log every decision */
+	int eval_env_once;		/* 0: re-read the environment per socket */
+	enum rock_log_sink log_sink;
+	char log_path[PATH_MAX];	/* absolute, for ROCK_LOG_FILE */
+};
+
+/* How a bad value is reported: variable, value, what is wrong, what is accepted. */
+typedef void rock_env_warn_fn(void *arg, const char *var, const char *value,
+    const char *problem, const char *accepted);
+
+/* Looks a variable up; returns NULL when unset (getenv has this shape). */
+typedef const char *rock_env_get_fn(void *arg, const char *name);
+
+#define ROCK_ENV_NVARS 13
+
+/*
+ * The parser remembers the bad values it has reported, so that re-reading
+ * the environment for every socket reports each bad value once only.
+ */
+struct rock_env_parser {
+	rock_env_get_fn *get;
+	void *get_arg;
+	rock_env_warn_fn *warn;
+	void *warn_arg;
+	unsigned long long reported[ROCK_ENV_NVARS];	/* hash of last bad value, 0: none */
+};
+
+/* The defaults, as if the environment were empty. */
+void rock_config_defaults(struct rock_config *cfg);
+
+/* Fill *cfg from the environment; bad values are reported and ignored. */
+void rock_config_from_env(struct rock_config *cfg, struct rock_env_parser *p);
+
+/* Name of a mode, for logs. */
+const char *rock_mode_name(enum rock_mode mode);
+
+#endif

@@ -1,0 +1,25 @@
+/* rock_env.h: every environment variable rocks reads, named in one place. */
+#ifndef ROCK_ENV_H
+#define ROCK_ENV_H
+
+/* The fixed interface of DESIGN.md; a ROCK_* variable wins over its DD_* twin. */
+#define ROCK_ENV_MODE			"ROCK_MODE"
+#define ROCK_ENV_KEEPALIVE_TIME		"ROCK_KEEPALIVE_TIME"
+#define ROCK_ENV_KEEPALIVE_INTVL	"ROCK_KEEPALIVE_INTVL"
+#define ROCK_ENV_KEEPALIVE_PROBES	"ROCK_KEEPALIVE_PROBES"
+#define ROCK_ENV_USER_TIMEOUT_MS	"ROCK_USER_TIMEOUT_MS"
+#define ROCK_ENV_DEBUG			"ROCK_DEBUG"
+#define ROCK_ENV_LOG			"ROCK_LOG"
+
+/* libdontdie's variables, with libdontdie's meanings. */
+#define DD_ENV_DEBUG			"DD_DEBUG"
+#define DD_ENV_KEEPALIVE_TIME		"DD_TCP_KEEPALIVE_TIME"
+#define DD_ENV_KEEPALIVE_INTVL		"DD_TCP_KEEPALIVE_INTVL"
+#define DD_ENV_KEEPALIVE_PROBES		"DD_TCP_KEEPALIVE_PROBES"
+#define DD_ENV_USE_KEEPALIVE		"DD_USE_KEEPALIVE"
+#define DD_ENV_EVAL_ENVIRONMENT_ONCE	"DD_EVAL_ENVIRONMENT_ONCE"
+
+/* Set by the rock wrapper only, never by users: where librock.so lives. */
+#define LD_ENV_PRELOAD			"LD_PRELOAD"
+
+#endif

@@ -1,0 +1,26 @@
+/* rock_err.h: the engine's negative error codes and their text. */
+#ifndef ROCK_ERR_H
+#define ROCK_ERR_H
+
+/*
+ * Engine functions return 0 (or a non-negative count) on success and one
+ * of these on failure; callers test with `if ((r = f()) != 0) goto out;`.
+ * A system call failure is reported as ROCK_ERR_SYSTEM with errno kept.
+ */
+enum rock_err {
+	ROCK_OK = 0,
+	ROCK_ERR_SYSTEM = -1,		/* see errno */
+	ROCK_ERR_NOT_NUMBER = -2,	/* value is not a decimal integer */
+	ROCK_ERR_TOO_SMALL = -3,	/* below the accepted range */
+	ROCK_ERR_TOO_LARGE = -4,	/* above the accepted range or overflow */
+	ROCK_ERR_BAD_WORD = -5,		/* not one of the accepted words */
+	ROCK_ERR_EMPTY = -6,		/* empty value */
+	ROCK_ERR_NOMEM = -7,
+	ROCK_ERR_INVALID = -8,		/* invalid argument from our own caller */
+	ROCK_ERR_LAST = -9		/* keep last: bounds the text table */
+};
+
+/* Static text for an error code; never NULL. */
+const char *rock_err(int code);
+
+#endif

@@ -1,0 +1,45 @@
+/* rock_log.h: the library's log, written to syslog, stderr or a file. */
+#ifndef ROCK_LOG_H
+#define ROCK_LOG_H
+
+#include <limits.h>
+
+#include "rock_config.h"
+
+enum rock_log_level {
+	ROCK_LOG_ERROR = 3,
+	ROCK_LOG_WARN = 4,
+	ROCK_LOG_INFO = 6,
+	ROCK_LOG_DEBUG = 7
+};
+
+struct rock_log {
+	enum rock_log_sink sink;
+	int debug;			/* emit ROCK_LOG_DEBUG lines */
+	int warn_to_stderr;		/* sink is the default: warnings go to stderr too */
+	const char *path;		/* the configuration's log_path: outlives us */
+	const char *ident;		/* "librock", "rockd", ... */
+};
+
+/* Take the sink and debug flag from a configuration. */
+void rock_log_configure(struct rock_log *log, const struct rock_config *cfg,
+    const char *ident);
+
+/* Write one line; keeps errno; never touches stdio or signal state. */
+void rock_log_emit(const struct rock_log *log, enum rock_log_level level,
+    const char *func, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+#define rlog_error(log, ...) \
+	rock_log_emit((log), ROCK_LOG_ERROR, __func__, __VA_ARGS__)
+#define rlog_warn(log, ...) \
+	rock_log_emit((log), ROCK_LOG_WARN, __func__, __VA_ARGS__)
+#define rlog_info(log, ...) \
+	rock_log_emit((log), ROCK_LOG_INFO, __func__, __VA_ARGS__)
+/* The test keeps the formatting cost off every hot path when debug is off. */
+#define rlog_debug(log, ...) do { \
+	if ((log)->debug) \
+		rock_log_emit((log), ROCK_LOG_DEBUG, __func__, __VA_ARGS__); \
+} while (0)
+
+#endif

@@ -1,0 +1,61 @@
+/* accept.c: accept(), accept4(): accepted TCP sockets carry the options. */
+#include "config.h"
+
+#include <errno.h>
+
+#include "shim.h"
+
+static void
+accepted(const struct shim_state *st, int lfd, int fd)
+{
+	unsigned entry = shim_fd_get(lfd);
+	int saved = errno;
+
+	switch (shim_fd_state_of(entry)) {
+	case SHIM_FD_LISTEN_OURS:
+		rlog_debug(&st->log, "fd %d: accepted on fd %d, inherits its "
+		    "keepalive options", fd, lfd);
+		shim_fd_set(fd, SHIM_FD_TCP_DONE, 0);
+		break;
+	case SHIM_FD_OTHER:
+		shim_fd_set(fd, SHIM_FD_OTHER, 0);
+		break;
+	case SHIM_FD_UNKNOWN:
+		/* A listener handed down by a parent (inetd, systemd). */
+		if (!shim_fd_is_tcp(lfd)) {
+			shim_fd_set(lfd, SHIM_FD_OTHER, 0);
+			shim_fd_set(fd, SHIM_FD_OTHER, 0);
+			break;
+		}
+		shim_fd_set(lfd, SHIM_FD_LISTEN_TCP, 0);
+		/* fall through */
+	default:
+		/* The program's own settings on the listener were inherited. */
+		shim_ka_apply(fd, entry & SHIM_FD_OPTS_MASK, "accept");
+		shim_fd_set(fd, SHIM_FD_TCP_DONE, 0);
+		break;
+	}
+	errno = saved;
+}
+
+SHIM_EXPORT int
+accept(int lfd, struct sockaddr *addr, socklen_t *len)
+{
+	const struct shim_state *st = shim_state();
+	int fd = shim_real.accept(lfd, addr, len);
+
+	if (fd >= 0 && st->active)
+		accepted(st, lfd, fd);
+	return fd;
+}
+
+SHIM_EXPORT int
+accept4(int lfd, struct sockaddr *addr, socklen_t *len, int flags)
+{
+	const struct shim_state *st = shim_state();
+	int fd = shim_real.accept4(lfd, addr, len, flags);
+
+	if (fd >= 0 && st->active)
+		accepted(st, lfd, fd);
+	return fd;
+}

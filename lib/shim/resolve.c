@@ -1,0 +1,47 @@
+/* resolve.c: find the real socket functions behind ours, once. */
+#include "config.h"
+
+#include <dlfcn.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "shim.h"
+
+struct shim_real shim_real;
+
+/* Missing libc symbols cannot happen on a sane system; if they do, running
+ * on would call through NULL, so stop with a message instead. */
+static void *
+must_resolve(const char *name)
+{
+	void *p = dlsym(RTLD_NEXT, name);
+
+	if (p == NULL) {
+		static const char msg[] = "librock: cannot resolve a libc function, aborting\n";
+		(void)!write(STDERR_FILENO, msg, sizeof(msg) - 1);
+		abort();
+	}
+	return p;
+}
+
+#define RESOLVE(f) \
+	__atomic_store_n((void **)&shim_real.f, must_resolve(#f), __ATOMIC_RELEASE)
+
+void
+shim_resolve(void)
+{
+	RESOLVE(connect);
+	RESOLVE(listen);
+	RESOLVE(accept);
+	RESOLVE(accept4);
+	RESOLVE(setsockopt);
+	RESOLVE(getsockopt);
+	RESOLVE(close);
+	RESOLVE(dup);
+	RESOLVE(dup2);
+	RESOLVE(dup3);
+	RESOLVE(sendto);
+	RESOLVE(sendmsg);
+	/* Last: shim_state() uses it as the "all resolved" flag. */
+	RESOLVE(socket);
+}

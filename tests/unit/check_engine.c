@@ -1,0 +1,21 @@
+/* check_engine.c: runs every unit-test suite of the engine. */
+#include "config.h"
+
+#include <stdlib.h>
+
+#include "suites.h"
+
+int
+main(void)
+{
+	SRunner *sr = srunner_create(parse_suite());
+	int failed;
+
+	srunner_add_suite(sr, config_suite());
+	srunner_add_suite(sr, keepalive_suite());
+	srunner_set_fork_status(sr, CK_FORK);
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}

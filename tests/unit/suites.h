@@ -1,0 +1,11 @@
+/* suites.h: the Check suites of the engine's unit tests. */
+#ifndef ROCK_TEST_SUITES_H
+#define ROCK_TEST_SUITES_H
+
+#include <check.h>
+
+Suite *parse_suite(void);
+Suite *config_suite(void);
+Suite *keepalive_suite(void);
+
+#endif

@@ -1,0 +1,229 @@
+/* rock.c: the rock wrapper: run a program with librock.so preloaded. */
+#include "config.h"
+
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "rock_env.h"
+
+static void
+usage(FILE *f)
+{
+	fprintf(f,
+	    "usage: rock [--keepalive-only] [-v] [--] CMD [ARGS...]\n"
+	    "Run CMD with librock.so preloaded: its TCP connections get keepalive\n"
+	    "and, to enhanced peers, become reliable sockets.\n"
+	    "  --keepalive-only  only turn TCP keepalive on (libdontdie mode,\n"
+	    "                    same as ROCK_MODE=keepalive)\n"
+	    "  -v, --verbose     say what is preloaded; library debug log to stderr\n"
+	    "  -h, --help        this text\n"
+	    "  --version         print the version\n"
+	    "Settings come from the environment: ROCK_MODE, ROCK_KEEPALIVE_TIME,\n"
+	    "ROCK_KEEPALIVE_INTVL, ROCK_KEEPALIVE_PROBES, ROCK_USER_TIMEOUT_MS,\n"
+	    "ROCK_DEBUG, ROCK_LOG and libdontdie's DD_* variables; see rock(1).\n");
+}
+
+/* The build tree's library when this is the build tree's rock, else the
+ * installed one: a copy of either still finds its own. */
+static const char *
+library_path(void)
+{
+	char self[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+
+	if (n > 0) {
+		self[n] = '\0';
+		if (strcmp(self, ROCK_BUILD_EXE) == 0)
+			return ROCK_BUILD_LIB;
+	}
+	return ROCK_INSTALLED_LIB;
+}
+
+/* Find CMD like a shell does; returns 0, or 127 (not found) / 126. */
+static int
+find_command(const char *cmd, char *out, size_t size)
+{
+	const char *path = getenv("PATH");
+	const char *p, *end;
+	int saw_noexec = 0;
+
+	if (strchr(cmd, '/') != NULL) {
+		if (snprintf(out, size, "%s", cmd) >= (int)size)
+			return 127;
+		if (access(out, F_OK) != 0)
+			return 127;
+		return access(out, X_OK) == 0 ? 0 : 126;
+	}
+	if (path == NULL)
+		path = "/usr/local/bin:/usr/bin:/bin";
+	for (p = path; ; p = end + 1) {
+		struct stat st;
+		size_t len;
+
+		end = strchr(p, ':');
+		len = end != NULL ? (size_t)(end - p) : strlen(p);
+		if (snprintf(out, size, "%.*s%s%s", (int)len, p, len ? "/" : "",
+		    cmd) < (int)size && stat(out, &st) == 0 &&
+		    S_ISREG(st.st_mode)) {
+			if (access(out, X_OK) == 0)
+				return 0;
+			saw_noexec = 1;
+		}
+		if (end == NULL)
+			break;
+	}
+	return saw_noexec ? 126 : 127;
+}
+
+/* 1 if the file is an ELF executable without a program interpreter. */
+static int
+is_static_elf(const char *path)
+{
+	Elf64_Ehdr eh;
+	Elf64_Phdr ph;
+	int fd = open(path, O_RDONLY | O_CLOEXEC), i, result = 0;
+
+	if (fd < 0)
+		return 0;
+	if (pread(fd, &eh, sizeof(eh), 0) != (ssize_t)sizeof(eh) ||
+	    memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 ||
+	    eh.e_ident[EI_CLASS] != ELFCLASS64 ||
+	    eh.e_phentsize != sizeof(ph))
+		goto out;
+	result = 1;
+	for (i = 0; i < eh.e_phnum; i++) {
+		if (pread(fd, &ph, sizeof(ph), (off_t)(eh.e_phoff + i * sizeof(ph)))
+		    != (ssize_t)sizeof(ph) || ph.p_type == PT_INTERP) {
+			result = 0;
+			break;
+		}
+	}
+out:
+	close(fd);
+	return result;
+}
+
+static void
+warn_if_unpreloadable(const char *cmd, const char *path)
+{
+	struct stat st;
+
+	if (stat(path, &st) == 0 && (st.st_mode & (S_ISUID | S_ISGID)))
+		fprintf(stderr, "rock: warning: %s is set-user-ID or set-group-ID: "
+		    "the dynamic loader ignores LD_PRELOAD there, so it runs "
+		    "without rock\n", cmd);
+	else if (is_static_elf(path))
+		fprintf(stderr, "rock: warning: %s is statically linked: "
+		    "LD_PRELOAD cannot work there, so it runs without rock\n", cmd);
+}
+
+/* 1 if the colon- or blank-separated list already holds this entry. */
+static int
+preload_has(const char *list, const char *entry)
+{
+	size_t len = strlen(entry);
+	const char *p = list;
+
+	while ((p = strstr(p, entry)) != NULL) {
+		if ((p == list || p[-1] == ':' || p[-1] == ' ') &&
+		    (p[len] == '\0' || p[len] == ':' || p[len] == ' '))
+			return 1;
+		p += len;
+	}
+	return 0;
+}
+
+/* Ours first, so we see the program's calls before any other preload. */
+static int
+set_preload(const char *lib)
+{
+	const char *old = getenv(LD_ENV_PRELOAD);
+	const char *san = ROCK_SANITIZER_PRELOAD;
+	char buf[8192];
+	int n;
+
+	if (old == NULL)
+		old = "";
+	if (preload_has(old, lib))
+		return 0;
+	n = snprintf(buf, sizeof(buf), "%s%s%s%s%s", san, *san ? ":" : "",
+	    lib, *old ? ":" : "", old);
+	if (n < 0 || (size_t)n >= sizeof(buf)) {
+		fprintf(stderr, "rock: LD_PRELOAD too long\n");
+		return -1;
+	}
+	return setenv(LD_ENV_PRELOAD, buf, 1);
+}
+
+int
+main(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "keepalive-only", no_argument, NULL, 'k' },
+		{ "verbose", no_argument, NULL, 'v' },
+		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
+		{ NULL, 0, NULL, 0 }
+	};
+	char path[PATH_MAX];
+	const char *lib;
+	int c, keepalive_only = 0, verbose = 0, r;
+
+	while ((c = getopt_long(argc, argv, "+hv", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'k':
+			keepalive_only = 1;
+			break;
+		case 'v':
+			verbose = 1;
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		case 'V':
+			printf("rock (%s) %s\n", PACKAGE_NAME, PACKAGE_VERSION);
+			return 0;
+		default:
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (optind >= argc) {
+		fprintf(stderr, "rock: no command given\n");
+		usage(stderr);
+		return 2;
+	}
+	lib = library_path();
+	if (access(lib, R_OK) != 0) {
+		fprintf(stderr, "rock: %s: %s (build or install rocks)\n", lib,
+		    strerror(errno));
+		return 1;
+	}
+	if ((r = find_command(argv[optind], path, sizeof(path))) != 0) {
+		fprintf(stderr, "rock: %s: %s\n", argv[optind],
+		    r == 127 ? "command not found" : "Permission denied");
+		return r;
+	}
+	warn_if_unpreloadable(argv[optind], path);
+	if (set_preload(lib) != 0)
+		return 1;
+	if (keepalive_only && setenv(ROCK_ENV_MODE, "keepalive", 1) != 0)
+		return 1;
+	if (verbose) {
+		fprintf(stderr, "rock: running %s with %s preloaded, mode %s\n",
+		    path, lib, getenv(ROCK_ENV_MODE) ? getenv(ROCK_ENV_MODE) : "rock");
+		setenv(ROCK_ENV_DEBUG, "1", 1);
+		setenv(ROCK_ENV_LOG, "stderr", 0);
+	}
+	execv(path, argv + optind);
+	fprintf(stderr, "rock: %s: %s\n", argv[optind], strerror(errno));
+	return errno == ENOENT ? 127 : 126;
+}
