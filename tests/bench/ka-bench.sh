@@ -7,7 +7,7 @@
 #   BUILDDIR           top build directory (default: two levels above this
 #                      script); the benchmark is $BUILDDIR/tests/bench/ka-bench
 #   KA_BENCH           path of the ka-bench binary (overrides BUILDDIR lookup)
-#   ROCK               path of the rock wrapper (default: $BUILDDIR/tools/rock,
+#   KA_ROCK            path of the rock wrapper (default: $BUILDDIR/tools/rock,
 #                      then tools/rock next to this script's source tree)
 #   KA_SOCKET_ITERS    iterations per socket run   (default 80000)
 #   KA_CONNECT_ITERS   iterations per connect run  (default 12000)
@@ -58,15 +58,15 @@ if [ ! -f "$bench" ] || [ ! -x "$bench" ]; then
     die "benchmark binary not found or not executable: $bench (build it, or set BUILDDIR/KA_BENCH)"
 fi
 
-if [ -n "${ROCK:-}" ]; then
-    rock=$ROCK
+if [ -n "${KA_ROCK:-}" ]; then
+    rock=$KA_ROCK
 elif [ -x "$builddir/tools/rock" ]; then
     rock=$builddir/tools/rock
 else
     rock=$srcdir_top/tools/rock
 fi
 if [ ! -f "$rock" ] || [ ! -x "$rock" ]; then
-    die "rock wrapper not found or not executable: $rock (set BUILDDIR or ROCK)"
+    die "rock wrapper not found or not executable: $rock (set BUILDDIR or KA_ROCK)"
 fi
 
 # The keepalive settings used for the rock runs; verify checks idle=30.

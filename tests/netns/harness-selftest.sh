@@ -153,7 +153,7 @@ sigterm_cleans() {
 		[ -s "$TMP/names" ] && break
 		sleep 0.05
 	done
-	names=$(cat "$TMP/names" 2>/dev/null) || return 1
+	names=$(cat "$TMP/names" 2>/dev/null)
 	kill -TERM "$child"
 	wait "$child"
 	rc=$?

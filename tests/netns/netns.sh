@@ -306,10 +306,11 @@ nn_clear_qdisc() {
 	tc -n "$NN_R" qdisc del dev "$NN_R_SIF" root 2>/dev/null || true
 }
 
-# NS ADDR PORT [TIMEOUT_S]: wait (50 ms polls, default 5 s) for a TCP listener.
+# NS ADDR PORT [TIMEOUT_S]: wait (50 ms polls, default 5 s, fractions ok) for a TCP listener.
 nn_wait_port() {
 	local ns=$1 addr=$2 port=$3 end
-	end=$(( $(nn__ms) + ${4:-5} * 1000 ))
+	end=$(awk -v t="${4:-5}" 'BEGIN { printf "%d", t * 1000 }') # mawk: %d is 32-bit
+	end=$(($(nn__ms) + end))
 	until nn__listening "$ns" "$addr" "$port"; do
 		if [ "$(nn__ms)" -ge "$end" ]; then
 			nn_log "no listener on $addr:$port in $ns after ${4:-5}s"

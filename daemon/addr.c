@@ -1,0 +1,79 @@
+/* addr.c: "[ADDR:]PORT" and "HOST:PORT" text to socket addresses. */
+#include "config.h"
+
+#include <netdb.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "rock_parse.h"
+#include "rockd.h"
+
+/* Split "host:port", "[v6]:port" or (passive only) "port". */
+static int
+split(const char *spec, int passive, char *host, size_t hostlen,
+    const char **port, char *err, size_t errlen)
+{
+	const char *colon;
+	size_t n;
+
+	if (spec[0] == '[') {
+		const char *close = strchr(spec, ']');
+
+		if (close == NULL || close[1] != ':') {
+			snprintf(err, errlen, "\"%s\": expected [IPV6]:PORT", spec);
+			return -1;
+		}
+		n = (size_t)(close - spec - 1);
+		colon = close + 1;
+		spec++;
+	} else if ((colon = strrchr(spec, ':')) == NULL) {
+		if (!passive) {
+			snprintf(err, errlen, "\"%s\": expected HOST:PORT", spec);
+			return -1;
+		}
+		snprintf(host, hostlen, "::");
+		*port = spec;
+		return 0;
+	} else {
+		n = (size_t)(colon - spec);
+	}
+	if (n == 0 || n >= hostlen) {
+		snprintf(err, errlen, "\"%s\": bad host part", spec);
+		return -1;
+	}
+	memcpy(host, spec, n);
+	host[n] = '\0';
+	*port = colon + 1;
+	return 0;
+}
+
+int
+rockd_parse_addr(const char *spec, int passive, struct sockaddr_storage *ss,
+    socklen_t *len, char *err, size_t errlen)
+{
+	struct addrinfo hints, *res;
+	char host[256], portbuf[8];
+	const char *port;
+	long long portnum;
+	int r;
+
+	if (split(spec, passive, host, sizeof(host), &port, err, errlen) != 0)
+		return -1;
+	if ((r = rock_parse_ll(port, 1, 65535, &portnum)) != 0) {
+		snprintf(err, errlen, "\"%s\": port must be 1 to 65535", spec);
+		return -1;
+	}
+	snprintf(portbuf, sizeof(portbuf), "%lld", portnum);
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_socktype = SOCK_STREAM;
+	hints.ai_flags = AI_NUMERICSERV | (passive ? AI_PASSIVE : 0);
+	if ((r = getaddrinfo(host, portbuf, &hints, &res)) != 0) {
+		snprintf(err, errlen, "\"%s\": %s", spec, gai_strerror(r));
+		return -1;
+	}
+	memcpy(ss, res->ai_addr, res->ai_addrlen);
+	*len = res->ai_addrlen;
+	freeaddrinfo(res);
+	return 0;
+}

@@ -1,0 +1,157 @@
+/* conf.c: rockd's configuration file and command-line services. */
+#include "config.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rock_parse.h"
+#include "rockd.h"
+
+#define MAX_TOKENS 16
+
+void
+rockd_config_free(struct rockd_config *cfg)
+{
+	struct rockd_service *s, *next;
+
+	for (s = cfg->services; s != NULL; s = next) {
+		next = s->next;
+		free(s);
+	}
+	cfg->services = NULL;
+}
+
+static int
+add_service(struct rockd_config *cfg, const char *listen, const char *backend,
+    int sniff_ms, char *err, size_t errlen)
+{
+	struct rockd_service *s, **tail;
+
+	if ((s = calloc(1, sizeof(*s))) == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	snprintf(s->listen_spec, sizeof(s->listen_spec), "%s", listen);
+	snprintf(s->backend_spec, sizeof(s->backend_spec), "%s", backend);
+	s->sniff_ms = sniff_ms;
+	if (rockd_parse_addr(listen, 1, &s->listen_addr, &s->listen_len, err,
+	    errlen) != 0 || rockd_parse_addr(backend, 0, &s->backend_addr,
+	    &s->backend_len, err, errlen) != 0) {
+		free(s);
+		return -1;
+	}
+	for (tail = &cfg->services; *tail != NULL; tail = &(*tail)->next) {
+		if ((*tail)->listen_len == s->listen_len &&
+		    memcmp(&(*tail)->listen_addr, &s->listen_addr,
+		    s->listen_len) == 0) {
+			snprintf(err, errlen, "\"%s\": listen address used twice",
+			    listen);
+			free(s);
+			return -1;
+		}
+	}
+	*tail = s;
+	return 0;
+}
+
+int
+rockd_config_add(struct rockd_config *cfg, const char *listen,
+    const char *backend, char *err, size_t errlen)
+{
+	return add_service(cfg, listen, backend, ROCKD_DEFAULT_SNIFF_MS, err,
+	    errlen);
+}
+
+/* "listen SPEC backend SPEC [sniff-ms N]" */
+static int
+parse_service(struct rockd_config *cfg, char **tok, int n, char *err,
+    size_t errlen)
+{
+	long long sniff = ROCKD_DEFAULT_SNIFF_MS;
+	int i;
+
+	if (n < 4 || strcmp(tok[2], "backend") != 0) {
+		snprintf(err, errlen, "expected: listen [ADDR:]PORT backend "
+		    "HOST:PORT [sniff-ms N]");
+		return -1;
+	}
+	for (i = 4; i < n; i += 2) {
+		if (strcmp(tok[i], "sniff-ms") != 0) {
+			snprintf(err, errlen, "unknown service option \"%s\"",
+			    tok[i]);
+			return -1;
+		}
+		if (i + 1 >= n || rock_parse_ll(tok[i + 1], 0, 60000, &sniff) != 0) {
+			snprintf(err, errlen, "sniff-ms needs milliseconds, 0 to 60000");
+			return -1;
+		}
+	}
+	return add_service(cfg, tok[1], tok[3], (int)sniff, err, errlen);
+}
+
+static int
+parse_line(struct rockd_config *cfg, char *line, char *err, size_t errlen)
+{
+	char *tok[MAX_TOKENS], *save = NULL, *t, *hash;
+	int n = 0;
+
+	if ((hash = strchr(line, '#')) != NULL)
+		*hash = '\0';
+	for (t = strtok_r(line, " \t\r\n", &save); t != NULL;
+	    t = strtok_r(NULL, " \t\r\n", &save)) {
+		if (n == MAX_TOKENS) {
+			snprintf(err, errlen, "too many words");
+			return -1;
+		}
+		tok[n++] = t;
+	}
+	if (n == 0)
+		return 0;
+	if (strcmp(tok[0], "listen") == 0)
+		return parse_service(cfg, tok, n, err, errlen);
+	if (strcmp(tok[0], "pidfile") == 0) {
+		if (n != 2 || tok[1][0] != '/' ||
+		    strlen(tok[1]) >= sizeof(cfg->pidfile)) {
+			snprintf(err, errlen, "expected: pidfile ABSOLUTE-PATH");
+			return -1;
+		}
+		snprintf(cfg->pidfile, sizeof(cfg->pidfile), "%s", tok[1]);
+		return 0;
+	}
+	snprintf(err, errlen, "unknown keyword \"%s\"", tok[0]);
+	return -1;
+}
+
+int
+rockd_config_load(struct rockd_config *cfg, const char *path, char *err,
+    size_t errlen)
+{
+	char line[1024], why[512];
+	FILE *f = fopen(path, "re");
+	int lineno = 0, r = 0;
+
+	if (f == NULL) {
+		snprintf(err, errlen, "%s: %s", path, strerror(errno));
+		return -1;
+	}
+	while (r == 0 && fgets(line, sizeof(line), f) != NULL) {
+		lineno++;
+		if (strchr(line, '\n') == NULL && !feof(f)) {
+			snprintf(why, sizeof(why), "line too long");
+			r = -1;
+		} else {
+			r = parse_line(cfg, line, why, sizeof(why));
+		}
+	}
+	fclose(f);
+	if (r == 0 && cfg->services == NULL) {
+		snprintf(err, errlen, "%s: no service (a \"listen ... backend ...\" "
+		    "line) configured", path);
+		return -1;
+	}
+	if (r != 0)
+		snprintf(err, errlen, "%s:%d: %s", path, lineno, why);
+	return r;
+}

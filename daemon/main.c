@@ -1,0 +1,281 @@
+/* main.c: rockd's command line, signals, pid file and event loop. */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <syslog.h>
+#include <unistd.h>
+
+#include "rockd.h"
+
+#define GRACE_SECONDS 10
+
+static void
+usage(FILE *f)
+{
+	fprintf(f,
+	    "usage: rockd [-F] [-v] [-p PIDFILE] --listen [ADDR:]PORT --backend HOST:PORT\n"
+	    "       rockd [-F] [-v] [-p PIDFILE] -f CONFIG\n"
+	    "       rockd -t [-f CONFIG | --listen ... --backend ...]\n"
+	    "Front an unmodified TCP server for rock clients; plain clients pass through.\n"
+	    "  -l, --listen [ADDR:]PORT   where clients connect (repeatable, each with -b)\n"
+	    "  -b, --backend HOST:PORT    the server the preceding --listen fronts\n"
+	    "  -f, --config FILE          services from a file (see rockd(8))\n"
+	    "  -t, --test                 check the configuration and exit (0 good, 2 bad)\n"
+	    "  -F, --foreground           stay in front, log to stderr\n"
+	    "  -p, --pidfile FILE         write the process id to FILE\n"
+	    "  -v, --verbose              debug log\n"
+	    "  -h, --help, -V, --version\n");
+}
+
+struct options {
+	const char *config;
+	const char *pidfile;
+	const char *pending_listen;
+	int test, foreground, verbose;
+};
+
+static int
+parse_options(int argc, char **argv, struct options *o, struct rockd_config *cfg)
+{
+	static const struct option longopts[] = {
+		{ "listen", required_argument, NULL, 'l' },
+		{ "backend", required_argument, NULL, 'b' },
+		{ "config", required_argument, NULL, 'f' },
+		{ "test", no_argument, NULL, 't' },
+		{ "foreground", no_argument, NULL, 'F' },
+		{ "pidfile", required_argument, NULL, 'p' },
+		{ "verbose", no_argument, NULL, 'v' },
+		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
+		{ NULL, 0, NULL, 0 }
+	};
+	char err[512];
+	int c;
+
+	while ((c = getopt_long(argc, argv, "l:b:f:tFp:vhV", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'l':
+			if (o->pending_listen != NULL)
+				goto unpaired;
+			o->pending_listen = optarg;
+			break;
+		case 'b':
+			if (o->pending_listen == NULL)
+				goto unpaired;
+			if (rockd_config_add(cfg, o->pending_listen, optarg, err,
+			    sizeof(err)) != 0) {
+				fprintf(stderr, "rockd: %s\n", err);
+				return 2;
+			}
+			o->pending_listen = NULL;
+			break;
+		case 'f': o->config = optarg; break;
+		case 't': o->test = 1; break;
+		case 'F': o->foreground = 1; break;
+		case 'p': o->pidfile = optarg; break;
+		case 'v': o->verbose = 1; break;
+		case 'h': usage(stdout); exit(0);
+		case 'V': printf("rockd (%s) %s\n", PACKAGE_NAME, PACKAGE_VERSION); exit(0);
+		default: usage(stderr); return 2;
+		}
+	}
+	if (o->pending_listen != NULL || optind != argc)
+		goto unpaired;
+	if ((o->config != NULL) == (cfg->services != NULL)) {
+		fprintf(stderr, "rockd: give either -f CONFIG or --listen/--backend\n");
+		usage(stderr);
+		return 2;
+	}
+	return 0;
+unpaired:
+	fprintf(stderr, "rockd: each --listen needs one --backend after it\n");
+	usage(stderr);
+	return 2;
+}
+
+static void
+stop_now(evutil_socket_t fd, short what, void *arg)
+{
+	struct rockd *d = arg;
+
+	(void)fd;
+	(void)what;
+	rlog_warn(&d->log, "grace period over, exiting with relays open");
+	event_base_loopbreak(d->base);
+}
+
+static void
+on_term(evutil_socket_t sig, short what, void *arg)
+{
+	struct rockd *d = arg;
+	struct timeval grace = { GRACE_SECONDS, 0 };
+
+	(void)what;
+	if (d->stopping)
+		return;
+	d->stopping = 1;
+	rlog_info(&d->log, "signal %d: no new connections; closing relays", (int)sig);
+	rockd_services_stop(&d->cfg);
+	rockd_relays_stop(d);
+	event_del(d->sig_hup);
+	event_del(d->sig_term);
+	event_del(d->sig_int);
+	if (d->relays == NULL) {
+		event_base_loopbreak(d->base);
+		return;
+	}
+	/* The last relay to close ends the loop; the grace timer bounds it. */
+	d->grace = evtimer_new(d->base, stop_now, d);
+	if (d->grace != NULL)
+		evtimer_add(d->grace, &grace);
+}
+
+static void
+on_hup(evutil_socket_t sig, short what, void *arg)
+{
+	struct rockd *d = arg;
+	struct rockd_config next;
+	char err[512];
+
+	(void)sig;
+	(void)what;
+	if (d->config_path == NULL) {
+		rlog_info(&d->log, "SIGHUP: services come from the command line; "
+		    "nothing to reload");
+		return;
+	}
+	memset(&next, 0, sizeof(next));
+	if (rockd_config_load(&next, d->config_path, err, sizeof(err)) != 0) {
+		rlog_error(&d->log, "reload failed, keeping the running "
+		    "configuration: %s", err);
+		rockd_config_free(&next);
+		return;
+	}
+	if (rockd_services_reload(d, &next) != 0)
+		rlog_error(&d->log, "reload: some services could not start");
+	else
+		rlog_info(&d->log, "configuration reloaded from %s", d->config_path);
+}
+
+static int
+write_pidfile(const char *path)
+{
+	char buf[32];
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	int n = snprintf(buf, sizeof(buf), "%ld\n", (long)getpid());
+
+	if (fd < 0)
+		return -1;
+	if (write(fd, buf, (size_t)n) != n) {
+		close(fd);
+		return -1;
+	}
+	return close(fd);
+}
+
+static int
+setup_signals(struct rockd *d)
+{
+	signal(SIGPIPE, SIG_IGN);
+	d->sig_term = evsignal_new(d->base, SIGTERM, on_term, d);
+	d->sig_int = evsignal_new(d->base, SIGINT, on_term, d);
+	d->sig_hup = evsignal_new(d->base, SIGHUP, on_hup, d);
+	if (d->sig_term == NULL || d->sig_int == NULL || d->sig_hup == NULL)
+		return -1;
+	return event_add(d->sig_term, NULL) | event_add(d->sig_int, NULL) |
+	    event_add(d->sig_hup, NULL);
+}
+
+static void
+setup_log(struct rockd *d, const struct options *o)
+{
+	rock_config_defaults(&d->log_cfg);
+	d->log_cfg.log_sink = o->foreground ? ROCK_LOG_STDERR : ROCK_LOG_SYSLOG;
+	d->log_cfg.debug = o->verbose;
+	rock_log_configure(&d->log, &d->log_cfg, "rockd");
+	d->log.warn_to_stderr = 0;
+	if (!o->foreground)
+		openlog("rockd", LOG_PID, LOG_DAEMON);
+}
+
+static void
+teardown(struct rockd *d)
+{
+	if (d->grace != NULL)
+		event_free(d->grace);
+	if (d->sig_term != NULL)
+		event_free(d->sig_term);
+	if (d->sig_int != NULL)
+		event_free(d->sig_int);
+	if (d->sig_hup != NULL)
+		event_free(d->sig_hup);
+	/* Relays still open after the grace period die with the process. */
+	event_base_free(d->base);
+}
+
+static int
+run(struct rockd *d, const struct options *o)
+{
+	const char *pidfile = o->pidfile != NULL ? o->pidfile :
+	    d->cfg.pidfile[0] != '\0' ? d->cfg.pidfile : NULL;
+	int r = 1;
+
+	if ((d->base = event_base_new()) == NULL || setup_signals(d) != 0) {
+		fprintf(stderr, "rockd: cannot set up the event loop\n");
+		return 1;
+	}
+	if (rockd_services_start(d, &d->cfg) != 0)
+		goto out;
+	if (!o->foreground && daemon(0, 0) != 0) {
+		rlog_error(&d->log, "daemon: %s", strerror(errno));
+		goto out;
+	}
+	if (pidfile != NULL && write_pidfile(pidfile) != 0) {
+		rlog_error(&d->log, "pid file %s: %s", pidfile, strerror(errno));
+		goto out;
+	}
+	rlog_info(&d->log, "%s %s started", PACKAGE_NAME, PACKAGE_VERSION);
+	event_base_dispatch(d->base);
+	rlog_info(&d->log, "stopped");
+	r = 0;
+	if (pidfile != NULL)
+		unlink(pidfile);
+out:
+	rockd_services_stop(&d->cfg);
+	teardown(d);
+	return r;
+}
+
+int
+main(int argc, char **argv)
+{
+	struct rockd d;
+	struct options o;
+	char err[512];
+	int r;
+
+	memset(&d, 0, sizeof(d));
+	memset(&o, 0, sizeof(o));
+	if ((r = parse_options(argc, argv, &o, &d.cfg)) != 0)
+		return r;
+	d.config_path = o.config;
+	if (o.config != NULL &&
+	    rockd_config_load(&d.cfg, o.config, err, sizeof(err)) != 0) {
+		fprintf(stderr, "rockd: %s\n", err);
+		return 2;
+	}
+	if (o.test) {
+		printf("rockd: configuration OK\n");
+		return 0;
+	}
+	setup_log(&d, &o);
+	r = run(&d, &o);
+	rockd_config_free(&d.cfg);
+	return r;
+}

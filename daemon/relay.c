@@ -1,0 +1,202 @@
+/* relay.c: rockd's plain relay: client <-> backend, byte-exact, with half-close. */
+#include "config.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+
+#include "rockd.h"
+
+/* Read from one side stops while the other side has this much unsent,
+ * and resumes below the low mark: memory per relay stays bounded. */
+#define RELAY_HIGH (512 * 1024)
+#define RELAY_LOW (128 * 1024)
+
+enum { CLIENT = 0, BACKEND = 1 };
+
+struct rockd_relay {
+	struct rockd *d;
+	unsigned long id;
+	struct bufferevent *side[2];
+	int eof[2];		/* no more bytes will come from side i */
+	int shut[2];		/* we half-closed toward side i */
+	int connected;		/* backend connection established */
+	struct rockd_relay *prev, *next;
+};
+
+static void
+relay_free(struct rockd_relay *r, int reset)
+{
+	struct linger lg = { 1, 0 };
+	int i;
+
+	for (i = 0; i < 2; i++) {
+		evutil_socket_t fd = bufferevent_getfd(r->side[i]);
+
+		/* An abort answers an abort: the peer sees a reset, as it
+		 * would on a direct TCP connection. */
+		if (reset && fd >= 0)
+			setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+		bufferevent_free(r->side[i]);
+	}
+	if (r->prev != NULL)
+		r->prev->next = r->next;
+	else
+		r->d->relays = r->next;
+	if (r->next != NULL)
+		r->next->prev = r->prev;
+	rlog_debug(&r->d->log, "relay %lu: closed%s", r->id,
+	    reset ? " with reset" : "");
+	if (r->d->stopping && r->d->relays == NULL)
+		event_base_loopbreak(r->d->base);
+	free(r);
+}
+
+/* Half-close toward side i once everything for it is written. */
+static void
+flush_eof(struct rockd_relay *r, int i)
+{
+	if (!r->eof[1 - i] || r->shut[i] ||
+	    evbuffer_get_length(bufferevent_get_output(r->side[i])) > 0)
+		return;
+	if (i == BACKEND && !r->connected)
+		return;		/* done on connect */
+	shutdown(bufferevent_getfd(r->side[i]), SHUT_WR);
+	r->shut[i] = 1;
+	if (r->shut[0] && r->shut[1])
+		relay_free(r, 0);
+}
+
+static int
+side_of(const struct rockd_relay *r, const struct bufferevent *bev)
+{
+	return bev == r->side[CLIENT] ? CLIENT : BACKEND;
+}
+
+static void
+read_cb(struct bufferevent *bev, void *arg)
+{
+	struct rockd_relay *r = arg;
+	int i = side_of(r, bev);
+	struct evbuffer *out = bufferevent_get_output(r->side[1 - i]);
+
+	evbuffer_add_buffer(out, bufferevent_get_input(bev));
+	if (evbuffer_get_length(out) >= RELAY_HIGH)
+		bufferevent_disable(bev, EV_READ);
+}
+
+static void
+write_cb(struct bufferevent *bev, void *arg)
+{
+	struct rockd_relay *r = arg;
+	int i = side_of(r, bev);
+
+	if (!r->eof[1 - i])
+		bufferevent_enable(r->side[1 - i], EV_READ);
+	flush_eof(r, i);
+}
+
+static void
+event_cb(struct bufferevent *bev, short what, void *arg)
+{
+	struct rockd_relay *r = arg;
+	int i = side_of(r, bev);
+
+	if (what & BEV_EVENT_CONNECTED) {
+		r->connected = 1;
+		rlog_debug(&r->d->log, "relay %lu: backend connected", r->id);
+		flush_eof(r, BACKEND);
+		return;
+	}
+	if (what & BEV_EVENT_EOF) {
+		r->eof[i] = 1;
+		flush_eof(r, 1 - i);
+		return;
+	}
+	if (what & BEV_EVENT_ERROR) {
+		if (i == BACKEND && !r->connected)
+			rlog_warn(&r->d->log, "relay %lu: backend: %s; resetting "
+			    "the client", r->id, strerror(EVUTIL_SOCKET_ERROR()));
+		else
+			rlog_info(&r->d->log, "relay %lu: %s: %s", r->id,
+			    i == BACKEND ? "backend" : "client",
+			    strerror(EVUTIL_SOCKET_ERROR()));
+		relay_free(r, 1);
+	}
+}
+
+static struct bufferevent *
+new_side(struct rockd_relay *r, evutil_socket_t fd)
+{
+	struct bufferevent *bev = bufferevent_socket_new(r->d->base, fd,
+	    BEV_OPT_CLOSE_ON_FREE);
+
+	if (bev == NULL)
+		return NULL;
+	bufferevent_setcb(bev, read_cb, write_cb, event_cb, r);
+	bufferevent_setwatermark(bev, EV_WRITE, RELAY_LOW, 0);
+	bufferevent_enable(bev, EV_READ | EV_WRITE);
+	return bev;
+}
+
+void
+rockd_relay_start(struct rockd *d, const struct rockd_service *svc,
+    evutil_socket_t client, struct evbuffer *early)
+{
+	static unsigned long next_id;
+	struct rockd_relay *r = calloc(1, sizeof(*r));
+
+	if (r == NULL || (r->d = d, r->side[CLIENT] = new_side(r, client)) == NULL) {
+		rlog_error(&d->log, "relay: out of memory");
+		evutil_closesocket(client);
+		free(r);
+		return;
+	}
+	r->id = ++next_id;
+	if ((r->side[BACKEND] = new_side(r, -1)) == NULL) {
+		bufferevent_free(r->side[CLIENT]);
+		free(r);
+		return;
+	}
+	r->next = d->relays;
+	if (d->relays != NULL)
+		d->relays->prev = r;
+	d->relays = r;
+	if (early != NULL)
+		evbuffer_add_buffer(bufferevent_get_output(r->side[BACKEND]), early);
+	rlog_debug(&d->log, "relay %lu: plain client on %s, to backend %s",
+	    r->id, svc->listen_spec, svc->backend_spec);
+	if (bufferevent_socket_connect(r->side[BACKEND],
+	    (const struct sockaddr *)&svc->backend_addr,
+	    (int)svc->backend_len) != 0) {
+		rlog_warn(&d->log, "relay %lu: backend %s: %s", r->id,
+		    svc->backend_spec, strerror(errno));
+		relay_free(r, 1);
+	}
+}
+
+/* Stop reading both ways; each side is half-closed once flushed. */
+void
+rockd_relays_stop(struct rockd *d)
+{
+	struct rockd_relay *r, *next;
+
+	for (r = d->relays; r != NULL; r = next) {
+		next = r->next;
+		bufferevent_disable(r->side[CLIENT], EV_READ);
+		bufferevent_disable(r->side[BACKEND], EV_READ);
+		r->eof[CLIENT] = r->eof[BACKEND] = 1;
+		/* flush_eof frees r once both sides are shut: it can only
+		 * do so in the last call made here. */
+		if (!r->shut[BACKEND]) {
+			flush_eof(r, CLIENT);
+			flush_eof(r, BACKEND);
+		} else {
+			flush_eof(r, CLIENT);
+		}
+	}
+}

@@ -1,0 +1,72 @@
+/* rockd.h: what rockd's files share: services, the daemon object, relays. */
+#ifndef ROCKD_H
+#define ROCKD_H
+
+#include <sys/socket.h>
+
+#include <event2/buffer.h>
+#include <event2/event.h>
+#include <event2/listener.h>
+
+#include "rock_log.h"
+
+#define ROCKD_DEFAULT_SNIFF_MS 300
+
+/* One "listen ... backend ..." line of the configuration. */
+struct rockd_service {
+	char listen_spec[128];		/* as written, for logs and reload matching */
+	char backend_spec[300];
+	struct sockaddr_storage listen_addr;
+	socklen_t listen_len;
+	struct sockaddr_storage backend_addr;
+	socklen_t backend_len;
+	int sniff_ms;
+	struct evconnlistener *listener;	/* NULL until started */
+	struct rockd *daemon;
+	struct rockd_service *next;
+};
+
+struct rockd_config {
+	struct rockd_service *services;
+	char pidfile[256];
+};
+
+struct rockd_relay;
+
+struct rockd {
+	struct event_base *base;
+	struct rock_log log;
+	struct rock_config log_cfg;	/* holds the log's settings */
+	struct rockd_config cfg;
+	const char *config_path;	/* NULL: services from the command line */
+	struct rockd_relay *relays;	/* live relays, for graceful stop */
+	int stopping;
+	struct event *sig_term, *sig_int, *sig_hup, *grace;
+};
+
+/* Configuration: parse a file; on error print "FILE:LINE: problem" into
+ * err and return -1. */
+int rockd_config_load(struct rockd_config *cfg, const char *path,
+    char *err, size_t errlen);
+/* One service from --listen/--backend. */
+int rockd_config_add(struct rockd_config *cfg, const char *listen,
+    const char *backend, char *err, size_t errlen);
+void rockd_config_free(struct rockd_config *cfg);
+
+/* Listeners: start every service, or move live ones over to a new config. */
+int rockd_services_start(struct rockd *d, struct rockd_config *cfg);
+void rockd_services_stop(struct rockd_config *cfg);
+int rockd_services_reload(struct rockd *d, struct rockd_config *next);
+
+/* A plain relay between an accepted client and a new backend connection;
+ * `early` holds bytes already read from the client. */
+void rockd_relay_start(struct rockd *d, const struct rockd_service *svc,
+    evutil_socket_t client, struct evbuffer *early);
+/* Ask every relay to finish: flush and half-close both ways. */
+void rockd_relays_stop(struct rockd *d);
+
+/* Address text "[ADDR:]PORT" or "HOST:PORT" into a sockaddr; -1 + err. */
+int rockd_parse_addr(const char *spec, int passive, struct sockaddr_storage *ss,
+    socklen_t *len, char *err, size_t errlen);
+
+#endif

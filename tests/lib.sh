@@ -1,0 +1,49 @@
+# lib.sh: shared helpers of the test scripts (paths, results, a temp dir kept only on failure).
+# shellcheck shell=bash
+
+: "${top_builddir:=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}"
+: "${top_srcdir:=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}"
+ROCK="$top_builddir/tools/rock"
+t_pass=0
+t_fail=0
+t_skip=0
+
+# A scratch directory, removed on success and kept (and named) on failure.
+t_tmp=$(mktemp -d "${TMPDIR:-/tmp}/rocktest.XXXXXX")
+t_finish() {
+	local rc=$?
+	if [ "$t_fail" -eq 0 ] && [ "$rc" -eq 0 ]; then
+		rm -rf "$t_tmp"
+	else
+		echo "logs kept in $t_tmp" >&2
+	fi
+}
+
+t_ok() { t_pass=$((t_pass + 1)); echo "PASS: $*"; }
+t_bad() { t_fail=$((t_fail + 1)); echo "FAIL: $*"; }
+t_skipped() { t_skip=$((t_skip + 1)); echo "SKIP: $*"; }
+
+# t_check NAME COMMAND...: passes when the command exits 0.
+t_check() {
+	local name=$1
+	shift
+	if "$@"; then t_ok "$name"; else t_bad "$name"; fi
+}
+
+# t_eq NAME GOT WANT
+t_eq() {
+	if [ "$2" = "$3" ]; then t_ok "$1"; else t_bad "$1: got '$2', want '$3'"; fi
+}
+
+# Print the closing line and exit with the automake code.
+t_done() {
+	echo "$t_pass passed, $t_fail failed, $t_skip skipped"
+	[ "$t_fail" -eq 0 ] || exit 1
+	[ "$t_pass" -gt 0 ] || exit 77
+	exit 0
+}
+
+t_skip_all() {
+	echo "SKIP: $*"
+	exit 77
+}
