@@ -263,19 +263,22 @@ main(int argc, char **argv)
 	memset(&d, 0, sizeof(d));
 	memset(&o, 0, sizeof(o));
 	if ((r = parse_options(argc, argv, &o, &d.cfg)) != 0)
-		return r;
+		goto out;
 	d.config_path = o.config;
 	if (o.config != NULL &&
 	    rockd_config_load(&d.cfg, o.config, err, sizeof(err)) != 0) {
 		fprintf(stderr, "rockd: %s\n", err);
-		return 2;
+		r = 2;
+		goto out;
 	}
 	if (o.test) {
 		printf("rockd: configuration OK\n");
-		return 0;
+		goto out;
 	}
 	setup_log(&d, &o);
 	r = run(&d, &o);
+out:
+	/* Also on the early exits: a sanitized build's leak check counts. */
 	rockd_config_free(&d.cfg);
 	return r;
 }

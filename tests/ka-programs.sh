@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # ka-programs.sh: keepalive options on the sockets of real programs (java, python3, socat, curl) under rock --keepalive-only.
+# shellcheck source-path=SCRIPTDIR
 set -u
+# shellcheck source=lib.sh
 . "$(dirname "$0")/lib.sh"
 
 inspect="$top_builddir/tests/sockinspect"
@@ -37,18 +39,37 @@ tree() {
 		i=$((i + 1))
 	done
 }
+# reap PID: wait for our child PID and forget it (its pid may be reused after).
+reap() {
+	local -a keep=()
+	local p
+	wait "$1" 2>/dev/null
+	for p in "${started[@]}"; do [ "$p" = "$1" ] || keep+=("$p"); done
+	started=("${keep[@]}")
+}
+# kill_tree PID: SIGTERM to our child PID and its descendants (SIGKILL after 5 s), reaped.
 kill_tree() {
 	local -a all
+	local i line
 	mapfile -t all < <(tree "$1")
 	kill -TERM "${all[@]}" 2>/dev/null
-	wait "$1" 2>/dev/null
+	for i in $(seq 50); do
+		read -r line 2>/dev/null </proc/"$1"/stat || break
+		line=${line##*) }
+		[ "${line%% *}" = Z ] && break
+		[ "$i" -eq 50 ] && kill -KILL "${all[@]}" 2>/dev/null
+		sleep 0.1
+	done
+	reap "$1"
 }
-cleanup() {
-	local p
+# shellcheck disable=SC2317 # run by the EXIT trap
+on_exit() {
+	local rc=$? p
 	for p in "${started[@]}"; do kill_tree "$p"; done
-	return 0
+	(exit "$rc")
+	t_finish
 }
-trap 'rc=$?; cleanup; (exit "$rc"); t_finish' EXIT
+trap on_exit EXIT
 
 [ -x "$inspect" ] || {
 	t_bad "no $inspect (built by make check)"
@@ -322,6 +343,7 @@ else
 		fi
 		wait "$cu"
 		t_eq "$name: exit status" "$?" 0
+		reap "$cu"
 		t_eq "$name: body" "$(cat "$t_tmp/$name.out")" ok
 	done
 fi

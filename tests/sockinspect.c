@@ -20,8 +20,9 @@
  *   fd=N family=inet|inet6 state=listen|connected|other keepalive=K idle=I
  *   intvl=V cnt=C user_timeout=U
  * An option that cannot be read prints as -1.
- * Exit 0 when the process was inspected, 77 when the kernel does not let us
- * copy its descriptors (pidfd_getfd: EPERM or ENOSYS), 1 on any other error.
+ * Exit 0 when the process was inspected, 77 (with a "SKIP: " line) when the
+ * kernel does not let us copy its descriptors (pidfd_getfd: EPERM or ENOSYS;
+ * or no access to /proc/PID/fd), 1 on any other error.
  */
 
 static int
@@ -130,6 +131,11 @@ main(int argc, char **argv)
 	}
 	snprintf(dirpath, sizeof(dirpath), "/proc/%ld/fd", pid);
 	dir = opendir(dirpath);
+	if (dir == NULL && (errno == EACCES || errno == EPERM)) {
+		/* The same ptrace access check that pidfd_getfd would fail. */
+		printf("SKIP: %s: %s\n", dirpath, strerror(errno));
+		return 77;
+	}
 	if (dir == NULL) {
 		fprintf(stderr, "sockinspect: %s: %s\n", dirpath, strerror(errno));
 		return 1;

@@ -24,8 +24,11 @@ check() {
 		PASSED=$((PASSED + 1))
 	else
 		echo "FAIL: $name"
+		sed 's/^/    /' "$TMP/err" 2>/dev/null
+		nn_log "server listeners: $(nn_s ss -Hltn 2>&1 | awk '{ printf "%s ", $4 }')"
 		FAILED=$((FAILED + 1))
 	fi
+	[ ! -d "$TMP" ] || : >"$TMP/err"
 }
 
 # Start the socat servers in the server namespace and wait for them.

@@ -105,7 +105,7 @@ nn__arm_traps() {
 
 # Signal handler: clean up, then exit with the conventional 128+signal status.
 nn__on_signal() {
-	nn_cleanup
+	nn_cleanup "$1"
 	trap - EXIT
 	exit "$1"
 }
@@ -329,12 +329,13 @@ nn__listening() {
 		END { exit !f }'
 }
 
-# Tear everything down, whatever state we are in: registered cleanups (LIFO),
-# processes left in the namespaces, the namespaces themselves. Idempotent.
+# [STATUS]: tear everything down, whatever state we are in: registered cleanups
+# (LIFO, each sees the exit status in $?), processes left in the namespaces,
+# the namespaces themselves. Idempotent.
 nn_cleanup() {
-	local i ns
+	local rc=${1:-$?} i ns
 	for ((i = ${#NN_CLEANUPS[@]} - 1; i >= 0; i--)); do
-		eval "${NN_CLEANUPS[i]}" || true
+		nn__run_cleanup "$rc" "${NN_CLEANUPS[i]}"
 	done
 	NN_CLEANUPS=()
 	for ns in "${NN_ID}c" "${NN_ID}r" "${NN_ID}s" "${NN_ID}p" "${NN_ID}q"; do
@@ -343,6 +344,20 @@ nn_cleanup() {
 		ip netns del "$ns" 2>/dev/null || true
 	done
 	return 0
+}
+
+# RC CMD: eval CMD with $? preset to RC (errexit-safe: it is an if condition).
+nn__run_cleanup() {
+	if nn__status "$1"; then
+		eval "$2" || true
+	else
+		eval "$2" || true
+	fi
+}
+
+# RC: return RC.
+nn__status() {
+	return "$1"
 }
 
 # NS: succeed if the named namespace exists.

@@ -1,0 +1,602 @@
+#!/usr/bin/env bash
+# rockd-plain.sh: rockd's -t checks, and its plain TCP relay, SIGTERM and SIGHUP on loopback.
+set -u
+. "$(dirname "$0")/lib.sh"
+ROCKD="$top_builddir/daemon/rockd"
+[ -x "$ROCKD" ] || t_skip_all "$ROCKD not built"
+command -v python3 >/dev/null || t_skip_all "python3 not found"
+
+# Every process started here is killed on every way out.
+pids=()
+# shellcheck disable=SC2317 # run by the trap
+cleanup() {
+	local rc=$? p
+	for p in "${pids[@]}"; do
+		kill -KILL "$p" 2>/dev/null
+	done
+	wait 2>/dev/null
+	(exit "$rc")
+	t_finish
+}
+trap cleanup EXIT
+trap 'exit 129' HUP
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# The peers: backends that bind port 0 and publish it, and clients.
+cat >"$t_tmp/peer.py" <<'EOF'
+import os, socket, sys, threading, time
+
+HOST = '127.0.0.1'
+
+def publish(path, text):
+    with open(path + '.tmp', 'w') as f:
+        f.write(text)
+    os.rename(path + '.tmp', path)
+
+def wait_file(path, limit=20):
+    end = time.time() + limit
+    while not os.path.exists(path):
+        if time.time() > end:
+            raise TimeoutError(path)
+        time.sleep(0.02)
+
+def listener(portfile):
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind((HOST, 0))
+    s.listen(512)
+    publish(portfile, '%d\n' % s.getsockname()[1])
+    return s
+
+def accept_one(portfile):
+    s = listener(portfile)
+    s.settimeout(30)
+    c, _ = s.accept()
+    s.close()
+    c.settimeout(30)
+    return c
+
+def connect(port):
+    return socket.create_connection((HOST, int(port)), timeout=20)
+
+def background(fn, *args):
+    box = {}
+    def run():
+        try:
+            box['result'] = fn(*args)
+        except Exception as e:
+            box['error'] = e
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    return t, box
+
+def finish(t, box):
+    t.join()
+    if 'error' in box:
+        raise box['error']
+    return box.get('result')
+
+def read(path):
+    with open(path, 'rb') as f:
+        return f.read()
+
+def write(path, data):
+    with open(path, 'wb') as f:
+        f.write(data)
+
+def send_close(c, data):
+    c.sendall(data)
+    c.shutdown(socket.SHUT_WR)
+
+def recv_all(c):
+    buf = bytearray()
+    while True:
+        b = c.recv(1 << 16)
+        if not b:
+            return bytes(buf)
+        buf += b
+
+def recv_n(c, n):
+    buf = bytearray()
+    while len(buf) < n:
+        b = c.recv(n - len(buf))
+        if not b:
+            break
+        buf += b
+    return bytes(buf)
+
+def duplex(c, send, recv):
+    t = background(send_close, c, read(send))
+    write(recv, recv_all(c))
+    finish(*t)
+    c.close()
+
+def echo_once(port, size, barrier=None):
+    payload = os.urandom(size)
+    c = connect(port)
+    if barrier is not None:
+        barrier.wait()
+    t = background(send_close, c, payload)
+    got = recv_all(c)
+    finish(*t)
+    c.close()
+    return got == payload
+
+def echo_conn(c):
+    with c:
+        while True:
+            b = c.recv(1 << 16)
+            if not b:
+                break
+            c.sendall(b)
+        c.shutdown(socket.SHUT_WR)
+
+def cmd_ports(n):
+    socks = [socket.socket() for _ in range(int(n))]
+    for s in socks:
+        s.bind((HOST, 0))
+    print(' '.join(str(s.getsockname()[1]) for s in socks))
+
+def cmd_echo_server(portfile):
+    s = listener(portfile)
+    while True:
+        c, _ = s.accept()
+        threading.Thread(target=echo_conn, args=(c,), daemon=True).start()
+
+def cmd_duplex_server(portfile, send, recv):
+    duplex(accept_one(portfile), send, recv)
+
+def cmd_duplex_client(port, send, recv):
+    duplex(connect(port), send, recv)
+
+def cmd_half_server(portfile, reply, seen):
+    c = accept_one(portfile)
+    write(seen, recv_all(c))
+    time.sleep(0.1)
+    c.sendall(read(reply))
+    c.close()
+
+def cmd_half_client(port, request, out):
+    c = connect(port)
+    send_close(c, read(request))
+    write(out, recv_all(c))
+    c.close()
+
+def cmd_banner_server(portfile, banner):
+    c = accept_one(portfile)
+    c.sendall(read(banner))
+    recv_all(c)
+    c.close()
+
+# Read n bytes, then anything arriving in the next 0.3 s.
+def cmd_read_n(port, n, out):
+    c = connect(port)
+    got = recv_n(c, int(n))
+    c.settimeout(0.3)
+    try:
+        got += c.recv(1 << 16)
+    except socket.timeout:
+        pass
+    write(out, got)
+    c.close()
+
+def cmd_probe(port):
+    try:
+        c = connect(port)
+    except ConnectionRefusedError:
+        print('refused')
+        return
+    c.settimeout(5)
+    try:
+        print('data' if c.recv(1) else 'eof')
+    except ConnectionResetError:
+        print('reset')
+    except socket.timeout:
+        print('timeout')
+
+def cmd_echo(port, size):
+    try:
+        print('ok' if echo_once(port, int(size)) else 'mismatch')
+    except ConnectionRefusedError:
+        print('refused')
+
+def cmd_many(port, n, size):
+    n = int(n)
+    barrier = threading.Barrier(n, timeout=20)
+    jobs = [background(echo_once, port, int(size), barrier) for _ in range(n)]
+    ok = 0
+    for job in jobs:
+        try:
+            ok += 1 if finish(*job) else 0
+        except Exception as e:
+            print(repr(e), file=sys.stderr)
+    print('%d of %d exact' % (ok, n))
+
+# Round k (from 2 on after DIR/go.k appears): 100000 bytes echoed on one connection.
+def cmd_session(port, dir, tag, rounds):
+    c = connect(port)
+    for k in range(1, int(rounds) + 1):
+        if k > 1:
+            wait_file('%s/go.%d' % (dir, k))
+        payload = os.urandom(100000)
+        try:
+            t = background(c.sendall, payload)
+            got = recv_n(c, len(payload))
+            finish(*t)
+            res = 'ok' if got == payload else 'mismatch (%d bytes)' % len(got)
+        except Exception as e:
+            res = repr(e)
+        publish('%s/%s.%d' % (dir, tag, k), res + '\n')
+    c.close()
+
+# Send DATA until blocked; FULL appears once the sending has stalled, EOF
+# says how the read side ended.
+def cmd_flood_server(portfile, data, full, eof):
+    c = accept_one(portfile)
+    sent = [0]
+    def flood():
+        buf = read(data)
+        for off in range(0, len(buf), 1 << 16):
+            c.sendall(buf[off:off + (1 << 16)])
+            sent[0] = off + (1 << 16)
+    def reader():
+        try:
+            publish(eof, 'eof after %d bytes\n' % len(recv_all(c)))
+        except ConnectionResetError:
+            publish(eof, 'reset\n')
+    background(flood)
+    r = background(reader)
+    last = -1
+    while sent[0] != last or sent[0] < (1 << 20):
+        last = sent[0]
+        time.sleep(0.3)
+    publish(full, '%d\n' % sent[0])
+    finish(*r)
+
+def cmd_stall_client(port, first, started, go, out):
+    c = connect(port)
+    got = recv_n(c, int(first))
+    publish(started, '\n')
+    wait_file(go)
+    try:
+        got += recv_all(c)
+        print('eof')
+    except ConnectionResetError:
+        print('reset')
+    write(out, got)
+
+globals()['cmd_' + sys.argv[1].replace('-', '_')](*sys.argv[2:])
+EOF
+peer=(python3 "$t_tmp/peer.py")
+py() { "${peer[@]}" "$@"; }
+
+# wait_file FILE: up to 10 s for FILE to appear.
+wait_file() {
+	local i
+	for ((i = 0; i < 200; i++)); do
+		[ -e "$1" ] && return 0
+		sleep 0.05
+	done
+	echo "timed out waiting for $1" >&2
+	return 1
+}
+
+# spawn CMD...: run a program (not a function: its pid is the program's) in
+# the background, remembered for cleanup, pid in $spawned.
+spawn() {
+	"$@" &
+	spawned=$!
+	pids+=("$spawned")
+}
+
+# backend NAME MODE ARGS...: start a peer.py server, its port in $port.
+backend() {
+	local name=$1
+	shift
+	spawn "${peer[@]}" "$1" "$t_tmp/$name.port" "${@:2}"
+	wait_file "$t_tmp/$name.port" || exit 1
+	port=$(cat "$t_tmp/$name.port")
+}
+
+# start_rockd LOG ARGS...: rockd -F in the background, stderr to LOG, pid in
+# $rockd_pid; fails if it exits before logging "started".
+start_rockd() {
+	local log=$1 i
+	shift
+	spawn "$ROCKD" -F "$@" 2>"$log"
+	rockd_pid=$spawned
+	for ((i = 0; i < 200; i++)); do
+		grep -q ': info: run: .* started$' "$log" && return 0
+		kill -0 "$rockd_pid" 2>/dev/null || return 1
+		sleep 0.05
+	done
+	return 1
+}
+
+# launch LOG ARGS-FUNCTION: pick free ports with $nports ports, let the
+# function write the arguments into $t_tmp/args, start; retry if a port
+# was taken meanwhile.
+launch() {
+	local log=$1 try
+	for try in 1 2 3; do
+		read -r -a lp < <(py ports "$nports")
+		"$2" >"$t_tmp/args"
+		mapfile -t args <"$t_tmp/args"
+		start_rockd "$log" "${args[@]}" && return 0
+		grep -q 'cannot listen: Address already in use' "$log" || break
+		echo "try $try: $(grep 'cannot listen' "$log"); again" >&2
+	done
+	t_bad "rockd starts ($log)"
+	sed 's/^/    /' "$log"
+	exit 1
+}
+
+# exited PID SECONDS: $status is the exit status, or "running" after SECONDS.
+exited() {
+	local i
+	status=running
+	for ((i = 0; i < $2 * 20; i++)); do
+		if ! kill -0 "$1" 2>/dev/null; then
+			wait "$1"
+			status=$?
+			return
+		fi
+		sleep 0.05
+	done
+}
+
+# logged LOG PATTERN: a log line, after the time stamp and pid, matches PATTERN.
+logged() { sed 's/^[^ ]* rockd\[[0-9]*\]: //' "$1" | grep -qx -- "$2"; }
+
+# --- 1. -t and the command line -------------------------------------------
+# tcheck NAME WANT-RC WANT-STDERR ARGS...
+tcheck() {
+	local name=$1 rc=$2 want=$3
+	shift 3
+	"$ROCKD" -t "$@" >"$t_tmp/out" 2>"$t_tmp/err"
+	t_eq "-t $name: exit code" $? "$rc"
+	t_eq "-t $name: message" "$(cat "$t_tmp/err")" "$want"
+}
+# conf NAME LINES...: a configuration file, its path in $cf.
+conf() {
+	cf="$t_tmp/$1.conf"
+	shift
+	printf '%s\n' "$@" >"$cf"
+}
+svc='backend 127.0.0.1:7002'
+expected='expected: listen [ADDR:]PORT backend HOST:PORT [sniff-ms N]'
+sniffbad='sniff-ms needs milliseconds, 0 to 60000'
+
+conf good '# a comment' '' "listen 127.0.0.1:7001 $svc   # trailing" \
+	"listen 7003 backend [::1]:7004 sniff-ms 0" \
+	"	listen [::1]:7005 backend localhost:7006 sniff-ms 60000" 'pidfile /run/rockd.pid'
+"$ROCKD" -t -f "$cf" >"$t_tmp/out" 2>"$t_tmp/err"
+t_eq "-t good file: exit 0" $? 0
+t_eq "-t good file: says OK" "$(cat "$t_tmp/out")" "rockd: configuration OK"
+t_eq "-t good file: nothing on stderr" "$(cat "$t_tmp/err")" ""
+
+conf kw "listen 127.0.0.1:7001 $svc" '# two' 'frobnicate 1'
+tcheck "unknown keyword" 2 "rockd: $cf:3: unknown keyword \"frobnicate\"" -f "$cf"
+t_eq "-t bad file: nothing on stdout" "$(cat "$t_tmp/out")" ""
+conf nobackend 'listen 127.0.0.1:7001'
+tcheck "listen without backend" 2 "rockd: $cf:1: $expected" -f "$cf"
+conf notbackend 'listen 127.0.0.1:7001 to 127.0.0.1:7002'
+tcheck "listen ... to ..." 2 "rockd: $cf:1: $expected" -f "$cf"
+conf port0 "listen 127.0.0.1:0 $svc"
+tcheck "listen port 0" 2 "rockd: $cf:1: \"127.0.0.1:0\": port must be 1 to 65535" -f "$cf"
+conf port65536 'listen 7001 backend 127.0.0.1:65536'
+tcheck "backend port 65536" 2 "rockd: $cf:1: \"127.0.0.1:65536\": port must be 1 to 65535" -f "$cf"
+conf portabc '' "listen abc $svc"
+tcheck "listen port abc" 2 "rockd: $cf:2: \"abc\": port must be 1 to 65535" -f "$cf"
+conf nohost "listen 127.0.0.1:7001 backend 7002"
+tcheck "backend without host" 2 "rockd: $cf:1: \"7002\": expected HOST:PORT" -f "$cf"
+conf dup "listen 127.0.0.1:7001 $svc" "listen 127.0.0.1:7001 backend 127.0.0.1:7009"
+tcheck "duplicate listen address" 2 "rockd: $cf:2: \"127.0.0.1:7001\": listen address used twice" -f "$cf"
+conf opt "listen 127.0.0.1:7001 $svc sniff 5"
+tcheck "unknown option after backend" 2 "rockd: $cf:1: unknown service option \"sniff\"" -f "$cf"
+for v in 60001 -1 abc ''; do
+	conf sniff "listen 127.0.0.1:7001 $svc sniff-ms $v"
+	tcheck "sniff-ms '$v'" 2 "rockd: $cf:1: $sniffbad" -f "$cf"
+done
+conf pidrel "listen 127.0.0.1:7001 $svc" 'pidfile rockd.pid'
+tcheck "relative pidfile" 2 "rockd: $cf:2: expected: pidfile ABSOLUTE-PATH" -f "$cf"
+tcheck "missing file" 2 "rockd: $t_tmp/none.conf: No such file or directory" -f "$t_tmp/none.conf"
+conf empty '# nothing here' 'pidfile /run/rockd.pid'
+tcheck "no service" 2 "rockd: $cf: no service (a \"listen ... backend ...\" line) configured" -f "$cf"
+
+"$ROCKD" -t --listen 127.0.0.1:7001 --backend 127.0.0.1:7002 --listen 7003 -b 127.0.0.1:7004 \
+	>"$t_tmp/out" 2>"$t_tmp/err"
+t_eq "-t command-line services: exit 0" $? 0
+t_eq "-t command-line services: says OK" "$(cat "$t_tmp/out")" "rockd: configuration OK"
+# clierr NAME WANT-FIRST-STDERR-LINE ARGS...: exit 2, the message, then usage.
+clierr() {
+	local name=$1 want=$2
+	shift 2
+	"$ROCKD" "$@" >"$t_tmp/out" 2>"$t_tmp/err"
+	t_eq "$name: exit 2" $? 2
+	t_eq "$name: message" "$(head -n 1 "$t_tmp/err")" "$want"
+	t_eq "$name: nothing on stdout" "$(cat "$t_tmp/out")" ""
+}
+clierr "--listen without --backend" "rockd: each --listen needs one --backend after it" \
+	-t --listen 127.0.0.1:7001
+t_check "--listen without --backend: usage follows" grep -q '^usage: rockd ' "$t_tmp/err"
+clierr "--backend before --listen" "rockd: each --listen needs one --backend after it" \
+	-t --backend 127.0.0.1:7002 --listen 127.0.0.1:7001
+conf good2 "listen 127.0.0.1:7001 $svc"
+clierr "both -f and --listen" "rockd: give either -f CONFIG or --listen/--backend" \
+	-t -f "$cf" --listen 127.0.0.1:7003 --backend 127.0.0.1:7004
+clierr "neither -f nor --listen" "rockd: give either -f CONFIG or --listen/--backend" -t
+clierr "unknown option" "$ROCKD: unrecognized option '--bogus'" -t --bogus -f "$cf"
+clierr "bad --listen port" "rockd: \"127.0.0.1:99999\": port must be 1 to 65535" \
+	-t --listen 127.0.0.1:99999 --backend 127.0.0.1:7002
+
+# --- relay checks, one rockd with one service per check ---------------------
+head -c 20971520 /dev/urandom >"$t_tmp/client.send"
+head -c 20971520 /dev/urandom >"$t_tmp/backend.send"
+head -c 4096 /dev/urandom >"$t_tmp/half.request"
+head -c 1048576 /dev/urandom >"$t_tmp/half.reply"
+printf '220 rocks.test ESMTP ready\r\n' >"$t_tmp/banner"
+backend duplex duplex-server "$t_tmp/backend.send" "$t_tmp/backend.recv"
+b_duplex=$port
+backend half half-server "$t_tmp/half.reply" "$t_tmp/half.seen"
+b_half=$port
+backend banner banner-server "$t_tmp/banner"
+b_banner=$port
+backend echo echo-server
+b_echo=$port
+read -r b_dead < <(py ports 1)
+# shellcheck disable=SC2317 # run by launch
+relay_args() {
+	printf -- '--listen\n127.0.0.1:%s\n--backend\n127.0.0.1:%s\n' \
+		"${lp[0]}" "$b_duplex" "${lp[1]}" "$b_half" "${lp[2]}" "$b_banner" \
+		"${lp[3]}" "$b_dead" "${lp[4]}" "$b_echo"
+}
+nports=5
+launch "$t_tmp/relay.log" relay_args
+relay_pid=$rockd_pid
+
+# 2. 20 MiB each way at once, byte-exact.
+py duplex-client "${lp[0]}" "$t_tmp/client.send" "$t_tmp/client.recv"
+t_eq "duplex: client exits 0" $? 0
+wait "${pids[0]}"
+t_eq "duplex: backend exits 0" $? 0
+t_eq "duplex: backend got the client's 20 MiB exactly" \
+	"$(sha256sum <"$t_tmp/backend.recv")" "$(sha256sum <"$t_tmp/client.send")"
+t_eq "duplex: client got the backend's 20 MiB exactly" \
+	"$(sha256sum <"$t_tmp/client.recv")" "$(sha256sum <"$t_tmp/backend.send")"
+
+# 3. Half-close: the backend sees EOF, then its reply still arrives whole.
+py half-client "${lp[1]}" "$t_tmp/half.request" "$t_tmp/half.out"
+t_eq "half-close: client exits 0" $? 0
+wait "${pids[1]}"
+t_eq "half-close: backend exits 0 (it saw EOF)" $? 0
+t_check "half-close: backend got the request exactly" cmp -s "$t_tmp/half.seen" "$t_tmp/half.request"
+t_check "half-close: client got the 1 MiB reply after its EOF exactly" \
+	cmp -s "$t_tmp/half.out" "$t_tmp/half.reply"
+
+# 4. A server that speaks first: the silent client gets the banner, and only it.
+py read-n "${lp[2]}" "$(wc -c <"$t_tmp/banner")" "$t_tmp/banner.out"
+t_eq "banner: client exits 0" $? 0
+t_check "banner: received exactly" cmp -s "$t_tmp/banner.out" "$t_tmp/banner"
+wait "${pids[2]}"
+t_eq "banner: backend sees the client's close" $? 0
+
+# 5. Nothing listens at the backend: the client is reset, the log says why.
+t_eq "backend refused: client is reset" "$(py probe "${lp[3]}")" reset
+t_check "backend refused: logged" logged "$t_tmp/relay.log" \
+	'warning: event_cb: relay [0-9]*: backend: Connection refused; resetting the client'
+
+# 8. Many clients at once, each 64 KiB echoed byte-exact.
+t_eq "200 concurrent clients" "$(py many "${lp[4]}" 200 65536)" "200 of 200 exact"
+t_eq "rockd still serves after them" "$(py echo "${lp[4]}" 1000)" ok
+
+kill -TERM "$relay_pid"
+exited "$relay_pid" 5
+t_eq "idle rockd: SIGTERM exits 0" "$status" 0
+t_check "idle rockd: logs stopped" logged "$t_tmp/relay.log" 'info: run: stopped'
+
+# --- 6. SIGTERM in the middle of a transfer ---------------------------------
+head -c 33554432 /dev/urandom >"$t_tmp/flood"
+backend flood flood-server "$t_tmp/flood" "$t_tmp/flood.full" "$t_tmp/flood.eof"
+b_flood=$port
+# shellcheck disable=SC2317 # run by launch
+term_args() {
+	printf -- '-p\n%s\n--listen\n127.0.0.1:%s\n--backend\n127.0.0.1:%s\n' \
+		"$t_tmp/rockd.pid" "${lp[0]}" "$b_flood"
+}
+nports=1
+launch "$t_tmp/term.log" term_args
+term_pid=$rockd_pid
+t_eq "pid file written" "$(cat "$t_tmp/rockd.pid")" "$term_pid"
+# The client reads 64 KiB then stops; the backend floods until it stalls.
+spawn "${peer[@]}" stall-client "${lp[0]}" 65536 "$t_tmp/stall.started" \
+	"$t_tmp/stall.go" "$t_tmp/stall.out" >"$t_tmp/stall.result"
+stall_pid=$spawned
+wait_file "$t_tmp/stall.started" && wait_file "$t_tmp/flood.full"
+kill -TERM "$term_pid"
+for ((i = 0; i < 100; i++)); do
+	logged "$t_tmp/term.log" 'info: on_term: signal 15: no new connections; closing relays' && break
+	sleep 0.05
+done
+t_check "SIGTERM: logged" logged "$t_tmp/term.log" \
+	'info: on_term: signal 15: no new connections; closing relays'
+t_check "SIGTERM: rockd waits for the stalled relay" kill -0 "$term_pid"
+t_eq "SIGTERM: new connections refused" "$(py probe "${lp[0]}")" refused
+wait_file "$t_tmp/flood.eof"
+t_eq "SIGTERM: backend sees a clean EOF" "$(cat "$t_tmp/flood.eof")" "eof after 0 bytes"
+touch "$t_tmp/stall.go"
+wait "$stall_pid"
+t_eq "SIGTERM: stalled client exits 0" $? 0
+t_eq "SIGTERM: stalled client then sees a clean EOF" "$(cat "$t_tmp/stall.result")" eof
+got=$(wc -c <"$t_tmp/stall.out")
+# What rockd had read (at least its 512 KiB high mark) is delivered.
+t_check "SIGTERM: client got what rockd held ($got bytes)" test "$got" -ge $((65536 + 524288))
+t_check "SIGTERM: ...and it is the backend's stream exactly" \
+	cmp -s -n "$got" "$t_tmp/stall.out" "$t_tmp/flood"
+exited "$term_pid" 5
+t_eq "SIGTERM: rockd exits 0 once flushed" "$status" 0
+t_check "SIGTERM: pid file removed" test ! -e "$t_tmp/rockd.pid"
+
+# --- 7. SIGHUP reload ----------------------------------------------------------
+hup_conf="$t_tmp/hup.conf"
+# shellcheck disable=SC2317 # run by launch
+hup_args() {
+	printf 'listen 127.0.0.1:%s backend 127.0.0.1:%s\n' "${lp[0]}" "$b_echo" \
+		"${lp[1]}" "$b_echo" >"$hup_conf"
+	printf -- '-f\n%s\n' "$hup_conf"
+}
+nports=3
+launch "$t_tmp/hup.log" hup_args
+hup_pid=$rockd_pid
+pA=${lp[0]} pB=${lp[1]} pC=${lp[2]}
+mkdir "$t_tmp/s"
+spawn "${peer[@]}" session "$pA" "$t_tmp/s" A 3
+spawn "${peer[@]}" session "$pB" "$t_tmp/s" B 3
+wait_file "$t_tmp/s/A.1" && wait_file "$t_tmp/s/B.1"
+t_eq "before reload: relay via A" "$(cat "$t_tmp/s/A.1")" ok
+t_eq "before reload: relay via B" "$(cat "$t_tmp/s/B.1")" ok
+# B removed, C added, A kept.
+printf 'listen 127.0.0.1:%s backend 127.0.0.1:%s\n' "$pA" "$b_echo" \
+	"$pC" "$b_echo" >"$hup_conf"
+kill -HUP "$hup_pid"
+for ((i = 0; i < 100; i++)); do
+	logged "$t_tmp/hup.log" "info: on_hup: configuration reloaded from $hup_conf" && break
+	sleep 0.05
+done
+t_check "reload: logged" logged "$t_tmp/hup.log" "info: on_hup: configuration reloaded from $hup_conf"
+t_check "reload: A kept" logged "$t_tmp/hup.log" \
+	"info: rockd_services_reload: 127.0.0.1:$pA: kept, backend 127.0.0.1:$b_echo"
+t_check "reload: C listening" logged "$t_tmp/hup.log" \
+	"info: start_one: listening on 127.0.0.1:$pC, backend 127.0.0.1:$b_echo"
+touch "$t_tmp/s/go.2"
+wait_file "$t_tmp/s/A.2" && wait_file "$t_tmp/s/B.2"
+t_eq "after reload: live relay via kept A still exact" "$(cat "$t_tmp/s/A.2")" ok
+t_eq "after reload: live relay via removed B still exact" "$(cat "$t_tmp/s/B.2")" ok
+t_eq "after reload: new client on A" "$(py echo "$pA" 100000)" ok
+t_eq "after reload: new service C relays" "$(py echo "$pC" 100000)" ok
+t_eq "after reload: removed B refuses" "$(py probe "$pB")" refused
+# A broken file: logged, the running configuration stays.
+printf 'listen 127.0.0.1:%s backend 127.0.0.1:%s\nbogus\n' "$pB" "$b_echo" >"$hup_conf"
+kill -HUP "$hup_pid"
+bad="error: on_hup: reload failed, keeping the running configuration: $hup_conf:2: unknown keyword \"bogus\""
+for ((i = 0; i < 100; i++)); do
+	logged "$t_tmp/hup.log" "$bad" && break
+	sleep 0.05
+done
+t_check "broken reload: logged" logged "$t_tmp/hup.log" "$bad"
+touch "$t_tmp/s/go.3"
+wait_file "$t_tmp/s/A.3" && wait_file "$t_tmp/s/B.3"
+t_eq "broken reload: live relay via A still exact" "$(cat "$t_tmp/s/A.3")" ok
+t_eq "broken reload: live relay via B still exact" "$(cat "$t_tmp/s/B.3")" ok
+t_eq "broken reload: A still relays" "$(py echo "$pA" 100000)" ok
+t_eq "broken reload: C still relays" "$(py echo "$pC" 100000)" ok
+t_eq "broken reload: B not started" "$(py probe "$pB")" refused
+kill -TERM "$hup_pid"
+exited "$hup_pid" 5
+t_eq "reloaded rockd: SIGTERM exits 0" "$status" 0
+
+# A sanitized build reports into the logs.
+t_eq "no sanitizer reports in rockd's logs" \
+	"$(cat "$t_tmp"/*.log | grep -c -e 'Sanitizer' -e 'runtime error')" 0
+t_done

@@ -1,0 +1,63 @@
+#!/bin/sh
+# bootstrap.sh: install the Debian packages rocks needs, build it, then run the demo or the tests.
+set -eu
+usage() { echo "usage: sh tools/bootstrap.sh demo|check|deps" >&2; exit 2; }
+[ $# -eq 1 ] || usage
+case $1 in demo|check|deps) ;; *) usage ;; esac
+cd "$(dirname "$0")/.."
+
+# Build tools, the libraries (libsodium, libevent, Check), and what the
+# tests drive: socat, iproute2/iptables for network namespaces, the real
+# programs run under rock (python3, curl, a JDK), ssh and tmux.
+PACKAGES="build-essential autoconf automake libtool pkg-config
+libsodium-dev libevent-dev check
+socat iproute2 iptables procps psmisc python3 curl default-jdk-headless
+openssh-server openssh-client tmux"
+
+as_root() {
+	if [ "$(id -u)" -eq 0 ]; then "$@"
+	elif command -v sudo >/dev/null; then sudo "$@"
+	else echo "bootstrap: run me as root (apt-get needs it)" >&2; exit 1; fi
+}
+
+echo "== installing packages"
+as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+# shellcheck disable=SC2086
+as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $PACKAGES >/dev/null
+[ "$1" = deps ] && exit 0
+
+echo "== building"
+autoreconf -fi >/dev/null 2>&1 || autoreconf -fi
+./configure -q --enable-werror
+make -s -j"$(nproc)"
+
+# run_check DIR: make check in DIR; print the failing logs if it fails.
+total_pass=0 total_fail=0 total_skip=0
+run_check() {
+	if ! make -s -C "$1" -j"$(nproc)" check; then
+		cat "$1/test-suite.log"
+		exit 1
+	fi
+	p=$(sed -n 's/^# PASS: *//p' "$1/test-suite.log")
+	f=$(sed -n 's/^# FAIL: *//p' "$1/test-suite.log")
+	s=$(sed -n 's/^# SKIP: *//p' "$1/test-suite.log")
+	total_pass=$((total_pass + p)) total_fail=$((total_fail + f)) total_skip=$((total_skip + s))
+	grep -h '^SKIP: ' "$1"/tests/*.log "$1"/tests/*/*.log 2>/dev/null | sort | uniq -c || true
+}
+
+case $1 in
+demo)
+	exec sh tools/demo.sh
+	;;
+check)
+	echo "== make check"
+	run_check .
+	echo "== make check, built with AddressSanitizer and UndefinedBehaviorSanitizer"
+	rm -rf _san && mkdir _san
+	(cd _san && ../configure -q --enable-sanitizers --enable-werror && make -s -j"$(nproc)")
+	run_check _san
+	echo "== make distcheck"
+	make -s distcheck
+	echo "tests: $total_pass passed, $total_fail failed, $total_skip skipped"
+	;;
+esac
