@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -80,8 +81,8 @@ parse_options(int argc, char **argv, struct options *o, struct rockd_config *cfg
 		case 'F': o->foreground = 1; break;
 		case 'p': o->pidfile = optarg; break;
 		case 'v': o->verbose = 1; break;
-		case 'h': usage(stdout); exit(0);
-		case 'V': printf("rockd (%s) %s\n", PACKAGE_NAME, PACKAGE_VERSION); exit(0);
+		case 'h': usage(stdout); return -1;
+		case 'V': printf("rockd (%s) %s\n", PACKAGE_NAME, PACKAGE_VERSION); return -1;
 		default: usage(stderr); return 2;
 		}
 	}
@@ -179,6 +180,27 @@ write_pidfile(const char *path)
 	return close(fd);
 }
 
+/* daemon() moves to "/": a relative -f or -p path must keep its meaning
+ * for SIGHUP and for removing the pid file. */
+static int
+make_absolute(const char **path, char *buf, size_t len)
+{
+	char cwd[PATH_MAX];
+	int n;
+
+	if (*path == NULL || (*path)[0] == '/')
+		return 0;
+	if (getcwd(cwd, sizeof(cwd)) == NULL)
+		return -1;
+	n = snprintf(buf, len, "%s/%s", cwd, *path);
+	if (n < 0 || (size_t)n >= len) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	*path = buf;
+	return 0;
+}
+
 static int
 setup_signals(struct rockd *d)
 {
@@ -257,13 +279,16 @@ main(int argc, char **argv)
 {
 	struct rockd d;
 	struct options o;
-	char err[512];
+	char err[512], conf[PATH_MAX], pid[PATH_MAX];
 	int r;
 
 	memset(&d, 0, sizeof(d));
 	memset(&o, 0, sizeof(o));
-	if ((r = parse_options(argc, argv, &o, &d.cfg)) != 0)
+	/* -1: help or version printed, a successful exit */
+	if ((r = parse_options(argc, argv, &o, &d.cfg)) != 0) {
+		r = r < 0 ? 0 : r;
 		goto out;
+	}
 	d.config_path = o.config;
 	if (o.config != NULL &&
 	    rockd_config_load(&d.cfg, o.config, err, sizeof(err)) != 0) {
@@ -273,6 +298,12 @@ main(int argc, char **argv)
 	}
 	if (o.test) {
 		printf("rockd: configuration OK\n");
+		goto out;
+	}
+	if (make_absolute(&d.config_path, conf, sizeof(conf)) != 0 ||
+	    make_absolute(&o.pidfile, pid, sizeof(pid)) != 0) {
+		fprintf(stderr, "rockd: current directory: %s\n", strerror(errno));
+		r = 1;
 		goto out;
 	}
 	setup_log(&d, &o);

@@ -25,6 +25,8 @@ struct rockd_relay {
 	int eof[2];		/* no more bytes will come from side i */
 	int shut[2];		/* we half-closed toward side i */
 	int connected;		/* backend connection established */
+	int dialing;		/* inside bufferevent_socket_connect() */
+	int dial_failed;	/* it reported the failure through event_cb */
 	struct rockd_relay *prev, *next;
 };
 
@@ -118,6 +120,12 @@ event_cb(struct bufferevent *bev, short what, void *arg)
 		return;
 	}
 	if (what & BEV_EVENT_ERROR) {
+		/* Some libevent versions report an immediate connect failure
+		 * from inside the connect call: the caller frees then. */
+		if (r->dialing) {
+			r->dial_failed = 1;
+			return;
+		}
 		if (i == BACKEND && !r->connected)
 			rlog_warn(&r->d->log, "relay %lu: backend: %s; resetting "
 			    "the client", r->id, strerror(EVUTIL_SOCKET_ERROR()));
@@ -170,9 +178,13 @@ rockd_relay_start(struct rockd *d, const struct rockd_service *svc,
 		evbuffer_add_buffer(bufferevent_get_output(r->side[BACKEND]), early);
 	rlog_debug(&d->log, "relay %lu: plain client on %s, to backend %s",
 	    r->id, svc->listen_spec, svc->backend_spec);
+	r->dialing = 1;
 	if (bufferevent_socket_connect(r->side[BACKEND],
 	    (const struct sockaddr *)&svc->backend_addr,
-	    (int)svc->backend_len) != 0) {
+	    (int)svc->backend_len) != 0)
+		r->dial_failed = 1;
+	r->dialing = 0;
+	if (r->dial_failed) {
 		rlog_warn(&d->log, "relay %lu: backend %s: %s", r->id,
 		    svc->backend_spec, strerror(errno));
 		relay_free(r, 1);

@@ -22,6 +22,7 @@ struct rockd_service {
 	socklen_t backend_len;
 	int sniff_ms;
 	struct evconnlistener *listener;	/* NULL until started */
+	struct event *accept_retry;	/* re-enables a listener paused by EMFILE */
 	struct rockd *daemon;
 	struct rockd_service *next;
 };

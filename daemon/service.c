@@ -18,15 +18,39 @@ accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa,
 	rockd_relay_start(svc->daemon, svc, fd, NULL);
 }
 
-/* Too many open files and the like: log, keep serving the others. */
+static void
+accept_retry_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct rockd_service *svc = arg;
+
+	(void)fd;
+	(void)what;
+	if (svc->listener != NULL)
+		evconnlistener_enable(svc->listener);
+}
+
+/* Out of descriptors or memory the pending connection stays queued and
+ * accept fails again at once: pause this listener for a second instead of
+ * spinning, and keep serving everything else. */
 static void
 accept_error_cb(struct evconnlistener *l, void *arg)
 {
 	struct rockd_service *svc = arg;
+	struct timeval pause = { 1, 0 };
+	int err = errno;
 
-	(void)l;
-	rlog_error(&svc->daemon->log, "%s: accept: %s", svc->listen_spec,
-	    strerror(errno));
+	rlog_error(&svc->daemon->log, "%s: accept: %s%s", svc->listen_spec,
+	    strerror(err), err == EMFILE || err == ENFILE || err == ENOBUFS ||
+	    err == ENOMEM ? "; pausing this listener for 1 s" : "");
+	if (err != EMFILE && err != ENFILE && err != ENOBUFS && err != ENOMEM)
+		return;
+	if (svc->accept_retry == NULL)
+		svc->accept_retry = evtimer_new(svc->daemon->base,
+		    accept_retry_cb, svc);
+	if (svc->accept_retry == NULL)
+		return;
+	evconnlistener_disable(l);
+	evtimer_add(svc->accept_retry, &pause);
 }
 
 static int
@@ -67,6 +91,9 @@ rockd_services_stop(struct rockd_config *cfg)
 		if (s->listener != NULL)
 			evconnlistener_free(s->listener);
 		s->listener = NULL;
+		if (s->accept_retry != NULL)
+			event_free(s->accept_retry);
+		s->accept_retry = NULL;
 	}
 }
 
@@ -98,6 +125,8 @@ rockd_services_reload(struct rockd *d, struct rockd_config *next)
 			old->listener = NULL;
 			evconnlistener_set_cb(s->listener, accept_cb, s);
 			evconnlistener_set_error_cb(s->listener, accept_error_cb);
+			/* if paused, the old service's retry timer goes with it */
+			evconnlistener_enable(s->listener);
 			rlog_info(&d->log, "%s: kept, backend %s", s->listen_spec,
 			    s->backend_spec);
 		} else if (start_one(d, s) != 0) {

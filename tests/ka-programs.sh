@@ -220,7 +220,7 @@ client() {
 # --- java: libdontdie's motivating case --------------------------------
 if ! command -v java >/dev/null; then
 	t_skipped "java: no java"
-elif ldd "$top_builddir/lib/.libs/librock.so" 2>/dev/null | grep -q libasan; then
+elif [ -n "${ROCK_SAN_PRELOAD:-}" ]; then
 	t_skipped "java: librock.so is built with ASan; the JVM cannot run with the sanitizer preloaded"
 else
 	cat >"$t_tmp/EchoClient.java" <<'EOF'
@@ -322,6 +322,10 @@ fi
 # rock keeps what a program set: --no-keepalive leaves everything to rock.
 if ! command -v curl >/dev/null; then
 	t_skipped "curl: no curl"
+elif [ -n "${ROCK_SAN_PRELOAD:-}" ]; then
+	# Seen here: curl hangs in setlocale() with libasan preloaded, with or
+	# without librock, so a sanitizer build cannot run it.
+	t_skipped "curl: it deadlocks with the ASan runtime preloaded (librock or not)"
 else
 	for opt in --no-keepalive "--keepalive-time 100"; do
 		case $opt in

@@ -55,7 +55,7 @@ t_eq "bad ROCK_KEEPALIVE_PROBES reported once" \
 t_eq "nothing else on stderr" "$(wc -l <"$t_tmp/err")" 2
 
 # ROCK_MODE=off touches nothing, even with values set; plain rock mode has the baseline.
-if clean_env ROCK_MODE=off ROCK_KEEPALIVE_TIME=5 LD_PRELOAD="$top_builddir/lib/.libs/librock.so" \
+if clean_env ROCK_MODE=off ROCK_KEEPALIVE_TIME=5 LD_PRELOAD="$LIBROCK_PRELOAD" \
 	"$prog" check 0 -1 -1 -1 -1 >"$t_tmp/out" 2>&1; then t_ok "ROCK_MODE=off"; else
 	t_bad "ROCK_MODE=off"; cat "$t_tmp/out"; fi
 if clean_env ROCK_KEEPALIVE_TIME=5 "$ROCK" "$prog" check 1 5 -1 -1 -1 >"$t_tmp/out" 2>&1; then

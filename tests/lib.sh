@@ -4,6 +4,16 @@
 : "${top_builddir:=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}"
 : "${top_srcdir:=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}"
 ROCK="$top_builddir/tools/rock"
+LIBROCK="$top_builddir/lib/.libs/librock.so"
+# In a sanitizer build the runtimes must be preloaded ahead of librock.so;
+# make check passes their paths (empty otherwise).
+ROCK_SAN_PRELOAD=${ROCK_SAN_PRELOAD:-}
+LIBROCK_PRELOAD="${ROCK_SAN_PRELOAD:+$ROCK_SAN_PRELOAD:}$LIBROCK"
+if [ -n "$ROCK_SAN_PRELOAD" ]; then
+	# Programs started with a preload list that does not begin with the
+	# ASan runtime (by the tests on purpose) must still start.
+	export ASAN_OPTIONS="verify_asan_link_order=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
+fi
 t_pass=0
 t_fail=0
 t_skip=0

@@ -3,7 +3,8 @@
 set -u
 . "$(dirname "$0")/lib.sh"
 trap t_finish EXIT
-lib="$top_builddir/lib/.libs/librock.so"
+lib=$LIBROCK
+san=${ROCK_SAN_PRELOAD:+$ROCK_SAN_PRELOAD:}
 
 "$ROCK" --help >"$t_tmp/out" 2>&1
 t_eq "--help exits 0" $? 0
@@ -31,15 +32,15 @@ t_eq "the command's exit status passes through" $? 3
 
 t_eq "arguments pass through unchanged" "$("$ROCK" -- printf '%s|' a 'b c' '' -v)" "a|b c||-v|"
 
-t_eq "LD_PRELOAD set" "$(env -u LD_PRELOAD "$ROCK" printenv LD_PRELOAD)" "$lib"
+t_eq "LD_PRELOAD set" "$(env -u LD_PRELOAD "$ROCK" printenv LD_PRELOAD)" "$san$lib"
 other=$(ldconfig -p | awk '/libm\.so\.6 .*x86-64/ { print $NF; exit }')
 if [ -n "$other" ]; then
 	t_eq "existing LD_PRELOAD kept, ours first" \
-		"$(LD_PRELOAD="$other" "$ROCK" printenv LD_PRELOAD)" "$lib:$other"
+		"$(LD_PRELOAD="$other" "$ROCK" printenv LD_PRELOAD)" "$san$lib:$other"
 else
 	t_skipped "no libm.so.6 found for the LD_PRELOAD check"
 fi
-t_eq "librock not preloaded twice" "$(LD_PRELOAD="$lib" "$ROCK" printenv LD_PRELOAD)" "$lib"
+t_eq "librock not preloaded twice" "$(LD_PRELOAD="$san$lib" "$ROCK" printenv LD_PRELOAD)" "$san$lib"
 t_eq "--keepalive-only sets ROCK_MODE" "$(ROCK_MODE=rock "$ROCK" --keepalive-only printenv ROCK_MODE)" keepalive
 t_eq "without --keepalive-only ROCK_MODE is the user's" "$(env -u ROCK_MODE "$ROCK" printenv ROCK_MODE; echo "rc=$?")" "rc=1"
 

@@ -184,13 +184,12 @@ def cmd_read_n(port, n, out):
 def cmd_probe(port):
     try:
         c = connect(port)
+        c.settimeout(5)
+        print('data' if c.recv(1) else 'eof')
     except ConnectionRefusedError:
         print('refused')
-        return
-    c.settimeout(5)
-    try:
-        print('data' if c.recv(1) else 'eof')
     except ConnectionResetError:
+        # an accept then a reset, during connect or after it
         print('reset')
     except socket.timeout:
         print('timeout')
@@ -290,12 +289,16 @@ spawn() {
 	pids+=("$spawned")
 }
 
-# backend NAME MODE ARGS...: start a peer.py server, its port in $port.
+# backend NAME MODE ARGS...: start a peer.py server; its port in $port,
+# its pid in $spawned.
 backend() {
 	local name=$1
 	shift
 	spawn "${peer[@]}" "$1" "$t_tmp/$name.port" "${@:2}"
-	wait_file "$t_tmp/$name.port" || exit 1
+	if ! wait_file "$t_tmp/$name.port"; then
+		t_bad "backend $name starts"
+		exit 1
+	fi
 	port=$(cat "$t_tmp/$name.port")
 }
 
@@ -314,12 +317,12 @@ start_rockd() {
 	return 1
 }
 
-# launch LOG ARGS-FUNCTION: pick free ports with $nports ports, let the
-# function write the arguments into $t_tmp/args, start; retry if a port
-# was taken meanwhile.
+# launch LOG ARGS-FUNCTION: pick $nports free ports into lp[], let the
+# function print rockd's arguments one a line, start rockd; again if a
+# port was taken meanwhile (other programs may be using loopback too).
 launch() {
 	local log=$1 try
-	for try in 1 2 3; do
+	for try in 1 2 3 4 5; do
 		read -r -a lp < <(py ports "$nports")
 		"$2" >"$t_tmp/args"
 		mapfile -t args <"$t_tmp/args"
@@ -438,11 +441,11 @@ head -c 4096 /dev/urandom >"$t_tmp/half.request"
 head -c 1048576 /dev/urandom >"$t_tmp/half.reply"
 printf '220 rocks.test ESMTP ready\r\n' >"$t_tmp/banner"
 backend duplex duplex-server "$t_tmp/backend.send" "$t_tmp/backend.recv"
-b_duplex=$port
+b_duplex=$port duplex_pid=$spawned
 backend half half-server "$t_tmp/half.reply" "$t_tmp/half.seen"
-b_half=$port
+b_half=$port half_pid=$spawned
 backend banner banner-server "$t_tmp/banner"
-b_banner=$port
+b_banner=$port banner_pid=$spawned
 backend echo echo-server
 b_echo=$port
 read -r b_dead < <(py ports 1)
@@ -451,15 +454,16 @@ relay_args() {
 	printf -- '--listen\n127.0.0.1:%s\n--backend\n127.0.0.1:%s\n' \
 		"${lp[0]}" "$b_duplex" "${lp[1]}" "$b_half" "${lp[2]}" "$b_banner" \
 		"${lp[3]}" "$b_dead" "${lp[4]}" "$b_echo"
+	printf -- '--listen\n127.0.0.1:%s\n--backend\n224.0.0.1:9\n' "${lp[5]}"
 }
-nports=5
+nports=6
 launch "$t_tmp/relay.log" relay_args
 relay_pid=$rockd_pid
 
 # 2. 20 MiB each way at once, byte-exact.
 py duplex-client "${lp[0]}" "$t_tmp/client.send" "$t_tmp/client.recv"
 t_eq "duplex: client exits 0" $? 0
-wait "${pids[0]}"
+wait "$duplex_pid"
 t_eq "duplex: backend exits 0" $? 0
 t_eq "duplex: backend got the client's 20 MiB exactly" \
 	"$(sha256sum <"$t_tmp/backend.recv")" "$(sha256sum <"$t_tmp/client.send")"
@@ -469,7 +473,7 @@ t_eq "duplex: client got the backend's 20 MiB exactly" \
 # 3. Half-close: the backend sees EOF, then its reply still arrives whole.
 py half-client "${lp[1]}" "$t_tmp/half.request" "$t_tmp/half.out"
 t_eq "half-close: client exits 0" $? 0
-wait "${pids[1]}"
+wait "$half_pid"
 t_eq "half-close: backend exits 0 (it saw EOF)" $? 0
 t_check "half-close: backend got the request exactly" cmp -s "$t_tmp/half.seen" "$t_tmp/half.request"
 t_check "half-close: client got the 1 MiB reply after its EOF exactly" \
@@ -479,13 +483,18 @@ t_check "half-close: client got the 1 MiB reply after its EOF exactly" \
 py read-n "${lp[2]}" "$(wc -c <"$t_tmp/banner")" "$t_tmp/banner.out"
 t_eq "banner: client exits 0" $? 0
 t_check "banner: received exactly" cmp -s "$t_tmp/banner.out" "$t_tmp/banner"
-wait "${pids[2]}"
+wait "$banner_pid"
 t_eq "banner: backend sees the client's close" $? 0
 
 # 5. Nothing listens at the backend: the client is reset, the log says why.
 t_eq "backend refused: client is reset" "$(py probe "${lp[3]}")" reset
 t_check "backend refused: logged" logged "$t_tmp/relay.log" \
 	'warning: event_cb: relay [0-9]*: backend: Connection refused; resetting the client'
+
+# ...and a backend connect that fails at once (multicast: ENETUNREACH).
+t_eq "backend unreachable: client is reset" "$(py probe "${lp[5]}")" reset
+t_check "backend unreachable: logged" logged "$t_tmp/relay.log" \
+	'warning: rockd_relay_start: relay [0-9]*: backend 224.0.0.1:9: Network is unreachable'
 
 # 8. Many clients at once, each 64 KiB echoed byte-exact.
 t_eq "200 concurrent clients" "$(py many "${lp[4]}" 200 65536)" "200 of 200 exact"
@@ -556,13 +565,25 @@ spawn "${peer[@]}" session "$pB" "$t_tmp/s" B 3
 wait_file "$t_tmp/s/A.1" && wait_file "$t_tmp/s/B.1"
 t_eq "before reload: relay via A" "$(cat "$t_tmp/s/A.1")" ok
 t_eq "before reload: relay via B" "$(cat "$t_tmp/s/B.1")" ok
-# B removed, C added, A kept.
-printf 'listen 127.0.0.1:%s backend 127.0.0.1:%s\n' "$pA" "$b_echo" \
-	"$pC" "$b_echo" >"$hup_conf"
-kill -HUP "$hup_pid"
-for ((i = 0; i < 100; i++)); do
-	logged "$t_tmp/hup.log" "info: on_hup: configuration reloaded from $hup_conf" && break
-	sleep 0.05
+# hup_wait: SIGHUP, then wait for its on_hup line; 1 if it did not come.
+hup_wait() {
+	local n i
+	n=$(grep -c ': on_hup: ' "$t_tmp/hup.log")
+	kill -HUP "$hup_pid"
+	for ((i = 0; i < 100; i++)); do
+		[ "$(grep -c ': on_hup: ' "$t_tmp/hup.log")" -gt "$n" ] && return 0
+		sleep 0.05
+	done
+	return 1
+}
+# B removed, C added, A kept; another C if its port was taken meanwhile.
+for try in 1 2 3 4 5; do
+	printf 'listen 127.0.0.1:%s backend 127.0.0.1:%s\n' "$pA" "$b_echo" \
+		"$pC" "$b_echo" >"$hup_conf"
+	hup_wait || break
+	grep -q "127.0.0.1:$pC: cannot listen: Address already in use" "$t_tmp/hup.log" || break
+	echo "reload try $try: port $pC was taken, again" >&2
+	read -r pC < <(py ports 1)
 done
 t_check "reload: logged" logged "$t_tmp/hup.log" "info: on_hup: configuration reloaded from $hup_conf"
 t_check "reload: A kept" logged "$t_tmp/hup.log" \
@@ -578,12 +599,8 @@ t_eq "after reload: new service C relays" "$(py echo "$pC" 100000)" ok
 t_eq "after reload: removed B refuses" "$(py probe "$pB")" refused
 # A broken file: logged, the running configuration stays.
 printf 'listen 127.0.0.1:%s backend 127.0.0.1:%s\nbogus\n' "$pB" "$b_echo" >"$hup_conf"
-kill -HUP "$hup_pid"
+hup_wait
 bad="error: on_hup: reload failed, keeping the running configuration: $hup_conf:2: unknown keyword \"bogus\""
-for ((i = 0; i < 100; i++)); do
-	logged "$t_tmp/hup.log" "$bad" && break
-	sleep 0.05
-done
 t_check "broken reload: logged" logged "$t_tmp/hup.log" "$bad"
 touch "$t_tmp/s/go.3"
 wait_file "$t_tmp/s/A.3" && wait_file "$t_tmp/s/B.3"
@@ -595,6 +612,49 @@ t_eq "broken reload: B not started" "$(py probe "$pB")" refused
 kill -TERM "$hup_pid"
 exited "$hup_pid" 5
 t_eq "reloaded rockd: SIGTERM exits 0" "$status" 0
+
+# --- 9. Without -F: rockd detaches; relative -f and -p keep their meaning ----
+# gone PID SECONDS: a process not our child has exited within SECONDS.
+# shellcheck disable=SC2317 # run by t_check
+gone() {
+	local i
+	for ((i = 0; i < $2 * 20; i++)); do
+		kill -0 "$1" 2>/dev/null || return 0
+		sleep 0.05
+	done
+	return 1
+}
+mkdir "$t_tmp/d"
+for try in 1 2 3 4 5; do
+	read -r pD pE < <(py ports 2)
+	printf 'listen 127.0.0.1:%s backend 127.0.0.1:%s\n' "$pD" "$b_echo" >"$t_tmp/d/rockd.conf"
+	(cd "$t_tmp/d" && exec "$ROCKD" -f rockd.conf -p rockd.pid)
+	rc=$?
+	[ "$rc" = 0 ] && break
+	echo "daemon try $try: exit $rc (a port taken?); again" >&2
+done
+t_eq "daemon: the starting process exits 0" "$rc" 0
+if wait_file "$t_tmp/d/rockd.pid"; then
+	d_pid=$(cat "$t_tmp/d/rockd.pid")
+	t_check "daemon: relative pid file names a live process" kill -0 "$d_pid"
+else
+	t_bad "daemon: relative pid file written"
+	# The pid from the listening socket, for the checks and the cleanup.
+	d_pid=$(ss -Htlnp "sport = :$pD" | grep -o 'pid=[0-9]*' | head -n 1 | cut -d= -f2)
+fi
+pids+=("$d_pid")
+t_eq "daemon: relays" "$(py echo "$pD" 100000)" ok
+printf 'listen 127.0.0.1:%s backend 127.0.0.1:%s\n' "$pD" "$b_echo" \
+	"$pE" "$b_echo" >"$t_tmp/d/rockd.conf"
+kill -HUP "$d_pid"
+for ((i = 0; i < 100; i++)); do
+	[ "$(py echo "$pE" 1000)" = ok ] && break
+	sleep 0.05
+done
+t_eq "daemon: SIGHUP re-reads the relative config file" "$(py echo "$pE" 100000)" ok
+kill -TERM "$d_pid"
+t_check "daemon: SIGTERM ends it" gone "$d_pid" 5
+t_check "daemon: relative pid file removed" test ! -e "$t_tmp/d/rockd.pid"
 
 # A sanitized build reports into the logs.
 t_eq "no sanitizer reports in rockd's logs" \

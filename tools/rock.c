@@ -141,26 +141,57 @@ preload_has(const char *list, const char *entry)
 	return 0;
 }
 
-/* Ours first, so we see the program's calls before any other preload. */
+/* Append "entry:" to buf unless the old list has it already. */
+static int
+add_missing(char *buf, size_t size, const char *entry, size_t len,
+    const char *old)
+{
+	char one[PATH_MAX];
+	size_t used = strlen(buf);
+
+	if (len == 0 || len >= sizeof(one))
+		return 0;
+	memcpy(one, entry, len);
+	one[len] = '\0';
+	if (preload_has(old, one))
+		return 0;
+	if (used + len + 2 > size)
+		return -1;
+	memcpy(buf + used, one, len);
+	buf[used + len] = ':';
+	buf[used + len + 1] = '\0';
+	return 0;
+}
+
+/* Ours first, so we see the program's calls before any other preload;
+ * a sanitized librock needs the sanitizer runtimes ahead of it. */
 static int
 set_preload(const char *lib)
 {
 	const char *old = getenv(LD_ENV_PRELOAD);
-	const char *san = ROCK_SANITIZER_PRELOAD;
-	char buf[8192];
-	int n;
+	const char *p, *colon;
+	char buf[8192] = "";
 
 	if (old == NULL)
 		old = "";
-	if (preload_has(old, lib))
-		return 0;
-	n = snprintf(buf, sizeof(buf), "%s%s%s%s%s", san, *san ? ":" : "",
-	    lib, *old ? ":" : "", old);
-	if (n < 0 || (size_t)n >= sizeof(buf)) {
-		fprintf(stderr, "rock: LD_PRELOAD too long\n");
-		return -1;
+	for (p = ROCK_SANITIZER_PRELOAD; *p != '\0'; p = *colon ? colon + 1 : colon) {
+		colon = strchrnul(p, ':');
+		if (add_missing(buf, sizeof(buf), p, (size_t)(colon - p), old) != 0)
+			goto toolong;
 	}
+	if (add_missing(buf, sizeof(buf), lib, strlen(lib), old) != 0 ||
+	    strlen(buf) + strlen(old) + 1 > sizeof(buf))
+		goto toolong;
+	if (buf[0] == '\0')
+		return 0;
+	if (*old != '\0')
+		strcat(buf, old);
+	else
+		buf[strlen(buf) - 1] = '\0';
 	return setenv(LD_ENV_PRELOAD, buf, 1);
+toolong:
+	fprintf(stderr, "rock: LD_PRELOAD too long\n");
+	return -1;
 }
 
 int

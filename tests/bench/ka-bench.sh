@@ -134,8 +134,9 @@ median() {
         { v[NR] = $1 }
         END {
             if (NR == 0) exit 1
-            if (NR % 2) printf "%.1f\n", v[(NR + 1) / 2]
-            else printf "%.1f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2
+            if (NR % 2) m = v[(NR + 1) / 2]
+            else m = (v[NR / 2] + v[NR / 2 + 1]) / 2
+            printf "%.*f\n", (m < 10 ? 3 : 1), m
         }'
 }
 
@@ -163,6 +164,7 @@ for mode in socket connect; do
 
     raw_list=
     rock_list=
+    pair_list=
     r=1
     while [ "$r" -le "$rounds" ]; do
         if [ $((r % 2)) -eq 1 ]; then
@@ -176,6 +178,7 @@ for mode in socket connect; do
             "$mode" "$r" "$rounds" "$a" "$b"
         raw_list="$raw_list $a"
         rock_list="$rock_list $b"
+        pair_list="$pair_list $(awk -v a="$a" -v b="$b" 'BEGIN { printf "%.4f", b / a }')"
         r=$((r + 1))
     done
 
@@ -189,7 +192,8 @@ for mode in socket connect; do
         }')
     results="$results$row
 "
-    notes="${notes}$mode: $iters iterations/run; raw $(spread "$raw_list" "$raw_med"), rock $(spread "$rock_list" "$rock_med")
+    pair_med=$(median "$pair_list")
+    notes="${notes}$mode: $iters iterations/run; raw $(spread "$raw_list" "$raw_med"), rock $(spread "$rock_list" "$rock_med"); median of per-round ratios $pair_med
 "
 done
 
@@ -197,6 +201,6 @@ echo
 printf '%-8s %14s %14s %7s %7s  %s\n' mode "raw ns/op" "rock ns/op" ratio target result
 printf '%s' "$results"
 echo
-echo "medians over $rounds rounds; per-run spread (min-max):"
+echo "medians over $rounds rounds; per-run spread (min-max), and the median of the per-round rock/raw ratios:"
 printf '%s' "$notes"
 exit 0
