@@ -13,7 +13,18 @@ static const char *const rock_err_text[] = {
 	"empty",
 	"out of memory",
 	"invalid argument",
+	/* in-flight ring */
+	"in-flight buffer full",
+	"protocol violation by the peer",
+	"replay data no longer held",
+	"message incomplete",
+	"authentication failed",
+	"crypto library unavailable",
 };
+
+/* A code added without its text would shift every later text. */
+_Static_assert(sizeof(rock_err_text) / sizeof(rock_err_text[0]) ==
+    -ROCK_ERR_LAST, "rock_err_text out of step with enum rock_err");
 
 const char *
 rock_err(int code)

@@ -17,7 +17,15 @@ enum rock_err {
 	ROCK_ERR_EMPTY = -6,		/* empty value */
 	ROCK_ERR_NOMEM = -7,
 	ROCK_ERR_INVALID = -8,		/* invalid argument from our own caller */
-	ROCK_ERR_LAST = -9		/* keep last: bounds the text table */
+	/* in-flight ring */
+	ROCK_ERR_FULL = -9,		/* in-flight buffer full: back-pressure */
+	ROCK_ERR_PROTOCOL = -10,	/* protocol violation by the peer */
+	ROCK_ERR_LOST = -11,		/* replay data no longer held */
+	/* wire and crypto */
+	ROCK_ERR_SHORT = -12,		/* more bytes needed to decode */
+	ROCK_ERR_AUTH = -13,		/* authentication failed */
+	ROCK_ERR_CRYPTO = -14,		/* the crypto library failed to start */
+	ROCK_ERR_LAST = -15		/* keep last: bounds the text table */
 };
 
 /* Static text for an error code; never NULL. */

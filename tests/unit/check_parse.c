@@ -71,6 +71,10 @@ START_TEST(test_err_text)
 	ck_assert_str_eq(rock_err(ROCK_ERR_NOT_NUMBER), "not a decimal integer");
 	ck_assert_str_eq(rock_err(ROCK_ERR_TOO_LARGE), "too large");
 	ck_assert_str_eq(rock_err(ROCK_ERR_INVALID), "invalid argument");
+	ck_assert_str_eq(rock_err(ROCK_ERR_FULL), "in-flight buffer full");
+	ck_assert_str_eq(rock_err(ROCK_ERR_PROTOCOL),
+	    "protocol violation by the peer");
+	ck_assert_str_eq(rock_err(ROCK_ERR_LOST), "replay data no longer held");
 	ck_assert_str_eq(rock_err(ROCK_ERR_LAST), "unknown error");
 	ck_assert_str_eq(rock_err(1), "unknown error");
 	ck_assert_str_eq(rock_err(-1000), "unknown error");

@@ -7,5 +7,7 @@
 Suite *parse_suite(void);
 Suite *config_suite(void);
 Suite *keepalive_suite(void);
+Suite *ring_suite(void);
+Suite *wire_suite(void);
 
 #endif

@@ -1,0 +1,312 @@
+/* rock_wire.c: byte-exact encoders and strict decoders of doc/PROTOCOL.md. */
+#include "config.h"
+
+#include <string.h>
+
+#include "rock_err.h"
+#include "rock_wire.h"
+
+const uint8_t rock_magic_announce[ROCK_MAGIC_LEN] = {
+	0x89, 'R', 'O', 'C', 'K', 'S', '\r', '\n'
+};
+const uint8_t rock_magic_reconnect[ROCK_MAGIC_LEN] = {
+	0x89, 'R', 'O', 'C', 'K', 'R', '\r', '\n'
+};
+static const uint8_t hb_magic[4] = { 'R', 'K', 'C', 0x01 };
+#define HB_TYPE_HEARTBEAT 0x01
+
+static void
+put16(uint8_t *p, uint16_t v)
+{
+	p[0] = (uint8_t)(v >> 8);
+	p[1] = (uint8_t)v;
+}
+
+static void
+put32(uint8_t *p, uint32_t v)
+{
+	put16(p, (uint16_t)(v >> 16));
+	put16(p + 2, (uint16_t)v);
+}
+
+static void
+put64(uint8_t *p, uint64_t v)
+{
+	put32(p, (uint32_t)(v >> 32));
+	put32(p + 4, (uint32_t)v);
+}
+
+static uint16_t
+get16(const uint8_t *p)
+{
+	return (uint16_t)(p[0] << 8 | p[1]);
+}
+
+static uint32_t
+get32(const uint8_t *p)
+{
+	return (uint32_t)get16(p) << 16 | get16(p + 2);
+}
+
+static uint64_t
+get64(const uint8_t *p)
+{
+	return (uint64_t)get32(p) << 32 | get32(p + 4);
+}
+
+void
+rock_announce_encode(const struct rock_announce *a, uint8_t out[ROCK_ANNOUNCE_LEN])
+{
+	memcpy(out, rock_magic_announce, ROCK_MAGIC_LEN);
+	out[8] = a->version_max;
+	out[9] = a->version_min;
+	put16(out + 10, a->features);
+	memcpy(out + 12, a->random, ROCK_ANNOUNCE_RANDOM);
+}
+
+int
+rock_announce_decode(struct rock_announce *a, const uint8_t in[ROCK_ANNOUNCE_LEN])
+{
+	if (memcmp(in, rock_magic_announce, ROCK_MAGIC_LEN) != 0 ||
+	    in[9] == 0 || in[9] > in[8])
+		return ROCK_ERR_PROTOCOL;
+	a->version_max = in[8];
+	a->version_min = in[9];
+	a->features = get16(in + 10);
+	memcpy(a->random, in + 12, ROCK_ANNOUNCE_RANDOM);
+	return 0;
+}
+
+void
+rock_client_hello_encode(const struct rock_client_hello *h,
+    uint8_t out[ROCK_CLIENT_HELLO_LEN])
+{
+	out[0] = ROCK_MSG_CLIENT_HELLO;
+	out[1] = h->version;
+	put16(out + 2, h->features);
+	memcpy(out + 4, h->pk, ROCK_KEY_LEN);
+	put32(out + 36, h->rcvbuf);
+	put32(out + 40, h->sndbuf);
+	put16(out + 44, 0);
+}
+
+int
+rock_client_hello_decode(struct rock_client_hello *h,
+    const uint8_t in[ROCK_CLIENT_HELLO_LEN])
+{
+	if (in[0] != ROCK_MSG_CLIENT_HELLO || in[1] == 0 || get16(in + 44) != 0)
+		return ROCK_ERR_PROTOCOL;
+	h->version = in[1];
+	h->features = get16(in + 2);
+	memcpy(h->pk, in + 4, ROCK_KEY_LEN);
+	h->rcvbuf = get32(in + 36);
+	h->sndbuf = get32(in + 40);
+	return 0;
+}
+
+void
+rock_server_hello_encode(const struct rock_server_hello *h,
+    uint8_t out[ROCK_SERVER_HELLO_LEN])
+{
+	out[0] = ROCK_MSG_SERVER_HELLO;
+	out[1] = h->version;
+	put16(out + 2, h->features);
+	memcpy(out + 4, h->id, ROCK_ID_LEN);
+	memcpy(out + 20, h->pk, ROCK_KEY_LEN);
+	put32(out + 52, h->rcvbuf);
+	put32(out + 56, h->sndbuf);
+	put16(out + 60, h->udp_port);
+	put16(out + 62, 0);
+}
+
+int
+rock_server_hello_decode(struct rock_server_hello *h,
+    const uint8_t in[ROCK_SERVER_HELLO_LEN])
+{
+	if (in[0] != ROCK_MSG_SERVER_HELLO || in[1] == 0 || get16(in + 62) != 0)
+		return ROCK_ERR_PROTOCOL;
+	h->version = in[1];
+	h->features = get16(in + 2);
+	memcpy(h->id, in + 4, ROCK_ID_LEN);
+	memcpy(h->pk, in + 20, ROCK_KEY_LEN);
+	h->rcvbuf = get32(in + 52);
+	h->sndbuf = get32(in + 56);
+	h->udp_port = get16(in + 60);
+	return 0;
+}
+
+void
+rock_reconnect_req_encode(const struct rock_reconnect_req *r,
+    uint8_t out[ROCK_RECONNECT_REQ_LEN])
+{
+	memcpy(out, rock_magic_reconnect, ROCK_MAGIC_LEN);
+	out[8] = r->version;
+	memcpy(out + 9, r->id, ROCK_ID_LEN);
+	memcpy(out + 25, r->nonce, ROCK_NONCE_LEN);
+}
+
+int
+rock_reconnect_req_decode(struct rock_reconnect_req *r,
+    const uint8_t in[ROCK_RECONNECT_REQ_LEN])
+{
+	if (memcmp(in, rock_magic_reconnect, ROCK_MAGIC_LEN) != 0 || in[8] == 0)
+		return ROCK_ERR_PROTOCOL;
+	r->version = in[8];
+	memcpy(r->id, in + 9, ROCK_ID_LEN);
+	memcpy(r->nonce, in + 25, ROCK_NONCE_LEN);
+	return 0;
+}
+
+void
+rock_challenge_encode(const struct rock_resume *c, uint8_t out[ROCK_CHALLENGE_LEN])
+{
+	out[0] = ROCK_MSG_CHALLENGE;
+	memcpy(out + 1, c->nonce, ROCK_NONCE_LEN);
+	put64(out + 17, c->consumed);
+	put32(out + 25, c->flags);
+	memcpy(out + 29, c->tag, ROCK_TAG_LEN);
+}
+
+int
+rock_challenge_decode(struct rock_resume *c, const uint8_t in[ROCK_CHALLENGE_LEN])
+{
+	if (in[0] != ROCK_MSG_CHALLENGE)
+		return ROCK_ERR_PROTOCOL;
+	memcpy(c->nonce, in + 1, ROCK_NONCE_LEN);
+	c->consumed = get64(in + 17);
+	c->flags = get32(in + 25);
+	memcpy(c->tag, in + 29, ROCK_TAG_LEN);
+	return 0;
+}
+
+void
+rock_proof_encode(const struct rock_resume *p, uint8_t out[ROCK_PROOF_LEN])
+{
+	out[0] = ROCK_MSG_PROOF;
+	put64(out + 1, p->consumed);
+	put32(out + 9, p->flags);
+	memcpy(out + 13, p->tag, ROCK_TAG_LEN);
+}
+
+int
+rock_proof_decode(struct rock_resume *p, const uint8_t in[ROCK_PROOF_LEN])
+{
+	if (in[0] != ROCK_MSG_PROOF)
+		return ROCK_ERR_PROTOCOL;
+	memset(p->nonce, 0, sizeof(p->nonce));
+	p->consumed = get64(in + 1);
+	p->flags = get32(in + 9);
+	memcpy(p->tag, in + 13, ROCK_TAG_LEN);
+	return 0;
+}
+
+size_t
+rock_error_encode(uint8_t code, const char *text, uint8_t out[ROCK_ERROR_MAX_LEN])
+{
+	size_t n = strlen(text);
+
+	if (n > ROCK_ERROR_MAX_TEXT)
+		n = ROCK_ERROR_MAX_TEXT;
+	out[0] = ROCK_MSG_ERROR;
+	out[1] = code;
+	out[2] = (uint8_t)n;
+	memcpy(out + 3, text, n);
+	return 3 + n;
+}
+
+int
+rock_error_decode(struct rock_error_msg *e, const uint8_t *in, size_t n,
+    size_t *used)
+{
+	size_t i;
+
+	if (n < 3)
+		return ROCK_ERR_SHORT;
+	if (in[0] != ROCK_MSG_ERROR || in[2] > ROCK_ERROR_MAX_TEXT)
+		return ROCK_ERR_PROTOCOL;
+	if (n < 3 + (size_t)in[2])
+		return ROCK_ERR_SHORT;
+	e->code = in[1];
+	e->len = in[2];
+	/* Peer text goes into logs: keep it printable. */
+	for (i = 0; i < e->len; i++)
+		e->text[i] = in[3 + i] >= 0x20 && in[3 + i] < 0x7f ?
+		    (char)in[3 + i] : '?';
+	e->text[e->len] = '\0';
+	*used = 3 + (size_t)e->len;
+	return 0;
+}
+
+void
+rock_hb_header_encode(uint8_t nrecords, uint8_t out[ROCK_HB_HEADER_LEN])
+{
+	memcpy(out, hb_magic, sizeof(hb_magic));
+	out[4] = HB_TYPE_HEARTBEAT;
+	out[5] = nrecords;
+}
+
+void
+rock_hb_record_encode(const struct rock_hb_record *r, uint8_t out[ROCK_HB_RECORD_LEN])
+{
+	memcpy(out, r->id, ROCK_ID_LEN);
+	put64(out + 16, r->seq);
+	put64(out + 24, r->consumed);
+	put32(out + 32, r->flags);
+	memcpy(out + 36, r->tag, ROCK_TAG_LEN);
+}
+
+void
+rock_hb_record_decode(struct rock_hb_record *r, const uint8_t in[ROCK_HB_RECORD_LEN])
+{
+	memcpy(r->id, in, ROCK_ID_LEN);
+	r->seq = get64(in + 16);
+	r->consumed = get64(in + 24);
+	r->flags = get32(in + 32);
+	memcpy(r->tag, in + 36, ROCK_TAG_LEN);
+}
+
+int
+rock_hb_packet_check(const uint8_t *in, size_t n, unsigned *nrecords)
+{
+	if (n < ROCK_HB_HEADER_LEN || memcmp(in, hb_magic, sizeof(hb_magic)) != 0 ||
+	    in[4] != HB_TYPE_HEARTBEAT || in[5] == 0 ||
+	    in[5] > ROCK_HB_MAX_RECORDS ||
+	    n != ROCK_HB_HEADER_LEN + (size_t)in[5] * ROCK_HB_RECORD_LEN)
+		return ROCK_ERR_PROTOCOL;
+	*nrecords = in[5];
+	return 0;
+}
+
+static enum rock_sniff
+sniff_one(const uint8_t *in, size_t n, const uint8_t magic[ROCK_MAGIC_LEN],
+    enum rock_sniff full)
+{
+	size_t k = n < ROCK_MAGIC_LEN ? n : ROCK_MAGIC_LEN;
+
+	if (memcmp(in, magic, k) != 0)
+		return ROCK_SNIFF_PLAIN;
+	return k == ROCK_MAGIC_LEN ? full : ROCK_SNIFF_MORE;
+}
+
+enum rock_sniff
+rock_sniff(const uint8_t *in, size_t n)
+{
+	enum rock_sniff s;
+
+	if (n == 0)
+		return ROCK_SNIFF_MORE;
+	s = sniff_one(in, n, rock_magic_announce, ROCK_SNIFF_ANNOUNCE);
+	if (s != ROCK_SNIFF_PLAIN)
+		return s;
+	return sniff_one(in, n, rock_magic_reconnect, ROCK_SNIFF_RECONNECT);
+}
+
+uint8_t
+rock_version_pick(uint8_t our_min, uint8_t our_max, uint8_t peer_min,
+    uint8_t peer_max)
+{
+	uint8_t hi = our_max < peer_max ? our_max : peer_max;
+	uint8_t lo = our_min > peer_min ? our_min : peer_min;
+
+	return hi >= lo && hi > 0 ? hi : 0;
+}

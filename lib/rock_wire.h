@@ -1,0 +1,155 @@
+/* rock_wire.h: encoding and decoding of every rocks message (doc/PROTOCOL.md). */
+#ifndef ROCK_WIRE_H
+#define ROCK_WIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define ROCK_VERSION		1
+#define ROCK_MAGIC_LEN		8
+#define ROCK_ANNOUNCE_LEN	1024
+#define ROCK_ANNOUNCE_RANDOM	1012
+#define ROCK_KEY_LEN		32
+#define ROCK_ID_LEN		16
+#define ROCK_NONCE_LEN		16
+#define ROCK_TAG_LEN		16
+
+#define ROCK_FEAT_UDP		0x0001u
+#define ROCK_FEAT_RECONNECT	0x0002u
+#define ROCK_FEAT_ALL		(ROCK_FEAT_UDP | ROCK_FEAT_RECONNECT)
+
+/* Message types on the data connection. */
+enum rock_msg_type {
+	ROCK_MSG_CLIENT_HELLO = 0x01,
+	ROCK_MSG_SERVER_HELLO = 0x02,
+	ROCK_MSG_CHALLENGE = 0x03,
+	ROCK_MSG_PROOF = 0x04,
+	ROCK_MSG_RECONNECT_OK = 0x05,
+	ROCK_MSG_ERROR = 0x7f
+};
+
+enum rock_wire_error {
+	ROCK_WERR_STALE = 1,
+	ROCK_WERR_VERSION = 2,
+	ROCK_WERR_BUSY = 3,
+	ROCK_WERR_UNKNOWN = 4,
+	ROCK_WERR_AUTH = 5,
+	ROCK_WERR_BACKEND = 6,
+	ROCK_WERR_PROTOCOL = 7
+};
+
+/* Flags of heartbeat records and reconnect messages. */
+#define ROCK_FLAG_WR_SHUT	0x1u
+#define ROCK_FLAG_EOF_SEEN	0x2u
+
+#define ROCK_CLIENT_HELLO_LEN	46
+#define ROCK_SERVER_HELLO_LEN	64
+#define ROCK_RECONNECT_REQ_LEN	41
+#define ROCK_CHALLENGE_LEN	45
+#define ROCK_PROOF_LEN		29
+#define ROCK_ERROR_MAX_TEXT	200
+#define ROCK_ERROR_MAX_LEN	(3 + ROCK_ERROR_MAX_TEXT)
+
+#define ROCK_HB_HEADER_LEN	6
+#define ROCK_HB_RECORD_LEN	52
+#define ROCK_HB_MAX_RECORDS	22
+#define ROCK_HB_MAX_LEN	(ROCK_HB_HEADER_LEN + ROCK_HB_MAX_RECORDS * ROCK_HB_RECORD_LEN)
+
+extern const uint8_t rock_magic_announce[ROCK_MAGIC_LEN];
+extern const uint8_t rock_magic_reconnect[ROCK_MAGIC_LEN];
+
+struct rock_announce {
+	uint8_t version_max, version_min;
+	uint16_t features;
+	uint8_t random[ROCK_ANNOUNCE_RANDOM];
+};
+
+struct rock_client_hello {
+	uint8_t version;
+	uint16_t features;
+	uint8_t pk[ROCK_KEY_LEN];
+	uint32_t rcvbuf, sndbuf;
+};
+
+struct rock_server_hello {
+	uint8_t version;
+	uint16_t features;
+	uint8_t id[ROCK_ID_LEN];
+	uint8_t pk[ROCK_KEY_LEN];
+	uint32_t rcvbuf, sndbuf;
+	uint16_t udp_port;
+};
+
+struct rock_reconnect_req {
+	uint8_t version;
+	uint8_t id[ROCK_ID_LEN];
+	uint8_t nonce[ROCK_NONCE_LEN];
+};
+
+/* RECONNECT_CHALLENGE and RECONNECT_PROOF: the counts and flags a side
+ * restores; the tag is computed by rock_crypto over the encoded bytes. */
+struct rock_resume {
+	uint8_t nonce[ROCK_NONCE_LEN];	/* challenge only */
+	uint64_t consumed;
+	uint32_t flags;
+	uint8_t tag[ROCK_TAG_LEN];
+};
+
+struct rock_error_msg {
+	uint8_t code;
+	uint8_t len;
+	char text[ROCK_ERROR_MAX_TEXT + 1];
+};
+
+struct rock_hb_record {
+	uint8_t id[ROCK_ID_LEN];
+	uint64_t seq;
+	uint64_t consumed;
+	uint32_t flags;
+	uint8_t tag[ROCK_TAG_LEN];
+};
+
+/* Encoders write exactly the message's length into out. */
+void rock_announce_encode(const struct rock_announce *a, uint8_t out[ROCK_ANNOUNCE_LEN]);
+void rock_client_hello_encode(const struct rock_client_hello *h, uint8_t out[ROCK_CLIENT_HELLO_LEN]);
+void rock_server_hello_encode(const struct rock_server_hello *h, uint8_t out[ROCK_SERVER_HELLO_LEN]);
+void rock_reconnect_req_encode(const struct rock_reconnect_req *r, uint8_t out[ROCK_RECONNECT_REQ_LEN]);
+void rock_challenge_encode(const struct rock_resume *c, uint8_t out[ROCK_CHALLENGE_LEN]);
+void rock_proof_encode(const struct rock_resume *p, uint8_t out[ROCK_PROOF_LEN]);
+/* Returns the length written (3 + text length, text cut at 200 bytes). */
+size_t rock_error_encode(uint8_t code, const char *text, uint8_t out[ROCK_ERROR_MAX_LEN]);
+void rock_hb_record_encode(const struct rock_hb_record *r, uint8_t out[ROCK_HB_RECORD_LEN]);
+void rock_hb_header_encode(uint8_t nrecords, uint8_t out[ROCK_HB_HEADER_LEN]);
+
+/*
+ * Decoders take bytes from a peer: they never trust them. Each returns 0, or
+ * ROCK_ERR_PROTOCOL for bytes that can never become valid (wrong magic, type,
+ * version range, reserved bits, length field).
+ */
+int rock_announce_decode(struct rock_announce *a, const uint8_t in[ROCK_ANNOUNCE_LEN]);
+int rock_client_hello_decode(struct rock_client_hello *h, const uint8_t in[ROCK_CLIENT_HELLO_LEN]);
+int rock_server_hello_decode(struct rock_server_hello *h, const uint8_t in[ROCK_SERVER_HELLO_LEN]);
+int rock_reconnect_req_decode(struct rock_reconnect_req *r, const uint8_t in[ROCK_RECONNECT_REQ_LEN]);
+int rock_challenge_decode(struct rock_resume *c, const uint8_t in[ROCK_CHALLENGE_LEN]);
+int rock_proof_decode(struct rock_resume *p, const uint8_t in[ROCK_PROOF_LEN]);
+/* n bytes available; ROCK_ERR_SHORT when more are needed, else *used set. */
+int rock_error_decode(struct rock_error_msg *e, const uint8_t *in, size_t n, size_t *used);
+void rock_hb_record_decode(struct rock_hb_record *r, const uint8_t in[ROCK_HB_RECORD_LEN]);
+/* Checks a packet's header and length; *nrecords set on success. */
+int rock_hb_packet_check(const uint8_t *in, size_t n, unsigned *nrecords);
+
+/* What the first bytes of a new server-side connection are: a full match
+ * needs ROCK_MAGIC_LEN bytes; fewer that agree so far give ROCK_SNIFF_MORE. */
+enum rock_sniff {
+	ROCK_SNIFF_PLAIN = 0,
+	ROCK_SNIFF_MORE,
+	ROCK_SNIFF_ANNOUNCE,
+	ROCK_SNIFF_RECONNECT
+};
+enum rock_sniff rock_sniff(const uint8_t *in, size_t n);
+
+/* The highest version both ranges contain, or 0. */
+uint8_t rock_version_pick(uint8_t our_min, uint8_t our_max, uint8_t peer_min,
+    uint8_t peer_max);
+
+#endif

@@ -1,0 +1,329 @@
+/* check_wire.c: the codec and tags against doc/PROTOCOL.md's vectors, and hostile bytes. */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rock_crypto.h"
+#include "rock_err.h"
+#include "rock_wire.h"
+#include "suites.h"
+#include "wire_fixtures.h"
+
+#define MAX_VECTORS 16
+#define MAX_VECTOR_LEN 2048
+
+struct doc_vector {
+	char name[64];
+	size_t n;
+	uint8_t bytes[MAX_VECTOR_LEN];
+};
+
+static struct doc_vector doc[MAX_VECTORS];
+static int ndoc;
+
+/* Hex lines after "vector NAME LEN", up to a blank line. */
+static void
+read_hex(FILE *f, struct doc_vector *v)
+{
+	char line[256], *p, *end;
+
+	while (fgets(line, sizeof(line), f) != NULL && line[0] != '\n') {
+		for (p = line; *p != '\0' && *p != '\n'; p = end) {
+			unsigned long b = strtoul(p, &end, 16);
+
+			ck_assert_msg(end != p, "bad hex in vector %s", v->name);
+			ck_assert_uint_lt(v->n, MAX_VECTOR_LEN);
+			v->bytes[v->n++] = (uint8_t)b;
+			while (*end == ' ')
+				end++;
+		}
+	}
+}
+
+static void
+load_doc(void)
+{
+	const char *top = getenv("top_srcdir");
+	char path[4096], line[256];
+	size_t declared;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/doc/PROTOCOL.md",
+	    top != NULL ? top : ROCK_SRCDIR);
+	f = fopen(path, "r");
+	ck_assert_msg(f != NULL, "cannot open %s", path);
+	ndoc = 0;
+	while (fgets(line, sizeof(line), f) != NULL) {
+		struct doc_vector *v = &doc[ndoc];
+
+		if (strncmp(line, "vector ", 7) != 0)
+			continue;
+		ck_assert_int_lt(ndoc, MAX_VECTORS);
+		ck_assert_int_eq(sscanf(line, "vector %63s %zu", v->name,
+		    &declared), 2);
+		v->n = 0;
+		read_hex(f, v);
+		ck_assert_msg(v->n == declared, "vector %s: %zu bytes, says %zu",
+		    v->name, v->n, declared);
+		ndoc++;
+	}
+	fclose(f);
+}
+
+static int nchecked;
+
+static void
+compare_vector(void *arg, const char *name, const uint8_t *p, size_t n)
+{
+	int i;
+
+	(void)arg;
+	for (i = 0; i < ndoc; i++) {
+		if (strcmp(doc[i].name, name) != 0)
+			continue;
+		ck_assert_msg(doc[i].n == n, "%s: doc %zu bytes, code %zu",
+		    name, doc[i].n, n);
+		ck_assert_msg(memcmp(doc[i].bytes, p, n) == 0,
+		    "%s: doc and code differ", name);
+		nchecked++;
+		return;
+	}
+	ck_abort_msg("vector %s missing from doc/PROTOCOL.md", name);
+}
+
+/* Every vector the code produces is in the document, byte for byte, and
+ * the document has no other. */
+START_TEST(test_doc_vectors)
+{
+	ck_assert_int_eq(rock_crypto_init(), 0);
+	load_doc();
+	nchecked = 0;
+	wire_vectors(compare_vector, NULL);
+	ck_assert_int_eq(nchecked, ndoc);
+	ck_assert_int_ge(ndoc, 10);
+}
+END_TEST
+
+static const struct doc_vector *
+vec(const char *name)
+{
+	int i;
+
+	for (i = 0; i < ndoc; i++)
+		if (strcmp(doc[i].name, name) == 0)
+			return &doc[i];
+	ck_abort_msg("no vector %s", name);
+	return NULL;
+}
+
+static void
+setup_doc(void)
+{
+	ck_assert_int_eq(rock_crypto_init(), 0);
+	load_doc();
+}
+
+START_TEST(test_decode_roundtrip)
+{
+	struct rock_announce a;
+	struct rock_client_hello ch;
+	struct rock_server_hello sh;
+	struct rock_reconnect_req rq;
+	struct rock_resume rs;
+	uint8_t out[ROCK_ANNOUNCE_LEN];
+
+	ck_assert_int_eq(rock_announce_decode(&a, vec("announcement")->bytes), 0);
+	ck_assert_uint_eq(a.version_max, 1);
+	ck_assert_uint_eq(a.features, ROCK_FEAT_ALL);
+	rock_announce_encode(&a, out);
+	ck_assert_mem_eq(out, vec("announcement")->bytes, ROCK_ANNOUNCE_LEN);
+	ck_assert_int_eq(rock_client_hello_decode(&ch, vec("client_hello")->bytes), 0);
+	ck_assert_uint_eq(ch.rcvbuf, 131072);
+	ck_assert_uint_eq(ch.sndbuf, 16384);
+	ck_assert_int_eq(rock_server_hello_decode(&sh, vec("server_hello")->bytes), 0);
+	ck_assert_uint_eq(sh.udp_port, 4433);
+	ck_assert_uint_eq(sh.id[0], 0xa0);
+	ck_assert_int_eq(rock_reconnect_req_decode(&rq, vec("reconnect_request")->bytes), 0);
+	ck_assert_uint_eq(rq.nonce[15], 0xcf);
+	ck_assert_int_eq(rock_challenge_decode(&rs, vec("reconnect_challenge")->bytes), 0);
+	ck_assert_uint_eq(rs.consumed, 1000);
+	ck_assert_int_eq(rock_proof_decode(&rs, vec("reconnect_proof")->bytes), 0);
+	ck_assert_uint_eq(rs.consumed, 2000);
+	ck_assert_uint_eq(rs.flags, ROCK_FLAG_EOF_SEEN);
+}
+END_TEST
+
+/* Client and server derive mirrored keys; the vectors' tags verify with
+ * the receiver's rx key and fail with any bit changed. */
+START_TEST(test_keys_and_tags)
+{
+	const struct doc_vector *hb = vec("heartbeat_packet");
+	uint8_t rec[ROCK_HB_RECORD_LEN], tag[ROCK_TAG_LEN];
+	unsigned n;
+
+	ck_assert_int_eq(rock_hb_packet_check(hb->bytes, hb->n, &n), 0);
+	ck_assert_uint_eq(n, 1);
+	memcpy(rec, hb->bytes + ROCK_HB_HEADER_LEN, sizeof(rec));
+	rock_hb_tag(tag, vec("key_cs")->bytes, rec);
+	ck_assert(rock_equal(tag, rec + 36, ROCK_TAG_LEN));
+	rec[24] ^= 0x01;	/* consumed count changed by an attacker */
+	rock_hb_tag(tag, vec("key_cs")->bytes, rec);
+	ck_assert(!rock_equal(tag, rec + 36, ROCK_TAG_LEN));
+	rec[24] ^= 0x01;
+	rock_hb_tag(tag, vec("key_sc")->bytes, rec);	/* wrong direction's key */
+	ck_assert(!rock_equal(tag, rec + 36, ROCK_TAG_LEN));
+}
+END_TEST
+
+START_TEST(test_keys_mirror)
+{
+	struct rock_keypair c, s;
+	struct rock_keys ck, sk;
+	uint8_t zero[ROCK_KEY_LEN] = { 0 };
+
+	ck_assert_int_eq(rock_crypto_init(), 0);
+	rock_keypair_new(&c);
+	rock_keypair_new(&s);
+	ck_assert_int_eq(rock_keys_client(&ck, &c, s.pk), 0);
+	ck_assert_int_eq(rock_keys_server(&sk, &s, c.pk), 0);
+	ck_assert_mem_eq(ck.tx, sk.rx, ROCK_KEY_LEN);
+	ck_assert_mem_eq(ck.rx, sk.tx, ROCK_KEY_LEN);
+	rock_keypair_wipe(&c);
+	ck_assert_mem_eq(c.sk, zero, ROCK_KEY_LEN);
+	/* A low-order public key is refused, not turned into a weak key. */
+	ck_assert_int_eq(rock_keys_client(&ck, &s, zero), ROCK_ERR_AUTH);
+}
+END_TEST
+
+START_TEST(test_hostile_decode)
+{
+	uint8_t b[ROCK_ANNOUNCE_LEN];
+	struct rock_announce a;
+	struct rock_client_hello ch;
+	struct rock_server_hello sh;
+	struct rock_reconnect_req rq;
+	struct rock_resume rs;
+
+	memcpy(b, vec("announcement")->bytes, sizeof(b));
+	b[0] = 'G';
+	ck_assert_int_eq(rock_announce_decode(&a, b), ROCK_ERR_PROTOCOL);
+	b[0] = 0x89;
+	b[9] = 2;	/* min above max */
+	ck_assert_int_eq(rock_announce_decode(&a, b), ROCK_ERR_PROTOCOL);
+	memcpy(b, vec("client_hello")->bytes, ROCK_CLIENT_HELLO_LEN);
+	b[45] = 1;	/* reserved */
+	ck_assert_int_eq(rock_client_hello_decode(&ch, b), ROCK_ERR_PROTOCOL);
+	b[45] = 0;
+	b[1] = 0;	/* version 0 */
+	ck_assert_int_eq(rock_client_hello_decode(&ch, b), ROCK_ERR_PROTOCOL);
+	memcpy(b, vec("server_hello")->bytes, ROCK_SERVER_HELLO_LEN);
+	b[0] = ROCK_MSG_CLIENT_HELLO;
+	ck_assert_int_eq(rock_server_hello_decode(&sh, b), ROCK_ERR_PROTOCOL);
+	memcpy(b, vec("reconnect_request")->bytes, ROCK_RECONNECT_REQ_LEN);
+	b[5] = 'S';
+	ck_assert_int_eq(rock_reconnect_req_decode(&rq, b), ROCK_ERR_PROTOCOL);
+	memcpy(b, vec("reconnect_proof")->bytes, ROCK_PROOF_LEN);
+	b[0] = ROCK_MSG_CHALLENGE;
+	ck_assert_int_eq(rock_proof_decode(&rs, b), ROCK_ERR_PROTOCOL);
+	ck_assert_int_eq(rock_challenge_decode(&rs, vec("reconnect_proof")->bytes),
+	    ROCK_ERR_PROTOCOL);
+}
+END_TEST
+
+START_TEST(test_error_message)
+{
+	const struct doc_vector *v = vec("error_backend");
+	struct rock_error_msg e;
+	uint8_t b[ROCK_ERROR_MAX_LEN + 8];
+	char big[300];
+	size_t used = 0;
+
+	ck_assert_int_eq(rock_error_decode(&e, v->bytes, 2, &used), ROCK_ERR_SHORT);
+	ck_assert_int_eq(rock_error_decode(&e, v->bytes, v->n - 1, &used),
+	    ROCK_ERR_SHORT);
+	ck_assert_int_eq(rock_error_decode(&e, v->bytes, v->n, &used), 0);
+	ck_assert_uint_eq(used, v->n);
+	ck_assert_uint_eq(e.code, ROCK_WERR_BACKEND);
+	ck_assert_str_eq(e.text, "backend refused");
+	memset(big, 'x', sizeof(big) - 1);
+	big[sizeof(big) - 1] = '\0';
+	ck_assert_uint_eq(rock_error_encode(1, big, b), 3 + ROCK_ERROR_MAX_TEXT);
+	b[2] = 201;	/* longer than allowed */
+	ck_assert_int_eq(rock_error_decode(&e, b, sizeof(b), &used), ROCK_ERR_PROTOCOL);
+	b[2] = 3;
+	b[3] = '\n';
+	b[4] = 0x1b;	/* control bytes never reach a log as such */
+	ck_assert_int_eq(rock_error_decode(&e, b, sizeof(b), &used), 0);
+	ck_assert_str_eq(e.text, "??x");
+}
+END_TEST
+
+START_TEST(test_hb_packet_check)
+{
+	const struct doc_vector *v = vec("heartbeat_packet");
+	uint8_t b[ROCK_HB_MAX_LEN + 64];
+	unsigned n;
+
+	memcpy(b, v->bytes, v->n);
+	ck_assert_int_eq(rock_hb_packet_check(b, v->n - 1, &n), ROCK_ERR_PROTOCOL);
+	ck_assert_int_eq(rock_hb_packet_check(b, v->n + 1, &n), ROCK_ERR_PROTOCOL);
+	ck_assert_int_eq(rock_hb_packet_check(b, 3, &n), ROCK_ERR_PROTOCOL);
+	b[5] = 0;
+	ck_assert_int_eq(rock_hb_packet_check(b, ROCK_HB_HEADER_LEN, &n), ROCK_ERR_PROTOCOL);
+	b[5] = ROCK_HB_MAX_RECORDS + 1;
+	ck_assert_int_eq(rock_hb_packet_check(b, ROCK_HB_HEADER_LEN +
+	    (ROCK_HB_MAX_RECORDS + 1) * ROCK_HB_RECORD_LEN, &n), ROCK_ERR_PROTOCOL);
+	b[5] = 1;
+	b[3] = 2;	/* version 2 of the channel */
+	ck_assert_int_eq(rock_hb_packet_check(b, v->n, &n), ROCK_ERR_PROTOCOL);
+}
+END_TEST
+
+START_TEST(test_sniff)
+{
+	const uint8_t *ann = vec("announcement")->bytes;
+	const uint8_t *rc = vec("reconnect_request")->bytes;
+
+	ck_assert_int_eq(rock_sniff(ann, 0), ROCK_SNIFF_MORE);
+	ck_assert_int_eq(rock_sniff(ann, 5), ROCK_SNIFF_MORE);
+	ck_assert_int_eq(rock_sniff(ann, 8), ROCK_SNIFF_ANNOUNCE);
+	ck_assert_int_eq(rock_sniff(rc, 6), ROCK_SNIFF_MORE);
+	ck_assert_int_eq(rock_sniff(rc, 41), ROCK_SNIFF_RECONNECT);
+	ck_assert_int_eq(rock_sniff((const uint8_t *)"GET / HTTP/1.1", 14), ROCK_SNIFF_PLAIN);
+	ck_assert_int_eq(rock_sniff((const uint8_t *)"SSH-2.0", 7), ROCK_SNIFF_PLAIN);
+	ck_assert_int_eq(rock_sniff((const uint8_t *)"\x89ROCKX", 6), ROCK_SNIFF_PLAIN);
+}
+END_TEST
+
+START_TEST(test_version_pick)
+{
+	ck_assert_uint_eq(rock_version_pick(1, 1, 1, 1), 1);
+	ck_assert_uint_eq(rock_version_pick(1, 3, 2, 5), 3);
+	ck_assert_uint_eq(rock_version_pick(1, 1, 2, 3), 0);
+	ck_assert_uint_eq(rock_version_pick(3, 4, 1, 2), 0);
+}
+END_TEST
+
+Suite *
+wire_suite(void)
+{
+	Suite *s = suite_create("wire");
+	TCase *doc_tc = tcase_create("vectors");
+	TCase *tc = tcase_create("codec");
+
+	tcase_add_test(doc_tc, test_doc_vectors);
+	tcase_add_test(doc_tc, test_keys_mirror);
+	tcase_add_unchecked_fixture(tc, setup_doc, NULL);
+	tcase_add_test(tc, test_decode_roundtrip);
+	tcase_add_test(tc, test_keys_and_tags);
+	tcase_add_test(tc, test_hostile_decode);
+	tcase_add_test(tc, test_error_message);
+	tcase_add_test(tc, test_hb_packet_check);
+	tcase_add_test(tc, test_sniff);
+	tcase_add_test(tc, test_version_pick);
+	suite_add_tcase(s, doc_tc);
+	suite_add_tcase(s, tc);
+	return s;
+}

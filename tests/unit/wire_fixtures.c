@@ -1,0 +1,115 @@
+/* wire_fixtures.c: builds the protocol's test vectors from fixed keys, ids and nonces. */
+#include "config.h"
+
+#include <string.h>
+
+#include "rock_crypto.h"
+#include "rock_wire.h"
+#include "wire_fixtures.h"
+
+static void
+fill(uint8_t *p, size_t n, uint8_t first)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		p[i] = (uint8_t)(first + i);
+}
+
+struct fixture {
+	struct rock_keypair ckp, skp;
+	struct rock_keys ck, sk;
+	uint8_t id[ROCK_ID_LEN], cnonce[ROCK_NONCE_LEN], snonce[ROCK_NONCE_LEN];
+};
+
+static void
+fixture_init(struct fixture *f)
+{
+	uint8_t seed[ROCK_KEY_LEN];
+
+	fill(seed, sizeof(seed), 0x00);
+	rock_keypair_from_seed(&f->ckp, seed);
+	fill(seed, sizeof(seed), 0x20);
+	rock_keypair_from_seed(&f->skp, seed);
+	(void)rock_keys_client(&f->ck, &f->ckp, f->skp.pk);
+	(void)rock_keys_server(&f->sk, &f->skp, f->ckp.pk);
+	fill(f->id, sizeof(f->id), 0xa0);
+	fill(f->cnonce, sizeof(f->cnonce), 0xc0);
+	fill(f->snonce, sizeof(f->snonce), 0xd0);
+}
+
+static void
+handshake_vectors(const struct fixture *f, wire_vector_fn *emit, void *arg)
+{
+	struct rock_announce a = { 1, 1, ROCK_FEAT_ALL, { 0 } };
+	struct rock_client_hello ch = { 1, ROCK_FEAT_ALL, { 0 }, 131072, 16384 };
+	struct rock_server_hello sh = { 1, ROCK_FEAT_ALL, { 0 }, { 0 }, 131072,
+	    87040, 4433 };
+	uint8_t buf[ROCK_ANNOUNCE_LEN];
+	size_t i;
+
+	for (i = 0; i < ROCK_ANNOUNCE_RANDOM; i++)
+		a.random[i] = (uint8_t)(i * 7);
+	rock_announce_encode(&a, buf);
+	emit(arg, "announcement", buf, ROCK_ANNOUNCE_LEN);
+	memcpy(ch.pk, f->ckp.pk, ROCK_KEY_LEN);
+	rock_client_hello_encode(&ch, buf);
+	emit(arg, "client_hello", buf, ROCK_CLIENT_HELLO_LEN);
+	memcpy(sh.id, f->id, ROCK_ID_LEN);
+	memcpy(sh.pk, f->skp.pk, ROCK_KEY_LEN);
+	rock_server_hello_encode(&sh, buf);
+	emit(arg, "server_hello", buf, ROCK_SERVER_HELLO_LEN);
+	emit(arg, "key_cs", f->ck.tx, ROCK_KEY_LEN);
+	emit(arg, "key_sc", f->ck.rx, ROCK_KEY_LEN);
+}
+
+static void
+heartbeat_vectors(const struct fixture *f, wire_vector_fn *emit, void *arg)
+{
+	struct rock_hb_record r = { { 0 }, 7, 123456789, ROCK_FLAG_WR_SHUT, { 0 } };
+	uint8_t pkt[ROCK_HB_HEADER_LEN + ROCK_HB_RECORD_LEN];
+
+	memcpy(r.id, f->id, ROCK_ID_LEN);
+	rock_hb_header_encode(1, pkt);
+	rock_hb_record_encode(&r, pkt + ROCK_HB_HEADER_LEN);
+	rock_hb_tag(r.tag, f->ck.tx, pkt + ROCK_HB_HEADER_LEN);
+	rock_hb_record_encode(&r, pkt + ROCK_HB_HEADER_LEN);
+	emit(arg, "heartbeat_packet", pkt, sizeof(pkt));
+}
+
+static void
+reconnect_vectors(const struct fixture *f, wire_vector_fn *emit, void *arg)
+{
+	struct rock_reconnect_req rq = { 1, { 0 }, { 0 } };
+	struct rock_resume c = { { 0 }, 1000, 0, { 0 } };
+	struct rock_resume p = { { 0 }, 2000, ROCK_FLAG_EOF_SEEN, { 0 } };
+	uint8_t buf[ROCK_ERROR_MAX_LEN];
+	size_t n;
+
+	memcpy(rq.id, f->id, ROCK_ID_LEN);
+	memcpy(rq.nonce, f->cnonce, ROCK_NONCE_LEN);
+	rock_reconnect_req_encode(&rq, buf);
+	emit(arg, "reconnect_request", buf, ROCK_RECONNECT_REQ_LEN);
+	memcpy(c.nonce, f->snonce, ROCK_NONCE_LEN);
+	rock_challenge_encode(&c, buf);
+	rock_challenge_tag(c.tag, f->sk.tx, f->id, f->cnonce, buf);
+	rock_challenge_encode(&c, buf);
+	emit(arg, "reconnect_challenge", buf, ROCK_CHALLENGE_LEN);
+	rock_proof_encode(&p, buf);
+	rock_proof_tag(p.tag, f->ck.tx, f->id, f->snonce, buf);
+	rock_proof_encode(&p, buf);
+	emit(arg, "reconnect_proof", buf, ROCK_PROOF_LEN);
+	n = rock_error_encode(ROCK_WERR_BACKEND, "backend refused", buf);
+	emit(arg, "error_backend", buf, n);
+}
+
+void
+wire_vectors(wire_vector_fn *emit, void *arg)
+{
+	struct fixture f;
+
+	fixture_init(&f);
+	handshake_vectors(&f, emit, arg);
+	heartbeat_vectors(&f, emit, arg);
+	reconnect_vectors(&f, emit, arg);
+}
