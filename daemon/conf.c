@@ -34,11 +34,11 @@ add_service(struct rockd_config *cfg, const char *listen, const char *backend,
 		return -1;
 	}
 	snprintf(s->listen_spec, sizeof(s->listen_spec), "%s", listen);
-	snprintf(s->backend_spec, sizeof(s->backend_spec), "%s", backend);
+	snprintf(s->backend.spec, sizeof(s->backend.spec), "%s", backend);
 	s->sniff_ms = sniff_ms;
 	if (rockd_parse_addr(listen, 1, &s->listen_addr, &s->listen_len, err,
-	    errlen) != 0 || rockd_parse_addr(backend, 0, &s->backend_addr,
-	    &s->backend_len, err, errlen) != 0) {
+	    errlen) != 0 || rockd_parse_addr(backend, 0, &s->backend.addr,
+	    &s->backend.len, err, errlen) != 0) {
 		free(s);
 		return -1;
 	}

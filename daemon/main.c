@@ -12,6 +12,7 @@
 #include <syslog.h>
 #include <unistd.h>
 
+#include "rock_err.h"
 #include "rockd.h"
 
 #define GRACE_SECONDS 10
@@ -127,7 +128,8 @@ on_term(evutil_socket_t sig, short what, void *arg)
 	event_del(d->sig_hup);
 	event_del(d->sig_term);
 	event_del(d->sig_int);
-	if (d->relays == NULL) {
+	rockd_rocks_stop(d);
+	if (d->relays == NULL && d->rocks == NULL) {
 		event_base_loopbreak(d->base);
 		return;
 	}
@@ -135,6 +137,13 @@ on_term(evutil_socket_t sig, short what, void *arg)
 	d->grace = evtimer_new(d->base, stop_now, d);
 	if (d->grace != NULL)
 		evtimer_add(d->grace, &grace);
+}
+
+void
+rockd_maybe_done(struct rockd *d)
+{
+	if (d->stopping && d->relays == NULL && d->rocks == NULL)
+		event_base_loopbreak(d->base);
 }
 
 static void
@@ -226,9 +235,30 @@ setup_log(struct rockd *d, const struct options *o)
 		openlog("rockd", LOG_PID, LOG_DAEMON);
 }
 
+/* One engine, its control channel on the first service's address and port
+ * (UDP and TCP port numbers are separate: the same number is the obvious
+ * thing to open in a firewall). */
+static int
+start_engine(struct rockd *d)
+{
+	const struct rockd_service *first = d->cfg.services;
+	int r;
+
+	rock_engine_config_defaults(&d->engine_cfg);
+	if ((r = rock_engine_new(&d->engine, d->base, &d->log, &d->engine_cfg,
+	    (const struct sockaddr *)&first->listen_addr, first->listen_len)) != 0) {
+		rlog_error(&d->log, "%s: control channel (UDP): %s",
+		    first->listen_spec, r == ROCK_ERR_SYSTEM ? strerror(errno) :
+		    rock_err(r));
+		return -1;
+	}
+	return 0;
+}
+
 static void
 teardown(struct rockd *d)
 {
+	rock_engine_free(d->engine);
 	if (d->grace != NULL)
 		event_free(d->grace);
 	if (d->sig_term != NULL)
@@ -252,7 +282,7 @@ run(struct rockd *d, const struct options *o)
 		fprintf(stderr, "rockd: cannot set up the event loop\n");
 		return 1;
 	}
-	if (rockd_services_start(d, &d->cfg) != 0)
+	if (start_engine(d) != 0 || rockd_services_start(d, &d->cfg) != 0)
 		goto out;
 	if (!o->foreground && daemon(0, 0) != 0) {
 		rlog_error(&d->log, "daemon: %s", strerror(errno));

@@ -53,8 +53,7 @@ relay_free(struct rockd_relay *r, int reset)
 		r->next->prev = r->prev;
 	rlog_debug(&r->d->log, "relay %lu: closed%s", r->id,
 	    reset ? " with reset" : "");
-	if (r->d->stopping && r->d->relays == NULL)
-		event_base_loopbreak(r->d->base);
+	rockd_maybe_done(r->d);
 	free(r);
 }
 
@@ -152,8 +151,8 @@ new_side(struct rockd_relay *r, evutil_socket_t fd)
 }
 
 void
-rockd_relay_start(struct rockd *d, const struct rockd_service *svc,
-    evutil_socket_t client, struct evbuffer *early)
+rockd_relay_start(struct rockd *d, const struct rockd_backend *b,
+    evutil_socket_t client, const uint8_t *early, size_t nearly)
 {
 	static unsigned long next_id;
 	struct rockd_relay *r = calloc(1, sizeof(*r));
@@ -174,19 +173,18 @@ rockd_relay_start(struct rockd *d, const struct rockd_service *svc,
 	if (d->relays != NULL)
 		d->relays->prev = r;
 	d->relays = r;
-	if (early != NULL)
-		evbuffer_add_buffer(bufferevent_get_output(r->side[BACKEND]), early);
-	rlog_debug(&d->log, "relay %lu: plain client on %s, to backend %s",
-	    r->id, svc->listen_spec, svc->backend_spec);
+	if (nearly > 0)
+		evbuffer_add(bufferevent_get_output(r->side[BACKEND]), early, nearly);
+	rlog_debug(&d->log, "relay %lu: plain client, to backend %s", r->id,
+	    b->spec);
 	r->dialing = 1;
 	if (bufferevent_socket_connect(r->side[BACKEND],
-	    (const struct sockaddr *)&svc->backend_addr,
-	    (int)svc->backend_len) != 0)
+	    (const struct sockaddr *)&b->addr, (int)b->len) != 0)
 		r->dial_failed = 1;
 	r->dialing = 0;
 	if (r->dial_failed) {
 		rlog_warn(&d->log, "relay %lu: backend %s: %s", r->id,
-		    svc->backend_spec, strerror(errno));
+		    b->spec, strerror(errno));
 		relay_free(r, 1);
 	}
 }

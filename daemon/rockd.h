@@ -8,18 +8,26 @@
 #include <event2/event.h>
 #include <event2/listener.h>
 
+#include "rock_engine.h"
 #include "rock_log.h"
 
 #define ROCKD_DEFAULT_SNIFF_MS 300
 
+/* Where a service relays to; copied into each connection, so a reload
+ * can free the service while its connections live on. */
+struct rockd_backend {
+	char spec[300];
+	struct sockaddr_storage addr;
+	socklen_t len;
+	struct rockd *daemon;	/* set where a copy travels alone */
+};
+
 /* One "listen ... backend ..." line of the configuration. */
 struct rockd_service {
 	char listen_spec[128];		/* as written, for logs and reload matching */
-	char backend_spec[300];
+	struct rockd_backend backend;
 	struct sockaddr_storage listen_addr;
 	socklen_t listen_len;
-	struct sockaddr_storage backend_addr;
-	socklen_t backend_len;
 	int sniff_ms;
 	struct evconnlistener *listener;	/* NULL until started */
 	struct event *accept_retry;	/* re-enables a listener paused by EMFILE */
@@ -33,6 +41,7 @@ struct rockd_config {
 };
 
 struct rockd_relay;
+struct rockd_rock;
 
 struct rockd {
 	struct event_base *base;
@@ -40,7 +49,10 @@ struct rockd {
 	struct rock_config log_cfg;	/* holds the log's settings */
 	struct rockd_config cfg;
 	const char *config_path;	/* NULL: services from the command line */
-	struct rockd_relay *relays;	/* live relays, for graceful stop */
+	struct rockd_relay *relays;	/* live plain relays, for graceful stop */
+	struct rockd_rock *rocks;	/* live rock sessions */
+	struct rock_engine *engine;
+	struct rock_engine_config engine_cfg;
 	int stopping;
 	struct event *sig_term, *sig_int, *sig_hup, *grace;
 };
@@ -61,8 +73,17 @@ int rockd_services_reload(struct rockd *d, struct rockd_config *next);
 
 /* A plain relay between an accepted client and a new backend connection;
  * `early` holds bytes already read from the client. */
-void rockd_relay_start(struct rockd *d, const struct rockd_service *svc,
-    evutil_socket_t client, struct evbuffer *early);
+void rockd_relay_start(struct rockd *d, const struct rockd_backend *b,
+    evutil_socket_t client, const uint8_t *early, size_t nearly);
+/* Decide from the first bytes: probe, rock handshake, reconnect or plain. */
+void rockd_sniff_start(struct rockd *d, const struct rockd_service *svc,
+    evutil_socket_t client);
+/* A rock client's handshake reached the hello: connect its backend. */
+void rockd_rock_start(struct rockd *d, const struct rockd_backend *b,
+    struct rock_handshake *hs);
+void rockd_rocks_stop(struct rockd *d);
+/* The last relay or rock is gone while stopping: end the loop. */
+void rockd_maybe_done(struct rockd *d);
 /* Ask every relay to finish: flush and half-close both ways. */
 void rockd_relays_stop(struct rockd *d);
 

@@ -15,7 +15,7 @@ accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa,
 	(void)l;
 	(void)sa;
 	(void)len;
-	rockd_relay_start(svc->daemon, svc, fd, NULL);
+	rockd_sniff_start(svc->daemon, svc, fd);
 }
 
 static void
@@ -67,7 +67,7 @@ start_one(struct rockd *d, struct rockd_service *s)
 	}
 	evconnlistener_set_error_cb(s->listener, accept_error_cb);
 	rlog_info(&d->log, "listening on %s, backend %s", s->listen_spec,
-	    s->backend_spec);
+	    s->backend.spec);
 	return 0;
 }
 
@@ -128,7 +128,7 @@ rockd_services_reload(struct rockd *d, struct rockd_config *next)
 			/* if paused, the old service's retry timer goes with it */
 			evconnlistener_enable(s->listener);
 			rlog_info(&d->log, "%s: kept, backend %s", s->listen_spec,
-			    s->backend_spec);
+			    s->backend.spec);
 		} else if (start_one(d, s) != 0) {
 			failed = 1;
 		}

@@ -20,6 +20,10 @@ static const char *const rock_err_text[] = {
 	"message incomplete",
 	"authentication failed",
 	"crypto library unavailable",
+	"suspended past the suspend timeout",
+	"peer is not enhanced",
+	"peer refused the connection",
+	"peer no longer knows the session",
 };
 
 /* A code added without its text would shift every later text. */

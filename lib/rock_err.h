@@ -25,7 +25,12 @@ enum rock_err {
 	ROCK_ERR_SHORT = -12,		/* more bytes needed to decode */
 	ROCK_ERR_AUTH = -13,		/* authentication failed */
 	ROCK_ERR_CRYPTO = -14,		/* the crypto library failed to start */
-	ROCK_ERR_LAST = -15		/* keep last: bounds the text table */
+	/* sessions */
+	ROCK_ERR_TIMEOUT = -15,		/* suspended past the suspend timeout */
+	ROCK_ERR_NOT_ENHANCED = -16,	/* the peer is an ordinary server */
+	ROCK_ERR_REFUSED = -17,		/* the peer refused (rockd's backend, busy) */
+	ROCK_ERR_RESET = -18,		/* the peer no longer knows the session */
+	ROCK_ERR_LAST = -19		/* keep last: bounds the text table */
 };
 
 /* Static text for an error code; never NULL. */

@@ -1,0 +1,257 @@
+/* rock.c: rockd's rock sessions: one reliable socket to the client, one plain TCP connection to the backend. */
+#include "config.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+
+#include "rock_err.h"
+#include "rock_wire.h"
+#include "rockd.h"
+
+/* Back-pressure marks, as for plain relays. */
+#define ROCK_HIGH (512 * 1024)
+#define ROCK_LOW (128 * 1024)
+
+struct rockd_rock {
+	struct rockd *d;
+	unsigned long id;
+	struct rockd_backend backend;
+	struct rock_handshake *hs;	/* until the backend answers */
+	struct rock_session *s;
+	struct bufferevent *be;
+	int rock_eof;			/* the client will send no more */
+	int be_shut;
+	int dialing;			/* inside bufferevent_socket_connect() */
+	int dial_failed;
+	int closing;			/* session over; flushing to the backend */
+	struct rockd_rock *prev, *next;
+};
+
+static void
+rock_free(struct rockd_rock *rr)
+{
+	struct rockd *d = rr->d;
+
+	if (rr->be != NULL)
+		bufferevent_free(rr->be);
+	if (rr->s != NULL)
+		rock_session_free(rr->s);
+	if (rr->prev != NULL)
+		rr->prev->next = rr->next;
+	else
+		d->rocks = rr->next;
+	if (rr->next != NULL)
+		rr->next->prev = rr->prev;
+	free(rr);
+	rockd_maybe_done(d);
+}
+
+static void
+backend_shut_if_done(struct rockd_rock *rr)
+{
+	if (!rr->rock_eof || rr->be_shut ||
+	    evbuffer_get_length(bufferevent_get_output(rr->be)) > 0)
+		return;
+	shutdown(bufferevent_getfd(rr->be), SHUT_WR);
+	rr->be_shut = 1;
+}
+
+/* ---- the rock side */
+
+static void
+on_rock_data(struct rock_session *s, const uint8_t *p, size_t n, void *arg)
+{
+	struct rockd_rock *rr = arg;
+
+	bufferevent_write(rr->be, p, n);
+	if (evbuffer_get_length(bufferevent_get_output(rr->be)) >= ROCK_HIGH)
+		rock_session_pause(s, 1);
+}
+
+static void
+on_rock_eof(struct rock_session *s, void *arg)
+{
+	struct rockd_rock *rr = arg;
+
+	(void)s;
+	rr->rock_eof = 1;
+	backend_shut_if_done(rr);
+}
+
+static void
+on_rock_drain(struct rock_session *s, void *arg)
+{
+	struct rockd_rock *rr = arg;
+
+	(void)s;
+	bufferevent_enable(rr->be, EV_READ);
+}
+
+static void
+on_rock_state(struct rock_session *s, enum rock_state from, enum rock_state to,
+    void *arg)
+{
+	struct rockd_rock *rr = arg;
+
+	rlog_info(&rr->d->log, "rock %s: %s -> %s", rock_session_name(s),
+	    rock_state_name(from), rock_state_name(to));
+}
+
+static void
+on_rock_closed(struct rock_session *s, int err, void *arg)
+{
+	struct rockd_rock *rr = arg;
+
+	if (err != 0) {
+		rlog_info(&rr->d->log, "rock %s: ended (%s); closing its backend "
+		    "connection", rock_session_name(s), rock_err(err));
+		rock_free(rr);
+		return;
+	}
+	rlog_debug(&rr->d->log, "rock %s: both ends closed", rock_session_name(s));
+	/* What the client sent last may still be on its way to the backend. */
+	rock_session_free(s);
+	rr->s = NULL;
+	rr->closing = 1;
+	if (evbuffer_get_length(bufferevent_get_output(rr->be)) == 0)
+		rock_free(rr);
+}
+
+static const struct rock_session_cbs rock_cbs = {
+	on_rock_data, on_rock_eof, on_rock_drain, on_rock_state, on_rock_closed
+};
+
+/* ---- the backend side */
+
+static void
+be_read(struct bufferevent *bev, void *arg)
+{
+	struct rockd_rock *rr = arg;
+	struct evbuffer *in = bufferevent_get_input(bev);
+	struct evbuffer_iovec v;
+
+	while (evbuffer_peek(in, -1, NULL, &v, 1) == 1 && v.iov_len > 0) {
+		if (rock_session_send(rr->s, v.iov_base, v.iov_len) != 0)
+			break;
+		evbuffer_drain(in, v.iov_len);
+	}
+	if (rock_session_pending(rr->s) >= ROCK_HIGH)
+		bufferevent_disable(bev, EV_READ);
+}
+
+static void
+be_write(struct bufferevent *bev, void *arg)
+{
+	struct rockd_rock *rr = arg;
+
+	if (rr->closing) {
+		if (evbuffer_get_length(bufferevent_get_output(bev)) == 0)
+			rock_free(rr);
+		return;
+	}
+	if (rr->s != NULL)
+		rock_session_pause(rr->s, 0);
+	backend_shut_if_done(rr);
+}
+
+static void
+be_connected(struct rockd_rock *rr)
+{
+	struct rock_handshake *hs = rr->hs;
+
+	rr->hs = NULL;
+	if (rock_handshake_accept(hs, &rock_cbs, rr, &rr->s) != 0) {
+		rlog_warn(&rr->d->log, "rock: handshake could not complete");
+		rock_free(rr);
+		return;
+	}
+	rlog_info(&rr->d->log, "rock %s: client connected, backend %s",
+	    rock_session_name(rr->s), rr->backend.spec);
+	bufferevent_enable(rr->be, EV_READ | EV_WRITE);
+}
+
+static void
+be_event(struct bufferevent *bev, short what, void *arg)
+{
+	struct rockd_rock *rr = arg;
+
+	(void)bev;
+	if (rr->dialing && (what & BEV_EVENT_ERROR)) {
+		rr->dial_failed = 1;	/* reported from inside the connect call */
+	} else if (what & BEV_EVENT_CONNECTED) {
+		be_connected(rr);
+	} else if (rr->closing) {
+		rock_free(rr);
+	} else if ((what & BEV_EVENT_ERROR) && rr->hs != NULL) {
+		rlog_warn(&rr->d->log, "rock: backend %s: %s; refusing the client",
+		    rr->backend.spec, strerror(EVUTIL_SOCKET_ERROR()));
+		rock_handshake_reject(rr->hs, ROCK_WERR_BACKEND, "backend refused");
+		rr->hs = NULL;
+		rock_free(rr);
+	} else if (what & BEV_EVENT_ERROR) {
+		rlog_info(&rr->d->log, "rock %s: backend %s failed: %s; resetting "
+		    "the client", rock_session_name(rr->s), rr->backend.spec,
+		    strerror(EVUTIL_SOCKET_ERROR()));
+		rock_session_abort(rr->s);	/* on_closed frees rr */
+	} else if (what & BEV_EVENT_EOF) {
+		rock_session_shutdown(rr->s);
+	}
+}
+
+void
+rockd_rock_start(struct rockd *d, const struct rockd_backend *b,
+    struct rock_handshake *hs)
+{
+	static unsigned long next_id;
+	struct rockd_rock *rr = calloc(1, sizeof(*rr));
+
+	if (rr == NULL ||
+	    (rr->be = bufferevent_socket_new(d->base, -1, BEV_OPT_CLOSE_ON_FREE)) == NULL) {
+		free(rr);
+		rock_handshake_reject(hs, ROCK_WERR_BUSY, "out of memory");
+		return;
+	}
+	rr->d = d;
+	rr->id = ++next_id;
+	rr->backend = *b;
+	rr->hs = hs;
+	rr->next = d->rocks;
+	if (d->rocks != NULL)
+		d->rocks->prev = rr;
+	d->rocks = rr;
+	bufferevent_setcb(rr->be, be_read, be_write, be_event, rr);
+	bufferevent_setwatermark(rr->be, EV_WRITE, ROCK_LOW, 0);
+	/* The backend is dialled before the client hears back, so a refusal
+	 * reaches the client's connect() as ECONNREFUSED. */
+	rr->dialing = 1;
+	if (bufferevent_socket_connect(rr->be, (const struct sockaddr *)&b->addr,
+	    (int)b->len) != 0)
+		rr->dial_failed = 1;
+	rr->dialing = 0;
+	if (rr->dial_failed) {
+		rlog_warn(&d->log, "rock: backend %s: %s; refusing the client",
+		    b->spec, strerror(errno));
+		rock_handshake_reject(rr->hs, ROCK_WERR_BACKEND, "backend unreachable");
+		rr->hs = NULL;
+		rock_free(rr);
+	}
+}
+
+/* SIGTERM: every rock finishes its output and closes. */
+void
+rockd_rocks_stop(struct rockd *d)
+{
+	struct rockd_rock *rr;
+
+	for (rr = d->rocks; rr != NULL; rr = rr->next) {
+		if (rr->s != NULL)
+			rock_session_shutdown(rr->s);
+		if (rr->be != NULL)
+			bufferevent_disable(rr->be, EV_READ);
+	}
+}

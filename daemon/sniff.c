@@ -1,0 +1,138 @@
+/* sniff.c: rockd tells a probe, a rock, a reconnect and a plain client apart by their first bytes. */
+#include "config.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "rock_wire.h"
+#include "rockd.h"
+
+/* Half-open handshakes cost memory: beyond this many, new ones are refused. */
+#define MAX_HANDSHAKES 4096
+
+struct sniff {
+	struct rockd *d;
+	struct rockd_backend backend;
+	evutil_socket_t fd;
+	uint8_t buf[ROCK_MAGIC_LEN];
+	size_t have;
+	struct event *ev;
+};
+
+static void
+sniff_free(struct sniff *sn)
+{
+	event_free(sn->ev);
+	free(sn);
+}
+
+/* EDP step 1c: end of file before any byte is a probe: announce, close. */
+static void
+answer_probe(struct sniff *sn)
+{
+	const uint8_t *ann = rock_engine_announcement(sn->d->engine);
+
+	rlog_debug(&sn->d->log, "probe from a rock client: announcing");
+	(void)send(sn->fd, ann, ROCK_ANNOUNCE_LEN, MSG_NOSIGNAL | MSG_DONTWAIT);
+	close(sn->fd);
+}
+
+static void
+to_plain(struct sniff *sn)
+{
+	rockd_relay_start(sn->d, &sn->backend, sn->fd, sn->buf, sn->have);
+}
+
+static void
+rock_hello(struct rock_handshake *hs, void *arg)
+{
+	struct rockd_backend *b = arg;
+
+	rockd_rock_start(b->daemon, b, hs);
+	free(b);
+}
+
+static void
+to_rock(struct sniff *sn, enum rock_sniff kind)
+{
+	struct rockd *d = sn->d;
+	struct rockd_backend *b;
+
+	if (rock_engine_nhandshakes(d->engine) >= MAX_HANDSHAKES) {
+		rlog_warn(&d->log, "%d handshakes in progress: refusing another",
+		    MAX_HANDSHAKES);
+		close(sn->fd);
+		return;
+	}
+	if (kind == ROCK_SNIFF_RECONNECT) {
+		rock_server_reconnect(d->engine, sn->fd, sn->buf, sn->have);
+		return;
+	}
+	if ((b = malloc(sizeof(*b))) == NULL) {
+		close(sn->fd);
+		return;
+	}
+	*b = sn->backend;
+	b->daemon = d;
+	rock_server_handshake(d->engine, sn->fd, sn->buf, sn->have, rock_hello, b);
+}
+
+static void
+on_sniff(evutil_socket_t fd, short what, void *arg)
+{
+	struct sniff *sn = arg;
+	enum rock_sniff kind;
+	ssize_t n = 0;
+
+	if (!(what & EV_TIMEOUT)) {
+		n = recv(fd, sn->buf + sn->have, sizeof(sn->buf) - sn->have,
+		    MSG_DONTWAIT);
+		if (n < 0 && (errno == EAGAIN || errno == EINTR))
+			return;
+	}
+	if (what & EV_TIMEOUT)
+		kind = ROCK_SNIFF_PLAIN;	/* silent: a server-speaks-first protocol */
+	else if (n == 0 && sn->have == 0) {
+		answer_probe(sn);
+		sniff_free(sn);
+		return;
+	} else if (n <= 0)
+		kind = ROCK_SNIFF_PLAIN;	/* let the relay see the EOF or error */
+	else {
+		sn->have += (size_t)n;
+		kind = rock_sniff(sn->buf, sn->have);
+		if (kind == ROCK_SNIFF_MORE)
+			return;
+	}
+	if (kind == ROCK_SNIFF_PLAIN)
+		to_plain(sn);
+	else
+		to_rock(sn, kind);
+	sniff_free(sn);
+}
+
+void
+rockd_sniff_start(struct rockd *d, const struct rockd_service *svc,
+    evutil_socket_t client)
+{
+	struct sniff *sn = calloc(1, sizeof(*sn));
+	struct timeval tv = { svc->sniff_ms / 1000, (svc->sniff_ms % 1000) * 1000 };
+
+	if (sn == NULL) {
+		close(client);
+		return;
+	}
+	sn->d = d;
+	sn->backend = svc->backend;
+	sn->fd = client;
+	sn->ev = event_new(d->base, client, EV_READ | EV_PERSIST, on_sniff, sn);
+	if (sn->ev == NULL || event_add(sn->ev, &tv) != 0) {
+		if (sn->ev != NULL)
+			event_free(sn->ev);
+		free(sn);
+		close(client);
+	}
+}

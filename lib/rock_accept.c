@@ -1,0 +1,380 @@
+/* rock_accept.c: the server side: client handshakes and authenticated reconnects. */
+#include "config.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "rock_engine_int.h"
+#include "rock_err.h"
+
+#define HELLO_TOTAL (ROCK_ANNOUNCE_LEN + ROCK_CLIENT_HELLO_LEN)
+
+struct rock_handshake {
+	struct rock_engine *e;
+	int fd;
+	uint8_t buf[HELLO_TOTAL];
+	size_t have;
+	struct event *ev;
+	struct rock_client_hello hello;
+	struct sockaddr_storage peer;
+	socklen_t peer_len;
+	rock_hello_fn *on_hello;
+	void *arg;
+};
+
+/* A reconnect in progress: the session is looked up by id at each step,
+ * never held across the event loop (it may end meanwhile). */
+struct reconnect {
+	struct rock_engine *e;
+	int fd;
+	int stage;		/* 0: reading the request, 1: reading the proof */
+	uint8_t buf[ROCK_RECONNECT_REQ_LEN];
+	size_t have;
+	struct rock_reconnect_req req;
+	uint8_t nonce[ROCK_NONCE_LEN];
+	struct event *ev;
+};
+
+static void
+send_error(int fd, uint8_t code, const char *text)
+{
+	uint8_t out[ROCK_ERROR_MAX_LEN];
+	size_t n = rock_error_encode(code, text, out);
+
+	(void)send(fd, out, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
+static int
+arm(struct rock_engine *e, struct event **ev, int fd, event_callback_fn cb,
+    void *arg)
+{
+	struct timeval tv = { e->cfg.handshake_timeout_ms / 1000,
+	    (e->cfg.handshake_timeout_ms % 1000) * 1000 };
+
+	if (*ev == NULL && (*ev = event_new(e->base, fd, EV_READ | EV_PERSIST,
+	    cb, arg)) == NULL)
+		return -1;
+	return event_add(*ev, &tv);
+}
+
+/* 1: have `want` bytes; 0: not yet; -1: closed, failed or timed out. */
+static int
+fill(int fd, short what, uint8_t *buf, size_t *have, size_t want)
+{
+	ssize_t got;
+
+	if (what & EV_TIMEOUT)
+		return -1;
+	got = recv(fd, buf + *have, want - *have, MSG_DONTWAIT);
+	if (got < 0)
+		return errno == EAGAIN || errno == EINTR ? 0 : -1;
+	if (got == 0)
+		return -1;
+	*have += (size_t)got;
+	return *have == want ? 1 : 0;
+}
+
+static void
+handshake_free(struct rock_handshake *hs, int close_fd)
+{
+	if (hs->ev != NULL)
+		event_free(hs->ev);
+	if (close_fd && hs->fd >= 0)
+		close(hs->fd);
+	hs->e->nhandshakes--;
+	free(hs);
+}
+
+void
+rock_handshake_reject(struct rock_handshake *hs, uint8_t code, const char *text)
+{
+	send_error(hs->fd, code, text);
+	handshake_free(hs, 1);
+}
+
+static void
+hello_complete(struct rock_handshake *hs)
+{
+	struct rock_engine *e = hs->e;
+
+	if (!rock_equal(hs->buf, e->announcement, ROCK_ANNOUNCE_LEN)) {
+		rlog_info(e->log, "handshake: announcement from another server "
+		    "instance; client told to probe again");
+		rock_handshake_reject(hs, ROCK_WERR_STALE, "stale announcement");
+		return;
+	}
+	if (rock_client_hello_decode(&hs->hello, hs->buf + ROCK_ANNOUNCE_LEN) != 0) {
+		rlog_info(e->log, "handshake: malformed hello; dropped");
+		rock_handshake_reject(hs, ROCK_WERR_PROTOCOL, "malformed hello");
+		return;
+	}
+	if (hs->hello.version != ROCK_VERSION) {
+		rock_handshake_reject(hs, ROCK_WERR_VERSION, "version 1 only");
+		return;
+	}
+	event_del(hs->ev);
+	hs->on_hello(hs, hs->arg);
+}
+
+static void
+on_hello_read(evutil_socket_t fd, short what, void *arg)
+{
+	struct rock_handshake *hs = arg;
+	int r = fill(fd, what, hs->buf, &hs->have, HELLO_TOTAL);
+
+	if (r < 0) {
+		rlog_info(hs->e->log, "handshake: %s before the hello was complete "
+		    "(%zu of %d bytes); dropped", (what & EV_TIMEOUT) ?
+		    "timed out" : "connection closed", hs->have, HELLO_TOTAL);
+		handshake_free(hs, 1);
+	} else if (r > 0) {
+		hello_complete(hs);
+	}
+}
+
+void
+rock_server_handshake(struct rock_engine *e, int fd, const uint8_t *early,
+    size_t nearly, rock_hello_fn *on_hello, void *arg)
+{
+	struct rock_handshake *hs = calloc(1, sizeof(*hs));
+
+	if (hs == NULL || nearly > HELLO_TOTAL) {
+		free(hs);
+		close(fd);
+		return;
+	}
+	e->nhandshakes++;
+	hs->e = e;
+	hs->fd = fd;
+	hs->on_hello = on_hello;
+	hs->arg = arg;
+	memcpy(hs->buf, early, nearly);
+	hs->have = nearly;
+	hs->peer_len = sizeof(hs->peer);
+	if (getpeername(fd, (struct sockaddr *)&hs->peer, &hs->peer_len) != 0)
+		hs->peer_len = 0;
+	if (arm(e, &hs->ev, fd, on_hello_read, hs) != 0) {
+		handshake_free(hs, 1);
+		return;
+	}
+	if (hs->have == HELLO_TOTAL)
+		hello_complete(hs);
+}
+
+const struct sockaddr *
+rock_handshake_peer(const struct rock_handshake *hs, socklen_t *len)
+{
+	*len = hs->peer_len;
+	return (const struct sockaddr *)&hs->peer;
+}
+
+static int
+send_server_hello(struct rock_handshake *hs, const struct rock_keypair *kp,
+    const uint8_t id[ROCK_ID_LEN], uint16_t features)
+{
+	struct rock_server_hello sh;
+	uint8_t out[ROCK_SERVER_HELLO_LEN];
+
+	sh.version = ROCK_VERSION;
+	sh.features = features;
+	memcpy(sh.id, id, ROCK_ID_LEN);
+	memcpy(sh.pk, kp->pk, ROCK_KEY_LEN);
+	rock_socket_buffers(hs->fd, &sh.rcvbuf, &sh.sndbuf);
+	sh.udp_port = hs->e->udp_port;
+	rock_server_hello_encode(&sh, out);
+	return send(hs->fd, out, sizeof(out), MSG_NOSIGNAL | MSG_DONTWAIT) ==
+	    (ssize_t)sizeof(out) ? 0 : ROCK_ERR_SYSTEM;
+}
+
+int
+rock_handshake_accept(struct rock_handshake *hs,
+    const struct rock_session_cbs *cbs, void *arg, struct rock_session **out)
+{
+	uint16_t features = hs->hello.features & ROCK_FEAT_ALL;
+	uint8_t id[ROCK_ID_LEN];
+	struct rock_keypair kp;
+	struct rock_keys keys;
+	struct rock_session *s = NULL;
+	uint32_t rcv, snd;
+	int r;
+
+	rock_random(id, sizeof(id));
+	rock_keypair_new(&kp);
+	rock_socket_buffers(hs->fd, &rcv, &snd);
+	if ((r = rock_keys_server(&keys, &kp, hs->hello.pk)) == 0 &&
+	    (r = rock_session_new(hs->e, ROCK_ROLE_SERVER, id, &keys,
+	    rock_ring_cap_for(hs->e, snd, hs->hello.rcvbuf), cbs, arg, &s)) == 0 &&
+	    (r = send_server_hello(hs, &kp, id, features)) == 0) {
+		s->features = features;
+		s->tcp_bound = rock_tcp_bound(snd, hs->hello.rcvbuf);
+		memcpy(&s->peer, &hs->peer, hs->peer_len);
+		s->peer_len = hs->peer_len;
+		r = rock_stream_attach(s, hs->fd);
+	}
+	rock_keypair_wipe(&kp);
+	rock_keys_wipe(&keys);
+	if (r != 0) {
+		if (s != NULL) {
+			s->fd = -1;
+			rock_session_free(s);
+		}
+		handshake_free(hs, 1);
+		return r;
+	}
+	rlog_debug(s->e->log, "rock %s: connected as server, features %#x",
+	    s->name, features);
+	handshake_free(hs, 0);
+	*out = s;
+	return 0;
+}
+
+/* ---- reconnect */
+
+static void
+reconnect_free(struct reconnect *rc, int close_fd)
+{
+	if (rc->ev != NULL)
+		event_free(rc->ev);
+	if (close_fd)
+		close(rc->fd);
+	rc->e->nhandshakes--;
+	free(rc);
+}
+
+static void
+reconnect_reject(struct reconnect *rc, uint8_t code, const char *why)
+{
+	rc->e->stats.reconnect_rejected++;
+	rlog_info(rc->e->log, "reconnect rejected: %s", why);
+	send_error(rc->fd, code, why);
+	reconnect_free(rc, 1);
+}
+
+static void
+send_challenge(struct reconnect *rc)
+{
+	struct rock_session *s;
+	uint8_t out[ROCK_CHALLENGE_LEN];
+	struct rock_resume c;
+
+	if (rock_reconnect_req_decode(&rc->req, rc->buf) != 0) {
+		reconnect_reject(rc, ROCK_WERR_PROTOCOL, "malformed request");
+		return;
+	}
+	if ((s = rock_engine_find(rc->e, rc->req.id)) == NULL ||
+	    s->state == ROCK_ST_CLOSED) {
+		reconnect_reject(rc, ROCK_WERR_UNKNOWN, "no such session");
+		return;
+	}
+	rock_random(rc->nonce, sizeof(rc->nonce));
+	memcpy(c.nonce, rc->nonce, ROCK_NONCE_LEN);
+	c.consumed = s->consumed;
+	c.flags = s->flags;
+	rock_challenge_encode(&c, out);
+	rock_challenge_tag(c.tag, s->keys.tx, s->id, rc->req.nonce, out);
+	rock_challenge_encode(&c, out);
+	if (send(rc->fd, out, sizeof(out), MSG_NOSIGNAL | MSG_DONTWAIT) !=
+	    (ssize_t)sizeof(out)) {
+		reconnect_free(rc, 1);
+		return;
+	}
+	rc->stage = 1;
+	rc->have = 0;
+}
+
+static void
+take_over(struct rock_session *s, struct reconnect *rc,
+    const struct rock_resume *p)
+{
+	static const uint8_t ok = ROCK_MSG_RECONNECT_OK;
+	int fd = rc->fd, r;
+
+	reconnect_free(rc, 0);
+	if (send(fd, &ok, 1, MSG_NOSIGNAL | MSG_DONTWAIT) != 1) {
+		close(fd);
+		return;
+	}
+	s->e->stats.reconnects++;
+	rock_session_hold(s);
+	/* The client gave up on the old connection: so do we. */
+	rock_session_fail(s, "replaced by an authenticated reconnect");
+	rock_session_resume_counts(s, p->consumed, p->flags);
+	if ((r = rock_stream_replay(s)) != 0) {
+		close(fd);
+		rock_session_close(s, r, "peer's count outside what we hold");
+	} else if (rock_stream_attach(s, fd) != 0) {
+		close(fd);
+	} else {
+		rlog_info(s->e->log, "rock %s: client reconnected; resending "
+		    "from byte %llu", s->name, (unsigned long long)s->peer_consumed);
+	}
+	rock_session_release(s);
+}
+
+static void
+check_proof(struct reconnect *rc)
+{
+	struct rock_session *s = rock_engine_find(rc->e, rc->req.id);
+	uint8_t tag[ROCK_TAG_LEN];
+	struct rock_resume p;
+
+	if (s == NULL || s->state == ROCK_ST_CLOSED) {
+		reconnect_reject(rc, ROCK_WERR_UNKNOWN, "session ended meanwhile");
+		return;
+	}
+	if (rock_proof_decode(&p, rc->buf) != 0) {
+		reconnect_reject(rc, ROCK_WERR_PROTOCOL, "malformed proof");
+		return;
+	}
+	rock_proof_tag(tag, s->keys.rx, s->id, rc->nonce, rc->buf);
+	if (!rock_equal(tag, p.tag, ROCK_TAG_LEN)) {
+		reconnect_reject(rc, ROCK_WERR_AUTH, "wrong key");
+		return;
+	}
+	take_over(s, rc, &p);
+}
+
+static void
+on_reconnect_read(evutil_socket_t fd, short what, void *arg)
+{
+	struct reconnect *rc = arg;
+	size_t want = rc->stage == 0 ? ROCK_RECONNECT_REQ_LEN : ROCK_PROOF_LEN;
+	int r = fill(fd, what, rc->buf, &rc->have, want);
+
+	if (r < 0) {
+		rlog_info(rc->e->log, "reconnect: %s mid-handshake; dropped",
+		    (what & EV_TIMEOUT) ? "timed out" : "connection closed");
+		reconnect_free(rc, 1);
+	} else if (r > 0 && rc->stage == 0) {
+		send_challenge(rc);
+	} else if (r > 0) {
+		check_proof(rc);
+	}
+}
+
+void
+rock_server_reconnect(struct rock_engine *e, int fd, const uint8_t *early,
+    size_t nearly)
+{
+	struct reconnect *rc = calloc(1, sizeof(*rc));
+
+	if (rc == NULL || nearly > ROCK_RECONNECT_REQ_LEN) {
+		free(rc);
+		close(fd);
+		return;
+	}
+	e->nhandshakes++;
+	rc->e = e;
+	rc->fd = fd;
+	memcpy(rc->buf, early, nearly);
+	rc->have = nearly;
+	if (arm(e, &rc->ev, fd, on_reconnect_read, rc) != 0) {
+		reconnect_free(rc, 1);
+		return;
+	}
+	if (rc->have == ROCK_RECONNECT_REQ_LEN)
+		send_challenge(rc);
+}

@@ -1,0 +1,168 @@
+/* rock_engine.c: the engine object: settings, announcement, buffers, lifetime. */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "rock_engine_int.h"
+#include "rock_err.h"
+
+void
+rock_engine_config_defaults(struct rock_engine_config *cfg)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->hb_interval_ms = 500;
+	cfg->hb_timeout_ms = 2500;
+	cfg->stall_ms = 10000;
+	cfg->suspend_timeout_s = 3L * 24 * 3600;
+	cfg->backoff_min_ms = 100;
+	cfg->backoff_max_ms = 500;
+	cfg->dial_timeout_ms = 2000;
+	cfg->handshake_timeout_ms = 10000;
+	cfg->ring_cap = 0;
+	cfg->ack_every = 256 * 1024;
+}
+
+static void
+make_announcement(struct rock_engine *e)
+{
+	struct rock_announce a;
+
+	a.version_max = ROCK_VERSION;
+	a.version_min = ROCK_VERSION;
+	a.features = ROCK_FEAT_ALL;
+	rock_random(a.random, sizeof(a.random));
+	rock_announce_encode(&a, e->announcement);
+}
+
+int
+rock_engine_new(struct rock_engine **out, struct event_base *base,
+    const struct rock_log *log, const struct rock_engine_config *cfg,
+    const struct sockaddr *udp_bind, socklen_t udp_bind_len)
+{
+	struct rock_engine *e;
+	int r;
+
+	if ((r = rock_crypto_init()) != 0)
+		return r;
+	if ((e = calloc(1, sizeof(*e))) == NULL)
+		return ROCK_ERR_NOMEM;
+	e->base = base;
+	e->log = log;
+	e->udp_fd = e->nl_fd = -1;
+	if (cfg != NULL)
+		e->cfg = *cfg;
+	else
+		rock_engine_config_defaults(&e->cfg);
+	make_announcement(e);
+	if ((e->open_packets = calloc(OPEN_PACKETS, sizeof(*e->open_packets))) == NULL) {
+		free(e);
+		return ROCK_ERR_NOMEM;
+	}
+	if ((r = rock_control_open(e, udp_bind, udp_bind_len)) != 0) {
+		rock_engine_free(e);
+		return r;
+	}
+	/* Without rtnetlink only the back-off timer drives reconnects. */
+	if (rock_netlink_open(e) != 0)
+		rlog_info(log, "no rtnetlink watch: reconnects wait for the back-off");
+	*out = e;
+	return 0;
+}
+
+void
+rock_engine_free(struct rock_engine *e)
+{
+	if (e == NULL)
+		return;
+	while (e->all != NULL) {
+		e->all->in_callback = 0;
+		rock_session_free(e->all);
+	}
+	rock_netlink_close(e);
+	rock_control_close(e);
+	free(e->table);
+	free(e->open_packets);
+	free(e);
+}
+
+uint16_t
+rock_engine_udp_port(const struct rock_engine *e)
+{
+	return e->udp_port;
+}
+
+const uint8_t *
+rock_engine_announcement(const struct rock_engine *e)
+{
+	return e->announcement;
+}
+
+size_t
+rock_engine_nsessions(const struct rock_engine *e)
+{
+	return e->nsessions;
+}
+
+size_t
+rock_engine_nhandshakes(const struct rock_engine *e)
+{
+	return e->nhandshakes;
+}
+
+const struct rock_engine_stats *
+rock_engine_stats(const struct rock_engine *e)
+{
+	return &e->stats;
+}
+
+/* The most the receiver may hold: autotuning grows SO_RCVBUF up to
+ * tcp_rmem's maximum, so that is what a receiver reports. */
+static uint32_t
+rmem_max(void)
+{
+	unsigned long lo, def, hi = 0;
+	FILE *f = fopen("/proc/sys/net/ipv4/tcp_rmem", "re");
+
+	if (f != NULL) {
+		if (fscanf(f, "%lu %lu %lu", &lo, &def, &hi) != 3)
+			hi = 0;
+		fclose(f);
+	}
+	return hi > UINT32_MAX ? UINT32_MAX : (uint32_t)hi;
+}
+
+void
+rock_socket_buffers(int fd, uint32_t *rcvbuf, uint32_t *sndbuf)
+{
+	int r = 0, s = 0;
+	socklen_t len = sizeof(r);
+	uint32_t max = rmem_max();
+
+	getsockopt(fd, SOL_SOCKET, SO_RCVBUF, &r, &len);
+	len = sizeof(s);
+	getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &s, &len);
+	*rcvbuf = (uint32_t)r > max ? (uint32_t)r : max;
+	*sndbuf = (uint32_t)s;
+}
+
+/* Bytes not consumed by the peer's application can be no more than our
+ * send buffer plus its receive buffer (plus one write's overshoot): older
+ * bytes are known consumed even when no ack can arrive. */
+uint64_t
+rock_tcp_bound(uint32_t own_sndbuf, uint32_t peer_rcvbuf)
+{
+	return (uint64_t)own_sndbuf + peer_rcvbuf + 256 * 1024;
+}
+
+size_t
+rock_ring_cap_for(const struct rock_engine *e, uint32_t own_sndbuf,
+    uint32_t peer_rcvbuf)
+{
+	if (e->cfg.ring_cap > 0)
+		return e->cfg.ring_cap;
+	return (size_t)rock_tcp_bound(own_sndbuf, peer_rcvbuf) +
+	    4 * (size_t)e->cfg.ack_every;
+}

@@ -1,0 +1,116 @@
+/* rock_engine.h: the reliable-socket engine: sessions, control channel, reconnect. */
+#ifndef ROCK_ENGINE_H
+#define ROCK_ENGINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include <event2/event.h>
+
+#include "rock_crypto.h"
+#include "rock_log.h"
+#include "rock_ring.h"
+#include "rock_wire.h"
+
+enum rock_state {
+	ROCK_ST_CONNECTED = 1,	/* data connection carries the stream */
+	ROCK_ST_SUSPENDED,	/* no data connection; reconnecting or waiting */
+	ROCK_ST_CLOSED		/* ended; the owner frees it */
+};
+
+enum rock_role { ROCK_ROLE_CLIENT, ROCK_ROLE_SERVER };
+
+struct rock_engine_config {
+	int hb_interval_ms;	/* heartbeat period (500) */
+	int hb_timeout_ms;	/* silence before a path counts as dead (2500) */
+	int stall_ms;		/* peer count frozen while we send (10000) */
+	long suspend_timeout_s;	/* give a suspended rock up after (3 days); 0: never */
+	int backoff_min_ms;	/* first reconnect retry (100) */
+	int backoff_max_ms;	/* cap between attempts (500) */
+	int dial_timeout_ms;	/* one reconnect attempt (2000) */
+	int handshake_timeout_ms; /* server: a handshake must finish within (10000) */
+	size_t ring_cap;	/* in-flight cap per rock; 0: from socket buffers */
+	int ack_every;		/* bytes consumed between unsolicited acks (256 KiB) */
+};
+
+void rock_engine_config_defaults(struct rock_engine_config *cfg);
+
+struct rock_engine;
+struct rock_session;
+
+/* What the owner of a session (rockd's relay, rockcat) is told. */
+struct rock_session_cbs {
+	/* Bytes from the peer; they count as consumed once delivered. */
+	void (*on_data)(struct rock_session *s, const uint8_t *p, size_t n, void *arg);
+	/* The peer's end of stream. */
+	void (*on_eof)(struct rock_session *s, void *arg);
+	/* Queued output fell below the low mark: the owner may send more. */
+	void (*on_drain)(struct rock_session *s, void *arg);
+	void (*on_state)(struct rock_session *s, enum rock_state from,
+	    enum rock_state to, void *arg);
+	/* The session ended (err 0: both ends closed cleanly; else a
+	 * ROCK_ERR_*). The owner must call rock_session_free(). */
+	void (*on_closed)(struct rock_session *s, int err, void *arg);
+};
+
+/* An engine on an event base; udp_bind NULL: any address, any port. */
+int rock_engine_new(struct rock_engine **out, struct event_base *base,
+    const struct rock_log *log, const struct rock_engine_config *cfg,
+    const struct sockaddr *udp_bind, socklen_t udp_bind_len);
+void rock_engine_free(struct rock_engine *e);
+uint16_t rock_engine_udp_port(const struct rock_engine *e);
+const uint8_t *rock_engine_announcement(const struct rock_engine *e);
+size_t rock_engine_nsessions(const struct rock_engine *e);
+size_t rock_engine_nhandshakes(const struct rock_engine *e);
+
+/* Counters of hostile or stray control traffic, for logs and tests. */
+struct rock_engine_stats {
+	unsigned long hb_ok, hb_bad_tag, hb_replayed, hb_unknown, hb_malformed;
+	unsigned long reconnects, reconnect_rejected;
+};
+const struct rock_engine_stats *rock_engine_stats(const struct rock_engine *e);
+
+/* Client: EDP probe, then the handshake, blocking up to timeout_ms.
+ * Returns 0 and a CONNECTED session, ROCK_ERR_NOT_ENHANCED when the peer
+ * is an ordinary server, or another error (errno kept for ROCK_ERR_SYSTEM). */
+int rock_client_open(struct rock_engine *e, const struct sockaddr *addr,
+    socklen_t len, int timeout_ms, const struct rock_session_cbs *cbs,
+    void *arg, struct rock_session **out);
+
+/* Server: a connection whose first bytes (in early) are an announcement
+ * or a reconnect request; the engine reads the rest. */
+struct rock_handshake;
+typedef void rock_hello_fn(struct rock_handshake *hs, void *arg);
+/* on_hello is called once the client's hello is valid; the owner then
+ * calls rock_handshake_accept() or rock_handshake_reject(). */
+void rock_server_handshake(struct rock_engine *e, int fd,
+    const uint8_t *early, size_t nearly, rock_hello_fn *on_hello, void *arg);
+int rock_handshake_accept(struct rock_handshake *hs,
+    const struct rock_session_cbs *cbs, void *arg, struct rock_session **out);
+void rock_handshake_reject(struct rock_handshake *hs, uint8_t code,
+    const char *text);
+const struct sockaddr *rock_handshake_peer(const struct rock_handshake *hs,
+    socklen_t *len);
+void rock_server_reconnect(struct rock_engine *e, int fd, const uint8_t *early,
+    size_t nearly);
+
+/* The owner's side of the stream. */
+int rock_session_send(struct rock_session *s, const void *p, size_t n);
+size_t rock_session_pending(const struct rock_session *s);
+void rock_session_shutdown(struct rock_session *s);
+void rock_session_pause(struct rock_session *s, int paused);
+/* Drop the session now: the peer sees a reset (backend failed, say). */
+void rock_session_abort(struct rock_session *s);
+void rock_session_free(struct rock_session *s);
+
+enum rock_state rock_session_state(const struct rock_session *s);
+const uint8_t *rock_session_id(const struct rock_session *s);
+/* Short printable id for logs ("3fa2c01b"). */
+const char *rock_session_name(const struct rock_session *s);
+uint64_t rock_session_consumed(const struct rock_session *s);
+uint64_t rock_session_sent(const struct rock_session *s);
+size_t rock_session_ring_memory(const struct rock_session *s);
+const char *rock_state_name(enum rock_state st);
+
+#endif

@@ -1,0 +1,165 @@
+/* rock_engine_int.h: the engine's objects, shared by its files and its unit tests only. */
+#ifndef ROCK_ENGINE_INT_H
+#define ROCK_ENGINE_INT_H
+
+#include <event2/buffer.h>
+
+#include "rock_engine.h"
+
+/* A broken invariant of our own is a bug: stop before it spreads. Bad
+ * input from a peer never gets here; it ends that session instead. */
+#define ROCK_ASSERT(cond) do { \
+	if (!(cond)) \
+		rock_assert_fail(#cond, __FILE__, __LINE__); \
+} while (0)
+void rock_assert_fail(const char *what, const char *file, int line)
+    __attribute__((noreturn));
+
+#define ROCK_READ_CHUNK 65536
+#define ROCK_OUTQ_LOW (128 * 1024)
+
+/* A reconnect attempt in progress (client side). */
+struct rock_dial {
+	int fd;
+	int stage;			/* enum in rock_dial.c */
+	uint8_t nonce[ROCK_NONCE_LEN];
+	uint8_t buf[ROCK_ERROR_MAX_LEN];
+	size_t have;
+	struct event *ev;
+};
+
+struct rock_session {
+	struct rock_engine *e;
+	enum rock_role role;
+	enum rock_state state;
+	uint8_t id[ROCK_ID_LEN];
+	char name[9];
+	struct rock_keys keys;
+	uint16_t features;
+
+	int fd;				/* data connection; -1 when none */
+	struct sockaddr_storage peer;	/* where the data connection goes (client) */
+	socklen_t peer_len;
+	struct sockaddr_storage udp_peer; /* where heartbeats go; len 0: unknown */
+	socklen_t udp_peer_len;
+
+	struct rock_ring ring;		/* written to the kernel, not yet acked */
+	uint64_t tcp_bound;		/* older bytes are surely consumed (no ack needed) */
+	uint64_t consumed;		/* delivered to the owner */
+	uint64_t acked_consumed;	/* our count the peer last saw from us */
+	uint64_t peer_consumed;		/* highest count the peer reported */
+	uint32_t flags;			/* ROCK_FLAG_*: ours */
+	uint32_t peer_flags;
+	int want_shut;			/* owner asked; done once outq drains */
+	int shut_sent;			/* FIN sent on the current connection */
+	uint64_t replay_from;		/* next ring offset to write; end when caught up */
+
+	uint64_t seq_out, seq_in;
+	int64_t last_heard_ms;		/* last authentic record */
+	int udp_verified;		/* ever received one */
+	int fast_keepalive;		/* kernel keepalive armed as the backstop */
+	int64_t suspended_at_ms;
+
+	struct evbuffer *outq;		/* owner's bytes not yet written */
+	struct event *ev_read, *ev_write;
+	int paused;
+
+	struct event *ev_retry;		/* client: next reconnect attempt */
+	int backoff_ms;
+	struct rock_dial *dial;
+
+	const struct rock_session_cbs *cbs;
+	void *arg;
+	int in_callback;		/* freeing is deferred while > 0 */
+	int free_pending;
+	struct rock_session *hnext;	/* engine's id table */
+	struct rock_session *next;	/* engine's list of all sessions */
+	struct rock_session *prev;
+};
+
+#define OPEN_PACKETS 64
+
+/* A heartbeat packet being filled for one peer address during a tick. */
+struct out_packet {
+	struct sockaddr_storage to;
+	socklen_t tolen;
+	unsigned n;
+	uint8_t buf[ROCK_HB_MAX_LEN];
+};
+
+struct rock_engine {
+	struct event_base *base;
+	const struct rock_log *log;
+	struct rock_engine_config cfg;
+	int udp_fd;
+	int udp_family;
+	uint16_t udp_port;
+	struct event *ev_udp, *ev_tick;
+	int nl_fd;			/* rtnetlink: address and route changes */
+	struct event *ev_nl;
+	uint8_t announcement[ROCK_ANNOUNCE_LEN];
+	struct rock_session **table;
+	size_t table_size, nsessions;
+	struct rock_session *all;
+	struct rock_engine_stats stats;
+	size_t nhandshakes;		/* server handshakes and reconnects in progress */
+	unsigned long drops_logged;	/* drop count already reported */
+	struct out_packet *open_packets; /* OPEN_PACKETS, for the tick */
+};
+
+int64_t rock_now_ms(void);
+
+/* Session life (rock_session.c). */
+int rock_session_new(struct rock_engine *e, enum rock_role role,
+    const uint8_t id[ROCK_ID_LEN], const struct rock_keys *keys,
+    size_t ring_cap, const struct rock_session_cbs *cbs, void *arg,
+    struct rock_session **out);
+struct rock_session *rock_engine_find(struct rock_engine *e,
+    const uint8_t id[ROCK_ID_LEN]);
+void rock_session_set_state(struct rock_session *s, enum rock_state to,
+    const char *why);
+void rock_session_close(struct rock_session *s, int err, const char *why);
+/* A failure of the data connection: suspend and, as client, reconnect. */
+void rock_session_fail(struct rock_session *s, const char *why);
+/* An authentic count from the peer; ROCK_ERR_PROTOCOL ends the session. */
+int rock_session_peer_count(struct rock_session *s, uint64_t consumed,
+    uint32_t flags);
+void rock_session_maybe_finish(struct rock_session *s);
+/* Keep s alive across calls that may end it; release returns 0 if it was
+ * freed meanwhile (the caller must not touch it then). */
+void rock_session_hold(struct rock_session *s);
+int rock_session_release(struct rock_session *s);
+
+/* The data connection (rock_stream.c). */
+int rock_stream_attach(struct rock_session *s, int fd);
+void rock_stream_detach(struct rock_session *s);
+int rock_stream_replay(struct rock_session *s);
+void rock_stream_kick(struct rock_session *s);
+void rock_stream_keepalive(struct rock_session *s, int fast);
+
+/* The control channel (rock_control.c). */
+int rock_control_open(struct rock_engine *e, const struct sockaddr *bind,
+    socklen_t len);
+void rock_control_close(struct rock_engine *e);
+void rock_control_tick(struct rock_engine *e);
+void rock_control_ack_now(struct rock_session *s);
+void rock_udp_peer_from_tcp(struct rock_session *s, uint16_t udp_port);
+
+/* Reconnect (rock_dial.c, client; rock_accept.c, server). */
+void rock_dial_schedule(struct rock_session *s, int now);
+void rock_dial_cancel(struct rock_session *s);
+void rock_dial_all_now(struct rock_engine *e);
+void rock_session_resume_counts(struct rock_session *s, uint64_t peer_consumed,
+    uint32_t peer_flags);
+
+/* rtnetlink watch (rock_netlink.c). */
+int rock_netlink_open(struct rock_engine *e);
+void rock_netlink_close(struct rock_engine *e);
+
+/* Socket buffer sizes a side reports in its hello. */
+void rock_socket_buffers(int fd, uint32_t *rcvbuf, uint32_t *sndbuf);
+uint64_t rock_tcp_bound(uint32_t own_sndbuf, uint32_t peer_rcvbuf);
+size_t rock_ring_cap_for(const struct rock_engine *e, uint32_t own_sndbuf,
+    uint32_t peer_rcvbuf);
+
+#endif

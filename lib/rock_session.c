@@ -1,0 +1,384 @@
+/* rock_session.c: a rock's life: creation, id table, state transitions, counts, end. */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "rock_engine_int.h"
+#include "rock_err.h"
+
+void
+rock_assert_fail(const char *what, const char *file, int line)
+{
+	char msg[512];
+	int n = snprintf(msg, sizeof(msg), "rocks: invariant broken: %s (%s:%d)\n",
+	    what, file, line);
+
+	(void)!write(STDERR_FILENO, msg, n > 0 ? (size_t)n : 0);
+	abort();
+}
+
+int64_t
+rock_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+const char *
+rock_state_name(enum rock_state st)
+{
+	switch (st) {
+	case ROCK_ST_CONNECTED:
+		return "CONNECTED";
+	case ROCK_ST_SUSPENDED:
+		return "SUSPENDED";
+	case ROCK_ST_CLOSED:
+		return "CLOSED";
+	}
+	return "?";
+}
+
+static size_t
+bucket_of(const struct rock_engine *e, const uint8_t id[ROCK_ID_LEN])
+{
+	uint64_t h;
+
+	memcpy(&h, id, sizeof(h));	/* ids are random: any 8 bytes hash */
+	return (size_t)(h % e->table_size);
+}
+
+static int
+table_grow(struct rock_engine *e)
+{
+	size_t n = e->table_size ? e->table_size * 2 : 256, i;
+	struct rock_session **t = calloc(n, sizeof(*t)), *s, *next;
+	size_t old = e->table_size;
+	struct rock_session **ot = e->table;
+
+	if (t == NULL)
+		return ROCK_ERR_NOMEM;
+	e->table = t;
+	e->table_size = n;
+	for (i = 0; i < old; i++) {
+		for (s = ot[i]; s != NULL; s = next) {
+			size_t b = bucket_of(e, s->id);
+
+			next = s->hnext;
+			s->hnext = t[b];
+			t[b] = s;
+		}
+	}
+	free(ot);
+	return 0;
+}
+
+struct rock_session *
+rock_engine_find(struct rock_engine *e, const uint8_t id[ROCK_ID_LEN])
+{
+	struct rock_session *s;
+
+	if (e->table_size == 0)
+		return NULL;
+	for (s = e->table[bucket_of(e, id)]; s != NULL; s = s->hnext)
+		if (rock_equal(s->id, id, ROCK_ID_LEN))
+			return s;
+	return NULL;
+}
+
+static int
+table_insert(struct rock_engine *e, struct rock_session *s)
+{
+	size_t b;
+	int r;
+
+	if (e->nsessions + 1 > e->table_size && (r = table_grow(e)) != 0)
+		return r;
+	b = bucket_of(e, s->id);
+	s->hnext = e->table[b];
+	e->table[b] = s;
+	s->next = e->all;
+	if (e->all != NULL)
+		e->all->prev = s;
+	e->all = s;
+	e->nsessions++;
+	return 0;
+}
+
+static void
+table_remove(struct rock_engine *e, struct rock_session *s)
+{
+	struct rock_session **p = &e->table[bucket_of(e, s->id)];
+
+	while (*p != s) {
+		ROCK_ASSERT(*p != NULL);
+		p = &(*p)->hnext;
+	}
+	*p = s->hnext;
+	if (s->prev != NULL)
+		s->prev->next = s->next;
+	else
+		e->all = s->next;
+	if (s->next != NULL)
+		s->next->prev = s->prev;
+	e->nsessions--;
+}
+
+int
+rock_session_new(struct rock_engine *e, enum rock_role role,
+    const uint8_t id[ROCK_ID_LEN], const struct rock_keys *keys,
+    size_t ring_cap, const struct rock_session_cbs *cbs, void *arg,
+    struct rock_session **out)
+{
+	struct rock_session *s = calloc(1, sizeof(*s));
+	int r = ROCK_ERR_NOMEM;
+
+	if (s == NULL)
+		return ROCK_ERR_NOMEM;
+	s->e = e;
+	s->role = role;
+	s->state = ROCK_ST_SUSPENDED;	/* until a data connection attaches */
+	s->fd = -1;
+	memcpy(s->id, id, ROCK_ID_LEN);
+	snprintf(s->name, sizeof(s->name), "%02x%02x%02x%02x", id[0], id[1],
+	    id[2], id[3]);
+	s->keys = *keys;
+	s->cbs = cbs;
+	s->arg = arg;
+	s->last_heard_ms = rock_now_ms();
+	if ((s->outq = evbuffer_new()) == NULL ||
+	    (r = rock_ring_init(&s->ring, ring_cap, 0)) != 0 ||
+	    (r = table_insert(e, s)) != 0) {
+		if (s->outq != NULL)
+			evbuffer_free(s->outq);
+		rock_ring_free(&s->ring);
+		rock_keys_wipe(&s->keys);
+		free(s);
+		return r;
+	}
+	*out = s;
+	return 0;
+}
+
+void
+rock_session_set_state(struct rock_session *s, enum rock_state to,
+    const char *why)
+{
+	enum rock_state from = s->state;
+
+	if (from == to)
+		return;
+	s->state = to;
+	rlog_debug(s->e->log, "rock %s: %s -> %s (%s)", s->name,
+	    rock_state_name(from), rock_state_name(to), why);
+	if (to == ROCK_ST_SUSPENDED)
+		s->suspended_at_ms = rock_now_ms();
+	if (s->cbs != NULL && s->cbs->on_state != NULL) {
+		s->in_callback++;
+		s->cbs->on_state(s, from, to, s->arg);
+		s->in_callback--;
+	}
+}
+
+void
+rock_session_fail(struct rock_session *s, const char *why)
+{
+	if (s->state != ROCK_ST_CONNECTED)
+		return;
+	rock_stream_detach(s);
+	rock_session_set_state(s, ROCK_ST_SUSPENDED, why);
+	if (s->role == ROCK_ROLE_CLIENT && (s->features & ROCK_FEAT_RECONNECT))
+		rock_dial_schedule(s, 1);
+	else if (!(s->features & ROCK_FEAT_RECONNECT))
+		rock_session_close(s, ROCK_ERR_SYSTEM, "reconnect not granted");
+}
+
+void
+rock_session_close(struct rock_session *s, int err, const char *why)
+{
+	if (s->state == ROCK_ST_CLOSED)
+		return;
+	rock_dial_cancel(s);
+	rock_stream_detach(s);
+	if (s->fd >= 0) {
+		close(s->fd);
+		s->fd = -1;
+	}
+	if (err != 0)
+		rlog_info(s->e->log, "rock %s: closed: %s", s->name, why);
+	rock_session_set_state(s, ROCK_ST_CLOSED, why);
+	if (s->cbs != NULL && s->cbs->on_closed != NULL) {
+		s->in_callback++;
+		s->cbs->on_closed(s, err, s->arg);
+		s->in_callback--;
+	}
+	if (s->free_pending && s->in_callback == 0)
+		rock_session_free(s);
+}
+
+/* A count the peer proved with its key. More than we ever sent is a lie
+ * (or a bug) of that peer: it costs that session, nothing else. */
+int
+rock_session_peer_count(struct rock_session *s, uint64_t consumed,
+    uint32_t flags)
+{
+	int r;
+
+	if (consumed > rock_ring_end(&s->ring)) {
+		rock_session_close(s, ROCK_ERR_PROTOCOL,
+		    "peer acknowledged bytes never sent");
+		return ROCK_ERR_PROTOCOL;
+	}
+	if (consumed > s->peer_consumed)
+		s->peer_consumed = consumed;
+	if ((r = rock_ring_ack(&s->ring, s->peer_consumed)) != 0)
+		return r;
+	s->peer_flags |= flags & (ROCK_FLAG_WR_SHUT | ROCK_FLAG_EOF_SEEN);
+	if (s->state == ROCK_ST_CONNECTED)
+		rock_stream_kick(s);	/* room in the ring: write more */
+	rock_session_maybe_finish(s);
+	return 0;
+}
+
+/* Both ends closed and everything we sent consumed: nothing left to keep. */
+void
+rock_session_maybe_finish(struct rock_session *s)
+{
+	if (s->state == ROCK_ST_CLOSED)
+		return;
+	if ((s->flags & ROCK_FLAG_WR_SHUT) && (s->flags & ROCK_FLAG_EOF_SEEN) &&
+	    (s->peer_flags & ROCK_FLAG_EOF_SEEN) &&
+	    s->peer_consumed == rock_ring_end(&s->ring))
+		rock_session_close(s, 0, "both ends closed");
+}
+
+void
+rock_session_resume_counts(struct rock_session *s, uint64_t peer_consumed,
+    uint32_t peer_flags)
+{
+	s->peer_flags |= peer_flags & (ROCK_FLAG_WR_SHUT | ROCK_FLAG_EOF_SEEN);
+	if (peer_consumed > s->peer_consumed)
+		s->peer_consumed = peer_consumed;
+}
+
+void
+rock_session_hold(struct rock_session *s)
+{
+	s->in_callback++;
+}
+
+int
+rock_session_release(struct rock_session *s)
+{
+	ROCK_ASSERT(s->in_callback > 0);
+	if (--s->in_callback == 0 && s->free_pending) {
+		rock_session_free(s);
+		return 0;
+	}
+	return 1;
+}
+
+void
+rock_session_free(struct rock_session *s)
+{
+	if (s == NULL)
+		return;
+	if (s->in_callback > 0) {
+		s->free_pending = 1;
+		return;
+	}
+	rock_dial_cancel(s);
+	rock_stream_detach(s);
+	if (s->fd >= 0)
+		close(s->fd);
+	table_remove(s->e, s);
+	evbuffer_free(s->outq);
+	rock_ring_free(&s->ring);
+	rock_keys_wipe(&s->keys);
+	free(s);
+}
+
+int
+rock_session_send(struct rock_session *s, const void *p, size_t n)
+{
+	if (s->state == ROCK_ST_CLOSED || s->want_shut)
+		return ROCK_ERR_INVALID;
+	if (evbuffer_add(s->outq, p, n) != 0)
+		return ROCK_ERR_NOMEM;
+	if (s->state == ROCK_ST_CONNECTED)
+		rock_stream_kick(s);
+	return 0;
+}
+
+size_t
+rock_session_pending(const struct rock_session *s)
+{
+	return evbuffer_get_length(s->outq);
+}
+
+void
+rock_session_shutdown(struct rock_session *s)
+{
+	s->want_shut = 1;
+	if (s->state == ROCK_ST_CONNECTED)
+		rock_stream_kick(s);
+}
+
+void
+rock_session_pause(struct rock_session *s, int paused)
+{
+	s->paused = paused;
+	if (s->state == ROCK_ST_CONNECTED)
+		rock_stream_kick(s);
+}
+
+void
+rock_session_abort(struct rock_session *s)
+{
+	struct linger lg = { 1, 0 };
+
+	if (s->fd >= 0)
+		setsockopt(s->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+	rock_session_close(s, ROCK_ERR_SYSTEM, "aborted by its owner");
+}
+
+enum rock_state
+rock_session_state(const struct rock_session *s)
+{
+	return s->state;
+}
+
+const uint8_t *
+rock_session_id(const struct rock_session *s)
+{
+	return s->id;
+}
+
+const char *
+rock_session_name(const struct rock_session *s)
+{
+	return s->name;
+}
+
+uint64_t
+rock_session_consumed(const struct rock_session *s)
+{
+	return s->consumed;
+}
+
+uint64_t
+rock_session_sent(const struct rock_session *s)
+{
+	return rock_ring_end(&s->ring);
+}
+
+size_t
+rock_session_ring_memory(const struct rock_session *s)
+{
+	return rock_ring_memory(&s->ring);
+}

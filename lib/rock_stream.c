@@ -1,0 +1,265 @@
+/* rock_stream.c: a rock's data connection: counted reads, ring-copied writes, replay. */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "rock_engine_int.h"
+#include "rock_err.h"
+
+static void on_read(evutil_socket_t fd, short what, void *arg);
+static void on_write(evutil_socket_t fd, short what, void *arg);
+
+static int
+set_int(int fd, int level, int opt, int v)
+{
+	return setsockopt(fd, level, opt, &v, sizeof(v));
+}
+
+/* The kernel's keepalive and user timeout are the backstop when the
+ * control channel is silent: then a dead path still ends in ETIMEDOUT. */
+void
+rock_stream_keepalive(struct rock_session *s, int fast)
+{
+	int uto = s->e->cfg.hb_timeout_ms + 1000;
+
+	if (s->fd < 0 || s->fast_keepalive == fast)
+		return;
+	s->fast_keepalive = fast;
+	if (fast) {
+		set_int(s->fd, SOL_SOCKET, SO_KEEPALIVE, 1);
+		set_int(s->fd, IPPROTO_TCP, TCP_KEEPIDLE, 1);
+		set_int(s->fd, IPPROTO_TCP, TCP_KEEPINTVL, 1);
+		set_int(s->fd, IPPROTO_TCP, TCP_KEEPCNT, 2);
+		set_int(s->fd, IPPROTO_TCP, TCP_USER_TIMEOUT, uto);
+	} else {
+		set_int(s->fd, SOL_SOCKET, SO_KEEPALIVE, 0);
+		set_int(s->fd, IPPROTO_TCP, TCP_USER_TIMEOUT, 0);
+	}
+	rlog_debug(s->e->log, "rock %s: kernel keepalive backstop %s", s->name,
+	    fast ? "armed" : "off");
+}
+
+int
+rock_stream_attach(struct rock_session *s, int fd)
+{
+	int flags = fcntl(fd, F_GETFL);
+
+	if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0)
+		return ROCK_ERR_SYSTEM;
+	set_int(fd, IPPROTO_TCP, TCP_NODELAY, 1);
+	rock_stream_detach(s);
+	/* The old connection goes only now that the new one is proven. */
+	if (s->fd >= 0 && s->fd != fd)
+		close(s->fd);
+	s->fd = fd;
+	s->fast_keepalive = -1;
+	rock_stream_keepalive(s, !s->udp_verified);
+	s->ev_read = event_new(s->e->base, fd, EV_READ | EV_PERSIST, on_read, s);
+	s->ev_write = event_new(s->e->base, fd, EV_WRITE | EV_PERSIST, on_write, s);
+	if (s->ev_read == NULL || s->ev_write == NULL) {
+		rock_stream_detach(s);
+		return ROCK_ERR_NOMEM;
+	}
+	s->last_heard_ms = rock_now_ms();
+	rock_session_set_state(s, ROCK_ST_CONNECTED, "data connection up");
+	rock_stream_kick(s);
+	return 0;
+}
+
+void
+rock_stream_detach(struct rock_session *s)
+{
+	if (s->ev_read != NULL)
+		event_free(s->ev_read);
+	if (s->ev_write != NULL)
+		event_free(s->ev_write);
+	s->ev_read = s->ev_write = NULL;
+}
+
+/* Restart sending at the peer's count: everything after it is resent. */
+int
+rock_stream_replay(struct rock_session *s)
+{
+	int r;
+
+	if (s->peer_consumed < rock_ring_base(&s->ring))
+		return ROCK_ERR_LOST;
+	if ((r = rock_ring_ack(&s->ring, s->peer_consumed)) != 0)
+		return r;
+	s->replay_from = s->peer_consumed;
+	/* A WR_SHUT of ours is re-sent after the replay. */
+	s->shut_sent = 0;
+	return 0;
+}
+
+/* 1: wrote everything it could without blocking; 0: blocked; -1: failed. */
+static int
+write_replay(struct rock_session *s)
+{
+	struct iovec iov[2];
+	int n = 0, r;
+	ssize_t w;
+
+	while (s->replay_from < rock_ring_end(&s->ring)) {
+		if ((r = rock_ring_peek(&s->ring, s->replay_from, iov, &n)) != 0)
+			return -1;
+		w = writev(s->fd, iov, n);
+		if (w < 0)
+			return errno == EAGAIN || errno == EINTR ? 0 : -1;
+		s->replay_from += (uint64_t)w;
+	}
+	return 1;
+}
+
+/* With the ring full and no ack coming (UDP blocked, say), the TCP bound
+ * still says which bytes the peer has surely consumed. */
+static void
+trim_by_bound(struct rock_session *s)
+{
+	uint64_t end = rock_ring_end(&s->ring);
+
+	if (rock_ring_space(&s->ring) == 0 && s->tcp_bound > 0 &&
+	    end - rock_ring_base(&s->ring) > s->tcp_bound &&
+	    end - s->tcp_bound <= s->replay_from)
+		(void)rock_ring_ack(&s->ring, end - s->tcp_bound);
+}
+
+static int
+write_outq(struct rock_session *s)
+{
+	struct evbuffer_iovec v;
+	size_t space, len;
+	ssize_t w;
+
+	while (evbuffer_get_length(s->outq) > 0) {
+		if (rock_ring_space(&s->ring) == 0)
+			trim_by_bound(s);
+		if ((space = rock_ring_space(&s->ring)) == 0)
+			break;
+		if (evbuffer_peek(s->outq, -1, NULL, &v, 1) < 1)
+			break;
+		len = v.iov_len < space ? v.iov_len : space;
+		w = send(s->fd, v.iov_base, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (w < 0)
+			return errno == EAGAIN || errno == EINTR ? 0 : -1;
+		/* space was checked: the copy cannot fail but for memory */
+		if (rock_ring_append(&s->ring, v.iov_base, (size_t)w) != 0)
+			return -1;
+		evbuffer_drain(s->outq, (size_t)w);
+		s->replay_from += (uint64_t)w;
+	}
+	return evbuffer_get_length(s->outq) == 0 ? 1 : 0;
+}
+
+static void
+maybe_shut(struct rock_session *s)
+{
+	if (!s->want_shut || s->shut_sent ||
+	    evbuffer_get_length(s->outq) > 0 ||
+	    s->replay_from < rock_ring_end(&s->ring))
+		return;
+	shutdown(s->fd, SHUT_WR);
+	s->shut_sent = 1;
+	s->flags |= ROCK_FLAG_WR_SHUT;
+	rock_control_ack_now(s);
+}
+
+/* Write what can be written; arm the write event only when blocked. */
+static void
+flush(struct rock_session *s)
+{
+	size_t before = evbuffer_get_length(s->outq);
+	int r = write_replay(s);
+	int blocked;
+
+	if (r > 0)
+		r = write_outq(s);
+	if (r < 0) {
+		rock_session_fail(s, strerror(errno));
+		return;
+	}
+	blocked = r == 0 && (s->replay_from < rock_ring_end(&s->ring) ||
+	    rock_ring_space(&s->ring) > 0);
+	if (blocked)
+		event_add(s->ev_write, NULL);
+	else
+		event_del(s->ev_write);
+	maybe_shut(s);
+	if (before > ROCK_OUTQ_LOW && evbuffer_get_length(s->outq) <= ROCK_OUTQ_LOW &&
+	    s->cbs != NULL && s->cbs->on_drain != NULL)
+		s->cbs->on_drain(s, s->arg);
+}
+
+void
+rock_stream_kick(struct rock_session *s)
+{
+	if (s->state != ROCK_ST_CONNECTED || s->ev_read == NULL)
+		return;
+	if (s->paused || (s->flags & ROCK_FLAG_EOF_SEEN))
+		event_del(s->ev_read);
+	else
+		event_add(s->ev_read, NULL);
+	rock_session_hold(s);
+	flush(s);
+	rock_session_release(s);
+}
+
+static void
+on_write(evutil_socket_t fd, short what, void *arg)
+{
+	struct rock_session *s = arg;
+
+	(void)fd;
+	(void)what;
+	rock_session_hold(s);
+	flush(s);
+	rock_session_release(s);
+}
+
+static void
+got_eof(struct rock_session *s)
+{
+	s->flags |= ROCK_FLAG_EOF_SEEN;
+	event_del(s->ev_read);
+	rlog_debug(s->e->log, "rock %s: peer's end of stream after %llu bytes",
+	    s->name, (unsigned long long)s->consumed);
+	rock_control_ack_now(s);
+	if (s->cbs != NULL && s->cbs->on_eof != NULL)
+		s->cbs->on_eof(s, s->arg);
+	if (s->state != ROCK_ST_CLOSED)
+		rock_session_maybe_finish(s);
+}
+
+static void
+on_read(evutil_socket_t fd, short what, void *arg)
+{
+	struct rock_session *s = arg;
+	uint8_t buf[ROCK_READ_CHUNK];
+	ssize_t n;
+
+	(void)what;
+	n = read(fd, buf, sizeof(buf));
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return;
+	rock_session_hold(s);
+	if (n < 0) {
+		rock_session_fail(s, strerror(errno));
+	} else if (n == 0) {
+		got_eof(s);
+	} else {
+		s->consumed += (uint64_t)n;
+		if (s->cbs != NULL && s->cbs->on_data != NULL)
+			s->cbs->on_data(s, buf, (size_t)n, s->arg);
+		if (s->state != ROCK_ST_CLOSED &&
+		    s->consumed - s->acked_consumed >= (uint64_t)s->e->cfg.ack_every)
+			rock_control_ack_now(s);
+	}
+	rock_session_release(s);
+}
