@@ -212,6 +212,9 @@ rock_handshake_accept(struct rock_handshake *hs,
 		s->tcp_bound = rock_tcp_bound(snd, hs->hello.rcvbuf);
 		memcpy(&s->peer, &hs->peer, hs->peer_len);
 		s->peer_len = hs->peer_len;
+		/* A first guess, so acks flow at once; the source of the
+		 * first authentic record (NAT) replaces it. */
+		rock_udp_peer_from_tcp(s, hs->hello.udp_port);
 		r = rock_stream_attach(s, hs->fd);
 	}
 	rock_keypair_wipe(&kp);

@@ -167,7 +167,7 @@ read_error_reply(int fd, uint8_t first, int64_t deadline)
 
 static int
 hello_exchange(int fd, const uint8_t ann[ROCK_ANNOUNCE_LEN],
-    const struct rock_keypair *kp, int64_t deadline,
+    const struct rock_keypair *kp, uint16_t udp_port, int64_t deadline,
     struct rock_server_hello *sh)
 {
 	uint8_t out[ROCK_ANNOUNCE_LEN + ROCK_CLIENT_HELLO_LEN];
@@ -179,6 +179,7 @@ hello_exchange(int fd, const uint8_t ann[ROCK_ANNOUNCE_LEN],
 	ch.features = ROCK_FEAT_ALL;
 	memcpy(ch.pk, kp->pk, ROCK_KEY_LEN);
 	rock_socket_buffers(fd, &ch.rcvbuf, &ch.sndbuf);
+	ch.udp_port = udp_port;
 	memcpy(out, ann, ROCK_ANNOUNCE_LEN);
 	rock_client_hello_encode(&ch, out + ROCK_ANNOUNCE_LEN);
 	if ((r = write_all(fd, out, sizeof(out), deadline)) != 0 ||
@@ -239,7 +240,7 @@ handshake_once(struct rock_engine *e, const struct sockaddr *addr,
 	    (r = dial_blocking(addr, len, deadline, &fd)) != 0)
 		return r;
 	rock_keypair_new(&kp);
-	if ((r = hello_exchange(fd, ann, &kp, deadline, &sh)) == 0 &&
+	if ((r = hello_exchange(fd, ann, &kp, e->udp_port, deadline, &sh)) == 0 &&
 	    (r = rock_keys_client(&keys, &kp, sh.pk)) == 0)
 		r = make_session(e, fd, addr, len, &sh, &keys, cbs, arg, out);
 	rock_keypair_wipe(&kp);
@@ -437,7 +438,13 @@ server_refused(struct rock_session *s)
 
 	if (rock_error_decode(&em, s->dial->buf, s->dial->have, &used) == 0 &&
 	    (em.code == ROCK_WERR_UNKNOWN || em.code == ROCK_WERR_AUTH)) {
-		rock_session_close(s, ROCK_ERR_RESET, em.text);
+		/* Both streams ended and all we sent was consumed before the
+		 * server let go: that is a clean end, only its last ack was lost. */
+		if (em.code == ROCK_WERR_UNKNOWN && (s->flags & ROCK_FLAG_WR_SHUT) &&
+		    (s->flags & ROCK_FLAG_EOF_SEEN))
+			rock_session_close(s, 0, "peer finished the session");
+		else
+			rock_session_close(s, ROCK_ERR_RESET, em.text);
 		return;
 	}
 	attempt_failed(s, "server answered with an error");

@@ -87,20 +87,21 @@ rock_client_hello_encode(const struct rock_client_hello *h,
 	memcpy(out + 4, h->pk, ROCK_KEY_LEN);
 	put32(out + 36, h->rcvbuf);
 	put32(out + 40, h->sndbuf);
-	put16(out + 44, 0);
+	put16(out + 44, h->udp_port);
 }
 
 int
 rock_client_hello_decode(struct rock_client_hello *h,
     const uint8_t in[ROCK_CLIENT_HELLO_LEN])
 {
-	if (in[0] != ROCK_MSG_CLIENT_HELLO || in[1] == 0 || get16(in + 44) != 0)
+	if (in[0] != ROCK_MSG_CLIENT_HELLO || in[1] == 0)
 		return ROCK_ERR_PROTOCOL;
 	h->version = in[1];
 	h->features = get16(in + 2);
 	memcpy(h->pk, in + 4, ROCK_KEY_LEN);
 	h->rcvbuf = get32(in + 36);
 	h->sndbuf = get32(in + 40);
+	h->udp_port = get16(in + 44);
 	return 0;
 }
 

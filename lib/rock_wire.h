@@ -69,6 +69,7 @@ struct rock_client_hello {
 	uint16_t features;
 	uint8_t pk[ROCK_KEY_LEN];
 	uint32_t rcvbuf, sndbuf;
+	uint16_t udp_port;
 };
 
 struct rock_server_hello {

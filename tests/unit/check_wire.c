@@ -142,6 +142,7 @@ START_TEST(test_decode_roundtrip)
 	ck_assert_int_eq(rock_client_hello_decode(&ch, vec("client_hello")->bytes), 0);
 	ck_assert_uint_eq(ch.rcvbuf, 131072);
 	ck_assert_uint_eq(ch.sndbuf, 16384);
+	ck_assert_uint_eq(ch.udp_port, 4434);
 	ck_assert_int_eq(rock_server_hello_decode(&sh, vec("server_hello")->bytes), 0);
 	ck_assert_uint_eq(sh.udp_port, 4433);
 	ck_assert_uint_eq(sh.id[0], 0xa0);
@@ -213,9 +214,9 @@ START_TEST(test_hostile_decode)
 	b[9] = 2;	/* min above max */
 	ck_assert_int_eq(rock_announce_decode(&a, b), ROCK_ERR_PROTOCOL);
 	memcpy(b, vec("client_hello")->bytes, ROCK_CLIENT_HELLO_LEN);
-	b[45] = 1;	/* reserved */
+	b[0] = ROCK_MSG_SERVER_HELLO;	/* wrong type */
 	ck_assert_int_eq(rock_client_hello_decode(&ch, b), ROCK_ERR_PROTOCOL);
-	b[45] = 0;
+	b[0] = ROCK_MSG_CLIENT_HELLO;
 	b[1] = 0;	/* version 0 */
 	ck_assert_int_eq(rock_client_hello_decode(&ch, b), ROCK_ERR_PROTOCOL);
 	memcpy(b, vec("server_hello")->bytes, ROCK_SERVER_HELLO_LEN);

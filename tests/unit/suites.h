@@ -9,5 +9,6 @@ Suite *config_suite(void);
 Suite *keepalive_suite(void);
 Suite *ring_suite(void);
 Suite *wire_suite(void);
+Suite *session_suite(void);
 
 #endif

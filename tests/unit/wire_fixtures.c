@@ -42,7 +42,7 @@ static void
 handshake_vectors(const struct fixture *f, wire_vector_fn *emit, void *arg)
 {
 	struct rock_announce a = { 1, 1, ROCK_FEAT_ALL, { 0 } };
-	struct rock_client_hello ch = { 1, ROCK_FEAT_ALL, { 0 }, 131072, 16384 };
+	struct rock_client_hello ch = { 1, ROCK_FEAT_ALL, { 0 }, 131072, 16384, 4434 };
 	struct rock_server_hello sh = { 1, ROCK_FEAT_ALL, { 0 }, { 0 }, 131072,
 	    87040, 4433 };
 	uint8_t buf[ROCK_ANNOUNCE_LEN];

@@ -1,0 +1,468 @@
+/* check_session.c: every session state transition, client and server engines in one process. */
+#include "config.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <poll.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "rock_engine_int.h"
+#include "rock_err.h"
+#include "suites.h"
+
+/* ---- a small rock echo server on its own thread and event base */
+
+enum server_mode { ECHO, REFUSE };
+
+struct server {
+	pthread_t thread;
+	struct event_base *base;
+	struct rock_engine *e;
+	struct rock_log log;
+	struct rock_config logcfg;
+	int lfd;
+	struct sockaddr_in addr;
+	struct event *ev_accept, *ev_stop;
+	enum server_mode mode;
+	struct rock_session *last;	/* the newest session */
+	int stop;
+};
+
+static void
+echo_data(struct rock_session *s, const uint8_t *p, size_t n, void *arg)
+{
+	(void)arg;
+	rock_session_send(s, p, n);
+}
+
+static void
+echo_eof(struct rock_session *s, void *arg)
+{
+	(void)arg;
+	rock_session_shutdown(s);
+}
+
+static void
+server_closed(struct rock_session *s, int err, void *arg)
+{
+	struct server *sv = arg;
+
+	(void)err;
+	if (sv->last == s)
+		sv->last = NULL;
+	rock_session_free(s);
+}
+
+static const struct rock_session_cbs echo_cbs = {
+	echo_data, echo_eof, NULL, NULL, server_closed
+};
+
+static void
+server_hello(struct rock_handshake *hs, void *arg)
+{
+	struct server *sv = arg;
+	struct rock_session *s;
+
+	if (sv->mode == REFUSE) {
+		rock_handshake_reject(hs, ROCK_WERR_BACKEND, "test refuses");
+		return;
+	}
+	if (rock_handshake_accept(hs, &echo_cbs, sv, &s) == 0)
+		sv->last = s;
+}
+
+/* The first bytes decide, as in rockd; a test server may block briefly. */
+static void
+server_accept(evutil_socket_t lfd, short what, void *arg)
+{
+	struct server *sv = arg;
+	struct pollfd p;
+	uint8_t buf[ROCK_MAGIC_LEN];
+	size_t have = 0;
+	ssize_t n;
+	int fd = accept(lfd, NULL, NULL);
+
+	(void)what;
+	if (fd < 0)
+		return;
+	p.fd = fd;
+	p.events = POLLIN;
+	while (have < sizeof(buf) && poll(&p, 1, 2000) == 1 &&
+	    (n = recv(fd, buf + have, sizeof(buf) - have, 0)) > 0)
+		have += (size_t)n;
+	if (have == 0) {
+		send(fd, rock_engine_announcement(sv->e), ROCK_ANNOUNCE_LEN, MSG_NOSIGNAL);
+		close(fd);
+	} else if (rock_sniff(buf, have) == ROCK_SNIFF_ANNOUNCE) {
+		rock_server_handshake(sv->e, fd, buf, have, server_hello, sv);
+	} else if (rock_sniff(buf, have) == ROCK_SNIFF_RECONNECT) {
+		rock_server_reconnect(sv->e, fd, buf, have);
+	} else {
+		close(fd);
+	}
+}
+
+static void
+server_poll_stop(evutil_socket_t fd, short what, void *arg)
+{
+	struct server *sv = arg;
+
+	(void)fd;
+	(void)what;
+	if (__atomic_load_n(&sv->stop, __ATOMIC_ACQUIRE))
+		event_base_loopbreak(sv->base);
+}
+
+static void *
+server_main(void *arg)
+{
+	struct server *sv = arg;
+
+	event_base_dispatch(sv->base);
+	return NULL;
+}
+
+static void
+server_start(struct server *sv, enum server_mode mode)
+{
+	struct sockaddr_in any = { .sin_family = AF_INET,
+	    .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	struct timeval tick = { 0, 20000 };
+	socklen_t len = sizeof(sv->addr);
+
+	memset(sv, 0, sizeof(*sv));
+	sv->mode = mode;
+	rock_config_defaults(&sv->logcfg);
+	sv->logcfg.log_sink = ROCK_LOG_STDERR;
+	rock_log_configure(&sv->log, &sv->logcfg, "test-server");
+	ck_assert_ptr_nonnull(sv->base = event_base_new());
+	ck_assert_int_eq(rock_engine_new(&sv->e, sv->base, &sv->log, NULL,
+	    (struct sockaddr *)&any, sizeof(any)), 0);
+	sv->lfd = socket(AF_INET, SOCK_STREAM, 0);
+	setsockopt(sv->lfd, SOL_SOCKET, SO_REUSEADDR, &(int){ 1 }, sizeof(int));
+	ck_assert_int_eq(bind(sv->lfd, (struct sockaddr *)&any, sizeof(any)), 0);
+	ck_assert_int_eq(listen(sv->lfd, 16), 0);
+	ck_assert_int_eq(getsockname(sv->lfd, (struct sockaddr *)&sv->addr, &len), 0);
+	sv->ev_accept = event_new(sv->base, sv->lfd, EV_READ | EV_PERSIST,
+	    server_accept, sv);
+	sv->ev_stop = event_new(sv->base, -1, EV_PERSIST, server_poll_stop, sv);
+	event_add(sv->ev_accept, NULL);
+	event_add(sv->ev_stop, &tick);
+	ck_assert_int_eq(pthread_create(&sv->thread, NULL, server_main, sv), 0);
+}
+
+static void
+server_stop(struct server *sv)
+{
+	__atomic_store_n(&sv->stop, 1, __ATOMIC_RELEASE);
+	pthread_join(sv->thread, NULL);
+	close(sv->lfd);
+}
+
+/* ---- the client side, driven from the test's thread */
+
+struct client {
+	struct event_base *base;
+	struct rock_engine *e;
+	struct rock_log log;
+	struct rock_config logcfg;
+	struct rock_session *s;
+	uint8_t got[4 << 20];
+	size_t ngot;
+	int eof, closed, closed_err;
+	int states[8];			/* count of transitions into each state */
+};
+
+static struct client cl;
+
+static void
+client_data(struct rock_session *s, const uint8_t *p, size_t n, void *arg)
+{
+	(void)s;
+	(void)arg;
+	ck_assert_uint_le(cl.ngot + n, sizeof(cl.got));
+	memcpy(cl.got + cl.ngot, p, n);
+	cl.ngot += n;
+}
+
+static void
+client_eof(struct rock_session *s, void *arg)
+{
+	(void)s;
+	(void)arg;
+	cl.eof = 1;
+}
+
+static void
+client_state(struct rock_session *s, enum rock_state from, enum rock_state to,
+    void *arg)
+{
+	(void)s;
+	(void)from;
+	(void)arg;
+	cl.states[to]++;
+}
+
+static void
+client_closed(struct rock_session *s, int err, void *arg)
+{
+	(void)s;
+	(void)arg;
+	cl.closed = 1;
+	cl.closed_err = err;
+}
+
+static const struct rock_session_cbs client_cbs = {
+	client_data, client_eof, NULL, client_state, client_closed
+};
+
+static void
+client_engine(const struct rock_engine_config *cfg)
+{
+	memset(&cl, 0, sizeof(cl));
+	rock_config_defaults(&cl.logcfg);
+	cl.logcfg.log_sink = ROCK_LOG_STDERR;
+	rock_log_configure(&cl.log, &cl.logcfg, "test-client");
+	ck_assert_ptr_nonnull(cl.base = event_base_new());
+	ck_assert_int_eq(rock_engine_new(&cl.e, cl.base, &cl.log, cfg, NULL, 0), 0);
+}
+
+static int
+client_connect(const struct server *sv)
+{
+	return rock_client_open(cl.e, (const struct sockaddr *)&sv->addr,
+	    sizeof(sv->addr), 5000, &client_cbs, NULL, &cl.s);
+}
+
+/* Run the client's loop until cond() holds or ms pass; returns cond(). */
+static int
+run_until(int (*cond)(void), int ms)
+{
+	int64_t end = rock_now_ms() + ms;
+
+	while (!cond() && rock_now_ms() < end)
+		event_base_loop(cl.base, EVLOOP_ONCE | EVLOOP_NONBLOCK), usleep(1000);
+	return cond();
+}
+
+static size_t want_bytes;
+static int got_all(void) { return cl.ngot >= want_bytes; }
+static int is_closed(void) { return cl.closed; }
+static int is_connected(void)
+{
+	return cl.s != NULL && rock_session_state(cl.s) == ROCK_ST_CONNECTED;
+}
+
+static void
+fill_pattern(uint8_t *p, size_t n, unsigned seed)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		p[i] = (uint8_t)((i * 131 + seed) ^ (i >> 9));
+}
+
+/* ---- tests */
+
+START_TEST(test_connect_and_echo)
+{
+	static uint8_t msg[100000];
+	struct server sv;
+
+	server_start(&sv, ECHO);
+	client_engine(NULL);
+	ck_assert_int_eq(client_connect(&sv), 0);
+	ck_assert_int_eq(rock_session_state(cl.s), ROCK_ST_CONNECTED);
+	ck_assert_int_eq(cl.states[ROCK_ST_CONNECTED], 1);
+	fill_pattern(msg, sizeof(msg), 1);
+	ck_assert_int_eq(rock_session_send(cl.s, msg, sizeof(msg)), 0);
+	want_bytes = sizeof(msg);
+	ck_assert(run_until(got_all, 5000));
+	ck_assert_mem_eq(cl.got, msg, sizeof(msg));
+	ck_assert_uint_eq(rock_session_consumed(cl.s), sizeof(msg));
+	ck_assert_uint_eq(rock_session_sent(cl.s), sizeof(msg));
+	server_stop(&sv);
+}
+END_TEST
+
+/* CONNECTED -> SUSPENDED -> CONNECTED, three times during a transfer:
+ * every byte arrives once, in order. */
+START_TEST(test_fail_reconnect_replay)
+{
+	static uint8_t msg[3 << 20];
+	struct server sv;
+	int round;
+
+	server_start(&sv, ECHO);
+	client_engine(NULL);
+	ck_assert_int_eq(client_connect(&sv), 0);
+	fill_pattern(msg, sizeof(msg), 7);
+	ck_assert_int_eq(rock_session_send(cl.s, msg, sizeof(msg)), 0);
+	want_bytes = sizeof(msg);
+	for (round = 0; round < 3; round++) {
+		want_bytes = (size_t)(round + 1) * sizeof(msg) / 4;
+		ck_assert(run_until(got_all, 10000));
+		rock_session_fail(cl.s, "test: forced failure");
+		ck_assert_int_eq(rock_session_state(cl.s), ROCK_ST_SUSPENDED);
+		ck_assert(run_until(is_connected, 5000));
+	}
+	want_bytes = sizeof(msg);
+	ck_assert(run_until(got_all, 10000));
+	ck_assert_uint_eq(cl.ngot, sizeof(msg));
+	ck_assert_mem_eq(cl.got, msg, sizeof(msg));
+	ck_assert_int_eq(cl.states[ROCK_ST_SUSPENDED], 3);
+	ck_assert_int_eq(cl.states[ROCK_ST_CONNECTED], 4);
+	ck_assert_uint_eq(rock_engine_stats(cl.e)->reconnects, 3);
+	server_stop(&sv);
+}
+END_TEST
+
+/* Both sides shut down and everything consumed: CONNECTED -> CLOSED, err 0. */
+START_TEST(test_graceful_close)
+{
+	struct server sv;
+
+	server_start(&sv, ECHO);
+	client_engine(NULL);
+	ck_assert_int_eq(client_connect(&sv), 0);
+	ck_assert_int_eq(rock_session_send(cl.s, "bye", 3), 0);
+	rock_session_shutdown(cl.s);
+	ck_assert(run_until(is_closed, 5000));
+	ck_assert_int_eq(cl.closed_err, 0);
+	ck_assert_int_eq(cl.eof, 1);
+	ck_assert_uint_eq(cl.ngot, 3);
+	ck_assert_mem_eq(cl.got, "bye", 3);
+	ck_assert_int_eq(cl.states[ROCK_ST_CLOSED], 1);
+	rock_session_free(cl.s);
+	server_stop(&sv);
+}
+END_TEST
+
+/* SUSPENDED -> CLOSED when nobody answers within the suspend timeout. */
+START_TEST(test_suspend_timeout)
+{
+	struct rock_engine_config cfg;
+	struct server sv;
+
+	rock_engine_config_defaults(&cfg);
+	cfg.suspend_timeout_s = 1;
+	server_start(&sv, ECHO);
+	client_engine(&cfg);
+	ck_assert_int_eq(client_connect(&sv), 0);
+	server_stop(&sv);		/* the server is gone for good */
+	rock_session_fail(cl.s, "test: forced failure");
+	ck_assert(run_until(is_closed, 4000));
+	ck_assert_int_eq(cl.closed_err, ROCK_ERR_TIMEOUT);
+	rock_session_free(cl.s);
+}
+END_TEST
+
+/* The server no longer knows the session: the reconnect gets UNKNOWN and
+ * the client gives up with ROCK_ERR_RESET instead of retrying forever. */
+START_TEST(test_reconnect_unknown)
+{
+	struct server sv;
+	struct rock_session *victim;
+
+	server_start(&sv, ECHO);
+	client_engine(NULL);
+	ck_assert_int_eq(client_connect(&sv), 0);
+	victim = sv.last;
+	server_stop(&sv);
+	rock_session_free(victim);	/* the server forgets; its thread is stopped */
+	__atomic_store_n(&sv.stop, 0, __ATOMIC_RELEASE);
+	sv.lfd = socket(AF_INET, SOCK_STREAM, 0);
+	ck_assert_int_eq(setsockopt(sv.lfd, SOL_SOCKET, SO_REUSEADDR, &(int){ 1 },
+	    sizeof(int)), 0);
+	ck_assert_int_eq(bind(sv.lfd, (struct sockaddr *)&sv.addr, sizeof(sv.addr)), 0);
+	ck_assert_int_eq(listen(sv.lfd, 16), 0);
+	event_free(sv.ev_accept);
+	sv.ev_accept = event_new(sv.base, sv.lfd, EV_READ | EV_PERSIST,
+	    server_accept, &sv);
+	event_add(sv.ev_accept, NULL);
+	ck_assert_int_eq(pthread_create(&sv.thread, NULL, server_main, &sv), 0);
+	rock_session_fail(cl.s, "test: forced failure");
+	ck_assert(run_until(is_closed, 5000));
+	ck_assert_int_eq(cl.closed_err, ROCK_ERR_RESET);
+	rock_session_free(cl.s);
+	server_stop(&sv);
+}
+END_TEST
+
+/* A peer acknowledging bytes never sent ends only that session. */
+START_TEST(test_protocol_violation)
+{
+	struct server sv;
+
+	server_start(&sv, ECHO);
+	client_engine(NULL);
+	ck_assert_int_eq(client_connect(&sv), 0);
+	ck_assert_int_eq(rock_session_send(cl.s, "abc", 3), 0);
+	want_bytes = 3;
+	ck_assert(run_until(got_all, 5000));
+	ck_assert_int_eq(rock_session_peer_count(cl.s, 4, 0), ROCK_ERR_PROTOCOL);
+	ck_assert_int_eq(cl.closed, 1);
+	ck_assert_int_eq(cl.closed_err, ROCK_ERR_PROTOCOL);
+	ck_assert_int_eq(rock_session_state(cl.s), ROCK_ST_CLOSED);
+	rock_session_free(cl.s);
+	server_stop(&sv);
+}
+END_TEST
+
+START_TEST(test_backend_refused)
+{
+	struct server sv;
+
+	server_start(&sv, REFUSE);
+	client_engine(NULL);
+	ck_assert_int_eq(client_connect(&sv), ROCK_ERR_REFUSED);
+	ck_assert_uint_eq(rock_engine_nsessions(cl.e), 0);
+	server_stop(&sv);
+}
+END_TEST
+
+/* An ordinary server that closes on end of file: not enhanced, fast. */
+START_TEST(test_not_enhanced)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET,
+	    .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t len = sizeof(a);
+	int lfd = socket(AF_INET, SOCK_STREAM, 0);
+	int64_t t0;
+
+	ck_assert_int_eq(bind(lfd, (struct sockaddr *)&a, sizeof(a)), 0);
+	ck_assert_int_eq(listen(lfd, 4), 0);
+	ck_assert_int_eq(getsockname(lfd, (struct sockaddr *)&a, &len), 0);
+	client_engine(NULL);
+	t0 = rock_now_ms();
+	/* Nobody accepts: the kernel completes the connection, then silence
+	 * until the probe timeout. */
+	ck_assert_int_eq(rock_client_open(cl.e, (struct sockaddr *)&a, sizeof(a),
+	    5000, &client_cbs, NULL, &cl.s), ROCK_ERR_NOT_ENHANCED);
+	ck_assert_int_lt(rock_now_ms() - t0, 3000);
+	close(lfd);
+}
+END_TEST
+
+Suite *
+session_suite(void)
+{
+	Suite *s = suite_create("session");
+	TCase *tc = tcase_create("transitions");
+
+	tcase_set_timeout(tc, 30);
+	tcase_add_test(tc, test_connect_and_echo);
+	tcase_add_test(tc, test_fail_reconnect_replay);
+	tcase_add_test(tc, test_graceful_close);
+	tcase_add_test(tc, test_suspend_timeout);
+	tcase_add_test(tc, test_reconnect_unknown);
+	tcase_add_test(tc, test_protocol_violation);
+	tcase_add_test(tc, test_backend_refused);
+	tcase_add_test(tc, test_not_enhanced);
+	suite_add_tcase(s, tc);
+	return s;
+}
