@@ -111,6 +111,17 @@ parse_line(struct rockd_config *cfg, char *line, char *err, size_t errlen)
 		return 0;
 	if (strcmp(tok[0], "listen") == 0)
 		return parse_service(cfg, tok, n, err, errlen);
+	if (strcmp(tok[0], "suspend-timeout") == 0) {
+		long long v;
+
+		if (n != 2 || rock_parse_ll(tok[1], 0, 3650LL * 24 * 3600, &v) != 0) {
+			snprintf(err, errlen, "expected: suspend-timeout SECONDS "
+			    "(0 to 315360000; 0: never)");
+			return -1;
+		}
+		cfg->suspend_timeout_s = (long)v;
+		return 0;
+	}
 	if (strcmp(tok[0], "pidfile") == 0) {
 		if (n != 2 || tok[1][0] != '/' ||
 		    strlen(tok[1]) >= sizeof(cfg->pidfile)) {
@@ -132,6 +143,7 @@ rockd_config_load(struct rockd_config *cfg, const char *path, char *err,
 	FILE *f = fopen(path, "re");
 	int lineno = 0, r = 0;
 
+	cfg->suspend_timeout_s = -1;
 	if (f == NULL) {
 		snprintf(err, errlen, "%s: %s", path, strerror(errno));
 		return -1;

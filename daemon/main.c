@@ -167,6 +167,8 @@ on_hup(evutil_socket_t sig, short what, void *arg)
 		rockd_config_free(&next);
 		return;
 	}
+	if (next.suspend_timeout_s >= 0)
+		rock_engine_set_suspend_timeout(d->engine, next.suspend_timeout_s);
 	if (rockd_services_reload(d, &next) != 0)
 		rlog_error(&d->log, "reload: some services could not start");
 	else
@@ -245,6 +247,8 @@ start_engine(struct rockd *d)
 	int r;
 
 	rock_engine_config_defaults(&d->engine_cfg);
+	if (d->cfg.suspend_timeout_s >= 0)
+		d->engine_cfg.suspend_timeout_s = d->cfg.suspend_timeout_s;
 	if ((r = rock_engine_new(&d->engine, d->base, &d->log, &d->engine_cfg,
 	    (const struct sockaddr *)&first->listen_addr, first->listen_len)) != 0) {
 		rlog_error(&d->log, "%s: control channel (UDP): %s",
@@ -314,6 +318,7 @@ main(int argc, char **argv)
 
 	memset(&d, 0, sizeof(d));
 	memset(&o, 0, sizeof(o));
+	d.cfg.suspend_timeout_s = -1;
 	/* -1: help or version printed, a successful exit */
 	if ((r = parse_options(argc, argv, &o, &d.cfg)) != 0) {
 		r = r < 0 ? 0 : r;

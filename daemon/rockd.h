@@ -38,6 +38,7 @@ struct rockd_service {
 struct rockd_config {
 	struct rockd_service *services;
 	char pidfile[256];
+	long suspend_timeout_s;		/* -1: the engine's default */
 };
 
 struct rockd_relay;

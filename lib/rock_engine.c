@@ -94,6 +94,12 @@ rock_engine_udp_port(const struct rock_engine *e)
 	return e->udp_port;
 }
 
+void
+rock_engine_set_suspend_timeout(struct rock_engine *e, long seconds)
+{
+	e->cfg.suspend_timeout_s = seconds;
+}
+
 const uint8_t *
 rock_engine_announcement(const struct rock_engine *e)
 {

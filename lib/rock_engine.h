@@ -60,6 +60,8 @@ int rock_engine_new(struct rock_engine **out, struct event_base *base,
     const struct sockaddr *udp_bind, socklen_t udp_bind_len);
 void rock_engine_free(struct rock_engine *e);
 uint16_t rock_engine_udp_port(const struct rock_engine *e);
+/* Applies to rocks suspended now and later; 0: never give up. */
+void rock_engine_set_suspend_timeout(struct rock_engine *e, long seconds);
 const uint8_t *rock_engine_announcement(const struct rock_engine *e);
 size_t rock_engine_nsessions(const struct rock_engine *e);
 size_t rock_engine_nhandshakes(const struct rock_engine *e);

@@ -342,6 +342,30 @@ START_TEST(test_graceful_close)
 }
 END_TEST
 
+/* A half-close made while the connection is failing is restored after the
+ * reconnect: the server still gets every byte, then end of file, once. */
+START_TEST(test_half_close_across_reconnect)
+{
+	static uint8_t msg[200000];
+	struct server sv;
+
+	server_start(&sv, ECHO);
+	client_engine(NULL);
+	ck_assert_int_eq(client_connect(&sv), 0);
+	fill_pattern(msg, sizeof(msg), 3);
+	ck_assert_int_eq(rock_session_send(cl.s, msg, sizeof(msg)), 0);
+	rock_session_shutdown(cl.s);
+	rock_session_fail(cl.s, "test: forced failure");
+	ck_assert(run_until(is_closed, 10000));
+	ck_assert_int_eq(cl.closed_err, 0);
+	ck_assert_int_eq(cl.eof, 1);
+	ck_assert_uint_eq(cl.ngot, sizeof(msg));
+	ck_assert_mem_eq(cl.got, msg, sizeof(msg));
+	rock_session_free(cl.s);
+	server_stop(&sv);
+}
+END_TEST
+
 /* SUSPENDED -> CLOSED when nobody answers within the suspend timeout. */
 START_TEST(test_suspend_timeout)
 {
@@ -458,6 +482,7 @@ session_suite(void)
 	tcase_add_test(tc, test_connect_and_echo);
 	tcase_add_test(tc, test_fail_reconnect_replay);
 	tcase_add_test(tc, test_graceful_close);
+	tcase_add_test(tc, test_half_close_across_reconnect);
 	tcase_add_test(tc, test_suspend_timeout);
 	tcase_add_test(tc, test_reconnect_unknown);
 	tcase_add_test(tc, test_protocol_violation);
