@@ -57,6 +57,7 @@
 #include "rock_log.h"
 
 #define HIGH_MARK (512 * 1024)	/* stop sending while this much is queued */
+#define BURST (64 * 1024)	/* rock: bytes sent per turn of the event loop */
 #define SERVE_BUF (256 * 1024)
 #define MAX_CLIENTS 1024
 #define OPEN_TIMEOUT_MS 10000
@@ -291,36 +292,35 @@ struct rb {
 	size_t block;
 	uint64_t total, sent, got;
 	uint64_t t_eof;
-	int pumping, again, shut, eof, closed, close_err;
+	int blocked, shut, eof, closed, close_err;
 	const uint8_t *expect;	/* latency: what the echo must bring back */
 };
 
+/* One burst of BLOCK-sized sends, as an event-driven program writes on
+ * each wake-up; it stops early when the engine queues HIGH_MARK bytes, and
+ * on_drain (queue down to the engine's low mark) lets it go on. */
 static void
 pump(struct rb *b)
 {
-	if (b->pumping) {
-		b->again = 1;	/* on_drain from inside our own send */
-		return;
-	}
-	b->pumping = 1;
-	do {
-		b->again = 0;
-		while (b->sent < b->total && !b->closed &&
-		    rock_session_pending(b->s) < HIGH_MARK) {
-			size_t n = b->total - b->sent < b->block ?
-			    (size_t)(b->total - b->sent) : b->block;
-			int r = rock_session_send(b->s, b->buf, n);
+	uint64_t burst = b->block > BURST ? b->block : BURST;
+	uint64_t stop = b->sent + burst;
 
-			if (r != 0)
-				die("rock_session_send: %s", rock_err(r));
-			b->sent += n;
-		}
-		if (b->sent == b->total && !b->shut && !b->closed) {
-			b->shut = 1;
-			rock_session_shutdown(b->s);
-		}
-	} while (b->again);
-	b->pumping = 0;
+	while (b->sent < b->total && b->sent < stop && !b->blocked &&
+	    !b->closed) {
+		size_t n = b->total - b->sent < b->block ?
+		    (size_t)(b->total - b->sent) : b->block;
+		int r = rock_session_send(b->s, b->buf, n);
+
+		if (r != 0)
+			die("rock_session_send: %s", rock_err(r));
+		b->sent += n;
+		if (rock_session_pending(b->s) >= HIGH_MARK)
+			b->blocked = 1;
+	}
+	if (b->sent == b->total && !b->shut && !b->closed) {
+		b->shut = 1;
+		rock_session_shutdown(b->s);
+	}
 }
 
 static void
@@ -353,8 +353,7 @@ rb_drain(struct rock_session *s, void *arg)
 	struct rb *b = arg;
 
 	(void)s;
-	if (b->buf != NULL && b->total > 0)
-		pump(b);
+	b->blocked = 0;
 }
 
 static void
@@ -510,9 +509,14 @@ throughput(enum kind k, const char *mode, const struct sockaddr_storage *ss,
 		b.block = block;
 		b.total = total;
 		t0 = now_ns();
-		pump(&b);
-		while (!b.eof && !b.closed)
-			event_base_loop(b.base, EVLOOP_ONCE);
+		while (!b.eof && !b.closed) {
+			if (b.sent < b.total && !b.blocked) {
+				pump(&b);
+				event_base_loop(b.base, EVLOOP_NONBLOCK);
+			} else {
+				event_base_loop(b.base, EVLOOP_ONCE);
+			}
+		}
 		if (!b.eof)
 			die("the rock closed (%s) before the sink's end of stream",
 			    rock_err(b.close_err));

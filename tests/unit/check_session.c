@@ -163,6 +163,16 @@ server_stop(struct server *sv)
 	close(sv->lfd);
 }
 
+/* After server_stop: the engine frees the sessions it still has. */
+static void
+server_free(struct server *sv)
+{
+	event_free(sv->ev_accept);
+	event_free(sv->ev_stop);
+	rock_engine_free(sv->e);
+	event_base_free(sv->base);
+}
+
 /* ---- the client side, driven from the test's thread */
 
 struct client {
@@ -229,6 +239,15 @@ client_engine(const struct rock_engine_config *cfg)
 	rock_log_configure(&cl.log, &cl.logcfg, "test-client");
 	ck_assert_ptr_nonnull(cl.base = event_base_new());
 	ck_assert_int_eq(rock_engine_new(&cl.e, cl.base, &cl.log, cfg, NULL, 0), 0);
+	cl.s = NULL;
+}
+
+/* A session still there goes with the engine. */
+static void
+client_free(void)
+{
+	rock_engine_free(cl.e);
+	event_base_free(cl.base);
 }
 
 static int
@@ -286,6 +305,8 @@ START_TEST(test_connect_and_echo)
 	ck_assert_uint_eq(rock_session_consumed(cl.s), sizeof(msg));
 	ck_assert_uint_eq(rock_session_sent(cl.s), sizeof(msg));
 	server_stop(&sv);
+	server_free(&sv);
+	client_free();
 }
 END_TEST
 
@@ -318,6 +339,8 @@ START_TEST(test_fail_reconnect_replay)
 	ck_assert_int_eq(cl.states[ROCK_ST_CONNECTED], 4);
 	ck_assert_uint_eq(rock_engine_stats(cl.e)->reconnects, 3);
 	server_stop(&sv);
+	server_free(&sv);
+	client_free();
 }
 END_TEST
 
@@ -338,7 +361,10 @@ START_TEST(test_graceful_close)
 	ck_assert_mem_eq(cl.got, "bye", 3);
 	ck_assert_int_eq(cl.states[ROCK_ST_CLOSED], 1);
 	rock_session_free(cl.s);
+	cl.s = NULL;
 	server_stop(&sv);
+	server_free(&sv);
+	client_free();
 }
 END_TEST
 
@@ -362,7 +388,10 @@ START_TEST(test_half_close_across_reconnect)
 	ck_assert_uint_eq(cl.ngot, sizeof(msg));
 	ck_assert_mem_eq(cl.got, msg, sizeof(msg));
 	rock_session_free(cl.s);
+	cl.s = NULL;
 	server_stop(&sv);
+	server_free(&sv);
+	client_free();
 }
 END_TEST
 
@@ -382,6 +411,9 @@ START_TEST(test_suspend_timeout)
 	ck_assert(run_until(is_closed, 4000));
 	ck_assert_int_eq(cl.closed_err, ROCK_ERR_TIMEOUT);
 	rock_session_free(cl.s);
+	cl.s = NULL;
+	server_free(&sv);
+	client_free();
 }
 END_TEST
 
@@ -413,7 +445,10 @@ START_TEST(test_reconnect_unknown)
 	ck_assert(run_until(is_closed, 5000));
 	ck_assert_int_eq(cl.closed_err, ROCK_ERR_RESET);
 	rock_session_free(cl.s);
+	cl.s = NULL;
 	server_stop(&sv);
+	server_free(&sv);
+	client_free();
 }
 END_TEST
 
@@ -433,7 +468,10 @@ START_TEST(test_protocol_violation)
 	ck_assert_int_eq(cl.closed_err, ROCK_ERR_PROTOCOL);
 	ck_assert_int_eq(rock_session_state(cl.s), ROCK_ST_CLOSED);
 	rock_session_free(cl.s);
+	cl.s = NULL;
 	server_stop(&sv);
+	server_free(&sv);
+	client_free();
 }
 END_TEST
 
@@ -446,6 +484,8 @@ START_TEST(test_backend_refused)
 	ck_assert_int_eq(client_connect(&sv), ROCK_ERR_REFUSED);
 	ck_assert_uint_eq(rock_engine_nsessions(cl.e), 0);
 	server_stop(&sv);
+	server_free(&sv);
+	client_free();
 }
 END_TEST
 
@@ -469,6 +509,7 @@ START_TEST(test_not_enhanced)
 	    5000, &client_cbs, NULL, &cl.s), ROCK_ERR_NOT_ENHANCED);
 	ck_assert_int_lt(rock_now_ms() - t0, 3000);
 	close(lfd);
+	client_free();
 }
 END_TEST
 
