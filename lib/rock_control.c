@@ -252,7 +252,13 @@ static void
 check_stall(struct rock_session *s)
 {
 	struct tcp_info ti;
+	uint64_t mark = s->stall_mark;
 
+	/* Cheap first: only a rock whose peer count has not moved since the
+	 * last tick while we hold unacknowledged bytes costs a system call. */
+	s->stall_mark = s->peer_consumed;
+	if (rock_ring_used(&s->ring) == 0 || s->peer_consumed != mark)
+		return;
 	if (tcp_info(s->fd, &ti) == 0 && ti.tcpi_unacked > 0 &&
 	    ti.tcpi_last_ack_recv >= (unsigned)s->e->cfg.stall_ms)
 		rock_session_fail(s, "data connection stalled");

@@ -58,6 +58,7 @@ struct rock_session {
 	int64_t last_heard_ms;		/* last authentic record */
 	int udp_verified;		/* ever received one */
 	int fast_keepalive;		/* kernel keepalive armed as the backstop */
+	uint64_t stall_mark;		/* peer_consumed at the previous tick */
 	int64_t suspended_at_ms;
 
 	struct evbuffer *outq;		/* owner's bytes not yet written */
