@@ -4,6 +4,8 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 
 #include <event2/buffer.h>
@@ -163,7 +165,10 @@ static void
 be_connected(struct rockd_rock *rr)
 {
 	struct rock_handshake *hs = rr->hs;
+	int one = 1;
 
+	setsockopt(bufferevent_getfd(rr->be), IPPROTO_TCP, TCP_NODELAY, &one,
+	    sizeof(one));
 	rr->hs = NULL;
 	if (rock_handshake_accept(hs, &rock_cbs, rr, &rr->s) != 0) {
 		rlog_warn(&rr->d->log, "rock: handshake could not complete");
@@ -242,16 +247,22 @@ rockd_rock_start(struct rockd *d, const struct rockd_backend *b,
 	}
 }
 
-/* SIGTERM: every rock finishes its output and closes. */
+/* SIGTERM: a connected rock finishes its output and closes; a suspended
+ * one cannot finish before its client returns, so it ends now. */
 void
 rockd_rocks_stop(struct rockd *d)
 {
-	struct rockd_rock *rr;
+	struct rockd_rock *rr, *next;
 
-	for (rr = d->rocks; rr != NULL; rr = rr->next) {
-		if (rr->s != NULL)
-			rock_session_shutdown(rr->s);
+	for (rr = d->rocks; rr != NULL; rr = next) {
+		next = rr->next;
 		if (rr->be != NULL)
 			bufferevent_disable(rr->be, EV_READ);
+		if (rr->s == NULL)
+			continue;
+		if (rock_session_state(rr->s) == ROCK_ST_SUSPENDED)
+			rock_session_abort(rr->s);	/* frees rr */
+		else
+			rock_session_shutdown(rr->s);
 	}
 }

@@ -182,7 +182,7 @@ send_server_hello(struct rock_handshake *hs, const struct rock_keypair *kp,
 	sh.features = features;
 	memcpy(sh.id, id, ROCK_ID_LEN);
 	memcpy(sh.pk, kp->pk, ROCK_KEY_LEN);
-	rock_socket_buffers(hs->fd, &sh.rcvbuf, &sh.sndbuf);
+	rock_socket_buffers(hs->e, hs->fd, &sh.rcvbuf, &sh.sndbuf);
 	sh.udp_port = hs->e->udp_port;
 	rock_server_hello_encode(&sh, out);
 	return send(hs->fd, out, sizeof(out), MSG_NOSIGNAL | MSG_DONTWAIT) ==
@@ -203,7 +203,7 @@ rock_handshake_accept(struct rock_handshake *hs,
 
 	rock_random(id, sizeof(id));
 	rock_keypair_new(&kp);
-	rock_socket_buffers(hs->fd, &rcv, &snd);
+	rock_socket_buffers(hs->e, hs->fd, &rcv, &snd);
 	if ((r = rock_keys_server(&keys, &kp, hs->hello.pk)) == 0 &&
 	    (r = rock_session_new(hs->e, ROCK_ROLE_SERVER, id, &keys,
 	    rock_ring_cap_for(hs->e, snd, hs->hello.rcvbuf), cbs, arg, &s)) == 0 &&

@@ -269,6 +269,8 @@ check_session(struct rock_session *s, int64_t now)
 {
 	long limit = s->e->cfg.suspend_timeout_s;
 
+	/* Off the data path: storage the in-flight bytes no longer need. */
+	rock_ring_compact(&s->ring);
 	if (s->state == ROCK_ST_CONNECTED) {
 		check_silence(s, now);
 		if (s->state == ROCK_ST_CONNECTED)
@@ -288,6 +290,15 @@ log_drops(struct rock_engine *e)
 
 	if (bad == e->drops_logged)
 		return;
+	/* Late records for a session just closed are routine: only forged,
+	 * replayed or malformed ones are news. */
+	if (bad - st->hb_unknown == e->hostile_logged) {
+		rlog_debug(e->log, "control channel: %lu records for unknown "
+		    "sessions so far", st->hb_unknown);
+		e->drops_logged = bad;
+		return;
+	}
+	e->hostile_logged = bad - st->hb_unknown;
 	rlog_info(e->log, "control channel: dropped %lu records so far "
 	    "(forged %lu, replayed %lu, unknown session %lu, malformed %lu)",
 	    bad, st->hb_bad_tag, st->hb_replayed, st->hb_unknown,

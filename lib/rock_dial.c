@@ -166,9 +166,9 @@ read_error_reply(int fd, uint8_t first, int64_t deadline)
 }
 
 static int
-hello_exchange(int fd, const uint8_t ann[ROCK_ANNOUNCE_LEN],
-    const struct rock_keypair *kp, uint16_t udp_port, int64_t deadline,
-    struct rock_server_hello *sh)
+hello_exchange(const struct rock_engine *e, int fd,
+    const uint8_t ann[ROCK_ANNOUNCE_LEN], const struct rock_keypair *kp,
+    int64_t deadline, struct rock_server_hello *sh)
 {
 	uint8_t out[ROCK_ANNOUNCE_LEN + ROCK_CLIENT_HELLO_LEN];
 	uint8_t in[ROCK_SERVER_HELLO_LEN];
@@ -178,8 +178,8 @@ hello_exchange(int fd, const uint8_t ann[ROCK_ANNOUNCE_LEN],
 	ch.version = ROCK_VERSION;
 	ch.features = ROCK_FEAT_ALL;
 	memcpy(ch.pk, kp->pk, ROCK_KEY_LEN);
-	rock_socket_buffers(fd, &ch.rcvbuf, &ch.sndbuf);
-	ch.udp_port = udp_port;
+	rock_socket_buffers(e, fd, &ch.rcvbuf, &ch.sndbuf);
+	ch.udp_port = e->udp_port;
 	memcpy(out, ann, ROCK_ANNOUNCE_LEN);
 	rock_client_hello_encode(&ch, out + ROCK_ANNOUNCE_LEN);
 	if ((r = write_all(fd, out, sizeof(out), deadline)) != 0 ||
@@ -205,7 +205,7 @@ make_session(struct rock_engine *e, int fd, const struct sockaddr *addr,
 	struct rock_session *s;
 	int r;
 
-	rock_socket_buffers(fd, &rcv, &snd);
+	rock_socket_buffers(e, fd, &rcv, &snd);
 	if ((r = rock_session_new(e, ROCK_ROLE_CLIENT, sh->id, keys,
 	    rock_ring_cap_for(e, snd, sh->rcvbuf), cbs, arg, &s)) != 0)
 		return r;
@@ -240,7 +240,7 @@ handshake_once(struct rock_engine *e, const struct sockaddr *addr,
 	    (r = dial_blocking(addr, len, deadline, &fd)) != 0)
 		return r;
 	rock_keypair_new(&kp);
-	if ((r = hello_exchange(fd, ann, &kp, e->udp_port, deadline, &sh)) == 0 &&
+	if ((r = hello_exchange(e, fd, ann, &kp, deadline, &sh)) == 0 &&
 	    (r = rock_keys_client(&keys, &kp, sh.pk)) == 0)
 		r = make_session(e, fd, addr, len, &sh, &keys, cbs, arg, out);
 	rock_keypair_wipe(&kp);

@@ -37,6 +37,22 @@ make_announcement(struct rock_engine *e)
 	rock_announce_encode(&a, e->announcement);
 }
 
+/* The most the receiver may hold: autotuning grows SO_RCVBUF up to
+ * tcp_rmem's maximum, so that is what a receiver reports. */
+static uint32_t
+rmem_max(void)
+{
+	unsigned long lo, def, hi = 0;
+	FILE *f = fopen("/proc/sys/net/ipv4/tcp_rmem", "re");
+
+	if (f != NULL) {
+		if (fscanf(f, "%lu %lu %lu", &lo, &def, &hi) != 3)
+			hi = 0;
+		fclose(f);
+	}
+	return hi > UINT32_MAX ? UINT32_MAX : (uint32_t)hi;
+}
+
 int
 rock_engine_new(struct rock_engine **out, struct event_base *base,
     const struct rock_log *log, const struct rock_engine_config *cfg,
@@ -57,6 +73,7 @@ rock_engine_new(struct rock_engine **out, struct event_base *base,
 	else
 		rock_engine_config_defaults(&e->cfg);
 	make_announcement(e);
+	e->rmem_max = rmem_max();
 	if ((e->open_packets = calloc(OPEN_PACKETS, sizeof(*e->open_packets))) == NULL) {
 		free(e);
 		return ROCK_ERR_NOMEM;
@@ -124,28 +141,13 @@ rock_engine_stats(const struct rock_engine *e)
 	return &e->stats;
 }
 
-/* The most the receiver may hold: autotuning grows SO_RCVBUF up to
- * tcp_rmem's maximum, so that is what a receiver reports. */
-static uint32_t
-rmem_max(void)
-{
-	unsigned long lo, def, hi = 0;
-	FILE *f = fopen("/proc/sys/net/ipv4/tcp_rmem", "re");
-
-	if (f != NULL) {
-		if (fscanf(f, "%lu %lu %lu", &lo, &def, &hi) != 3)
-			hi = 0;
-		fclose(f);
-	}
-	return hi > UINT32_MAX ? UINT32_MAX : (uint32_t)hi;
-}
-
 void
-rock_socket_buffers(int fd, uint32_t *rcvbuf, uint32_t *sndbuf)
+rock_socket_buffers(const struct rock_engine *e, int fd, uint32_t *rcvbuf,
+    uint32_t *sndbuf)
 {
 	int r = 0, s = 0;
 	socklen_t len = sizeof(r);
-	uint32_t max = rmem_max();
+	uint32_t max = e->rmem_max;
 
 	getsockopt(fd, SOL_SOCKET, SO_RCVBUF, &r, &len);
 	len = sizeof(s);

@@ -103,8 +103,10 @@ struct rock_engine {
 	size_t table_size, nsessions;
 	struct rock_session *all;
 	struct rock_engine_stats stats;
+	uint32_t rmem_max;		/* tcp_rmem's maximum, read once */
 	size_t nhandshakes;		/* server handshakes and reconnects in progress */
 	unsigned long drops_logged;	/* drop count already reported */
+	unsigned long hostile_logged;	/* of which forged, replayed, malformed */
 	struct out_packet *open_packets; /* OPEN_PACKETS, for the tick */
 };
 
@@ -158,7 +160,8 @@ int rock_netlink_open(struct rock_engine *e);
 void rock_netlink_close(struct rock_engine *e);
 
 /* Socket buffer sizes a side reports in its hello. */
-void rock_socket_buffers(int fd, uint32_t *rcvbuf, uint32_t *sndbuf);
+void rock_socket_buffers(const struct rock_engine *e, int fd,
+    uint32_t *rcvbuf, uint32_t *sndbuf);
 uint64_t rock_tcp_bound(uint32_t own_sndbuf, uint32_t peer_rcvbuf);
 size_t rock_ring_cap_for(const struct rock_engine *e, uint32_t own_sndbuf,
     uint32_t peer_rcvbuf);

@@ -113,26 +113,6 @@ ring_admit(const struct rock_ring *r, size_t n)
 	return 0;
 }
 
-/* After an ack: release an empty ring, halve one mostly unused. */
-static void
-ring_trim(struct rock_ring *r)
-{
-	size_t min = ring_min_size(r), size = r->size;
-
-	if (r->len == 0) {
-		free(r->buf);
-		r->buf = NULL;
-		r->size = 0;
-		r->head = 0;
-		return;
-	}
-	while (size / 2 >= min && r->len < size / 4)
-		size /= 2;
-	/* Shrinking only saves memory: if it fails, keep the larger buffer. */
-	if (size != r->size)
-		(void)ring_relocate(r, size);
-}
-
 int
 rock_ring_init(struct rock_ring *r, size_t cap, uint64_t start)
 {
@@ -242,12 +222,40 @@ rock_ring_ack(struct rock_ring *r, uint64_t consumed)
 	drop = (size_t)(consumed - r->base);
 	if (drop == 0)
 		return 0;
-	r->head = (r->head + drop) & (r->size - 1);
 	r->len -= drop;
+	/* Emptied: the next append starts at index 0, unwrapped, as it did
+	 * when an empty ring had no storage. */
+	r->head = r->len == 0 ? 0 : (r->head + drop) & (r->size - 1);
 	r->base = consumed;
-	ring_trim(r);
 	ring_check(r);
 	return 0;
+}
+
+/*
+ * Off the data path: an ack never resizes, or a ring that empties and
+ * refills at full speed would free and regrow its storage every round.
+ */
+void
+rock_ring_compact(struct rock_ring *r)
+{
+	size_t min, size;
+
+	ring_check(r);
+	if (r->len == 0) {
+		free(r->buf);
+		r->buf = NULL;
+		r->size = 0;
+		r->head = 0;
+		return;
+	}
+	min = ring_min_size(r);
+	size = r->size;
+	while (size / 2 >= min && r->len < size / 4)
+		size /= 2;
+	/* Shrinking only saves memory: if it fails, keep the larger buffer. */
+	if (size != r->size)
+		(void)ring_relocate(r, size);
+	ring_check(r);
 }
 
 int

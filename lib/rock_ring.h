@@ -14,9 +14,11 @@
  *
  * `cap` bounds the bytes held, so a full ring acts like a full socket
  * buffer: callers write at most rock_ring_space() bytes to the kernel.
- * Storage grows on demand in powers of two, halves when under a quarter
- * used and is released when an ack empties the ring, so an idle
- * connection holds no buffer at all.
+ * Storage grows on demand in powers of two. Acks never resize it, so a
+ * ring that empties and refills at full speed keeps its buffer instead of
+ * freeing and regrowing it every round; rock_ring_compact(), run from a
+ * timer, halves it when under a quarter used and releases it when empty,
+ * so an idle connection holds no buffer at all once compacted.
  *
  * Errors: an ack or replay offset comes from the peer, so a bad one is an
  * error return (PROTOCOL, LOST) that leaves the ring unchanged, never an
@@ -54,7 +56,7 @@ uint64_t rock_ring_end(const struct rock_ring *r);
 /* Bytes held: sent, not yet acknowledged as consumed. */
 size_t rock_ring_used(const struct rock_ring *r);
 
-/* Bytes of storage allocated now; 0 for an idle ring. */
+/* Bytes of storage allocated now; 0 for an idle ring once compacted. */
 size_t rock_ring_memory(const struct rock_ring *r);
 
 /* Append all n bytes or none; ROCK_ERR_FULL if n > space, or NOMEM. */
@@ -66,6 +68,9 @@ int rock_ring_appendv(struct rock_ring *r, const struct iovec *iov, int iovcnt,
 
 /* Drop bytes below `consumed`; stale: ignored, past end: ROCK_ERR_PROTOCOL. */
 int rock_ring_ack(struct rock_ring *r, uint64_t consumed);
+
+/* Give back storage the data no longer needs: all of it when empty, halves while under a quarter used; called from a periodic timer, never on the data path */
+void rock_ring_compact(struct rock_ring *r);
 
 /* [from, end) in 0-2 segments; from < base: ROCK_ERR_LOST, > end: PROTOCOL. */
 int rock_ring_peek(const struct rock_ring *r, uint64_t from,

@@ -76,7 +76,7 @@ wrapped(struct rock_ring *r, size_t cap, size_t head, size_t len)
 {
 	ck_assert_int_eq(rock_ring_init(r, cap, 0), 0);
 	ck_assert_int_eq(append_pat(r, head), 0);
-	ck_assert_int_eq(append_pat(r, 1), 0);	/* keeps storage on the ack */
+	ck_assert_int_eq(append_pat(r, 1), 0);	/* keeps head there on the ack */
 	ck_assert_int_eq(rock_ring_ack(r, head), 0);
 	ck_assert_int_eq(append_pat(r, len - 1), 0);
 	ck_assert_uint_eq(r->head, head);
@@ -183,6 +183,7 @@ START_TEST(test_grow_wrapped)
 
 	/* Wrap the larger storage too, then grow it in one step by 8x. */
 	ck_assert_int_eq(rock_ring_ack(&r, 3000 + 6000), 0);
+	rock_ring_compact(&r);
 	ck_assert_uint_eq(rock_ring_memory(&r), 8192);	/* 2096 >= 8192 / 4 */
 	ck_assert_int_eq(append_pat(&r, 4000), 0);
 	ck_assert_uint_eq(r.head, 6000);
@@ -221,23 +222,37 @@ START_TEST(test_shrink)
 		ck_assert_int_eq(append_pat(&r, 4096), 0);
 	ck_assert_uint_eq(rock_ring_memory(&r), 262144);
 
-	/* 65536 left is a quarter: no shrink yet; one byte less is under. */
+	/* 65536 left is a quarter: no shrink yet; one byte less is under.
+	 * An ack alone never resizes: only compact gives storage back. */
 	ck_assert_int_eq(rock_ring_ack(&r, 262144 - 65536), 0);
+	rock_ring_compact(&r);
 	ck_assert_uint_eq(rock_ring_memory(&r), 262144);
 	ck_assert_int_eq(rock_ring_ack(&r, 262144 - 65535), 0);
+	ck_assert_uint_eq(rock_ring_memory(&r), 262144);
+	rock_ring_compact(&r);
 	ck_assert_uint_eq(rock_ring_memory(&r), 131072);
 	check_pat(&r);
 
 	/* Far under a quarter: halves until it is not, but not below 4 KiB. */
 	ck_assert_int_eq(rock_ring_ack(&r, 262144 - 3000), 0);
+	ck_assert_uint_eq(rock_ring_memory(&r), 131072);
+	rock_ring_compact(&r);
 	ck_assert_uint_eq(rock_ring_memory(&r), 8192);
 	ck_assert_int_eq(rock_ring_ack(&r, 262144 - 10), 0);
+	ck_assert_uint_eq(rock_ring_memory(&r), 8192);
+	rock_ring_compact(&r);
 	ck_assert_uint_eq(rock_ring_memory(&r), 4096);
 	ck_assert_uint_eq(rock_ring_used(&r), 10);
 	check_pat(&r);
+	rock_ring_compact(&r);		/* at the floor: nothing more to give */
+	ck_assert_uint_eq(rock_ring_memory(&r), 4096);
+	check_pat(&r);
 
-	/* Empty after an ack: no storage at all, and it comes back on use. */
+	/* Empty after an ack, then compacted: no storage at all, and it
+	 * comes back on use. */
 	ck_assert_int_eq(rock_ring_ack(&r, 262144), 0);
+	ck_assert_uint_eq(rock_ring_memory(&r), 4096);
+	rock_ring_compact(&r);
 	ck_assert_uint_eq(rock_ring_memory(&r), 0);
 	ck_assert_ptr_null(r.buf);
 	ck_assert_uint_eq(rock_ring_used(&r), 0);
@@ -370,6 +385,8 @@ START_TEST(test_ack)
 	ck_assert_uint_eq(rock_ring_used(&r), 0);
 	ck_assert_uint_eq(rock_ring_base(&r), 1000);
 	ck_assert_uint_eq(rock_ring_end(&r), 1000);
+	ck_assert_uint_eq(rock_ring_memory(&r), 4096);	/* kept for reuse */
+	rock_ring_compact(&r);
 	ck_assert_uint_eq(rock_ring_memory(&r), 0);
 	ck_assert_int_eq(rock_ring_ack(&r, 1000), 0);
 	ck_assert_int_eq(rock_ring_ack(&r, 1001), ROCK_ERR_PROTOCOL);
@@ -390,11 +407,18 @@ START_TEST(test_ack_every_position)
 		ck_assert_uint_eq(rock_ring_base(&r), k);
 		ck_assert_uint_eq(rock_ring_used(&r), 5500 - k);
 		ck_assert_uint_eq(rock_ring_end(&r), 5500);
+		ck_assert_uint_eq(rock_ring_memory(&r), 4096);
+		ck_assert_uint_eq(r.head, k < 5500 ? k % 4096 : 0);
+		check_pat(&r);
+		ck_assert_int_eq(rock_ring_ack(&r, 5501), ROCK_ERR_PROTOCOL);
+		/* 4096 is the floor for this cap: compact only frees. */
+		rock_ring_compact(&r);
 		ck_assert_uint_eq(rock_ring_memory(&r), k == 5500 ? 0 : 4096);
 		if (k < 5500)
 			ck_assert_uint_eq(r.head, k % 4096);
+		ck_assert_uint_eq(rock_ring_base(&r), k);
+		ck_assert_uint_eq(rock_ring_end(&r), 5500);
 		check_pat(&r);
-		ck_assert_int_eq(rock_ring_ack(&r, 5501), ROCK_ERR_PROTOCOL);
 		rock_ring_free(&r);
 	}
 }
@@ -524,7 +548,10 @@ START_TEST(test_large_start)
 	ck_assert_uint_eq(rock_ring_used(&r), 5000 - 1234);
 	ck_assert_int_eq(rock_ring_ack(&r, start + 5001), ROCK_ERR_PROTOCOL);
 	ck_assert_int_eq(rock_ring_ack(&r, start + 5000), 0);
+	ck_assert_uint_eq(rock_ring_memory(&r), 8192);
+	rock_ring_compact(&r);
 	ck_assert_uint_eq(rock_ring_memory(&r), 0);
+	ck_assert_uint_eq(rock_ring_base(&r), start + 5000);
 	rock_ring_free(&r);
 
 	/* The very end of the offset space: no append may wrap past it. */
@@ -539,6 +566,197 @@ START_TEST(test_large_start)
 	ck_assert_uint_eq(rock_ring_used(&r), 0);
 	ck_assert_int_eq(rock_ring_peek(&r, UINT64_MAX, iov, &cnt), 0);
 	ck_assert_int_eq(cnt, 0);
+	rock_ring_compact(&r);
+	ck_assert_uint_eq(rock_ring_memory(&r), 0);
+	ck_assert_uint_eq(rock_ring_end(&r), UINT64_MAX);
+	ck_assert_int_eq(rock_ring_peek(&r, UINT64_MAX, iov, &cnt), 0);
+	ck_assert_int_eq(cnt, 0);
+	rock_ring_free(&r);
+}
+END_TEST
+
+/*
+ * Steady throughput: the ring empties and refills every round. Storage
+ * grows once, on the first round, and is never freed, halved or moved
+ * again: no ack resizes it.
+ */
+START_TEST(test_steady_no_regrow)
+{
+	const size_t chunk = 300 * 1024;
+	unsigned char *p = malloc(chunk), *seen = malloc(chunk);
+	struct rock_ring r;
+	struct iovec iov[2];
+	unsigned char *buf = NULL;
+	size_t mem = 0, at;
+	int round, cnt, k;
+
+	ck_assert_ptr_nonnull(p);
+	ck_assert_ptr_nonnull(seen);
+	ck_assert_int_eq(rock_ring_init(&r, 4 << 20, 0), 0);
+	for (round = 0; round < 1000; round++) {
+		memset(p, round & 0xff, chunk);
+		p[0] = (unsigned char)(round >> 8);
+		ck_assert_int_eq(rock_ring_append(&r, p, chunk), 0);
+		if (round == 0) {
+			mem = rock_ring_memory(&r);
+			buf = r.buf;
+			ck_assert_uint_eq(mem, 512 * 1024);
+		}
+		/* Same size and the same storage: nothing was relocated. */
+		ck_assert_uint_eq(rock_ring_memory(&r), mem);
+		ck_assert_ptr_eq(r.buf, buf);
+		ck_assert_int_eq(rock_ring_peek(&r, (uint64_t)round * chunk,
+		    iov, &cnt), 0);
+		for (k = 0, at = 0; k < cnt; k++) {
+			ck_assert_uint_le(at + iov[k].iov_len, chunk);
+			memcpy(seen + at, iov[k].iov_base, iov[k].iov_len);
+			at += iov[k].iov_len;
+		}
+		ck_assert_uint_eq(at, chunk);
+		ck_assert_int_eq(memcmp(seen, p, chunk), 0);
+		ck_assert_int_eq(rock_ring_ack(&r, rock_ring_end(&r)), 0);
+		ck_assert_uint_eq(rock_ring_used(&r), 0);
+		ck_assert_uint_eq(rock_ring_memory(&r), mem);
+		ck_assert_ptr_eq(r.buf, buf);
+	}
+	ck_assert_uint_eq(rock_ring_end(&r), (uint64_t)1000 * chunk);
+	/* The timer's compact is what finally gives it back. */
+	rock_ring_compact(&r);
+	ck_assert_uint_eq(rock_ring_memory(&r), 0);
+	rock_ring_free(&r);
+	free(p);
+	free(seen);
+}
+END_TEST
+
+/* An idle ring holds nothing once compacted, and works on afterwards. */
+START_TEST(test_compact_idle)
+{
+	struct rock_ring r;
+	struct iovec iov[2];
+	int cnt = -1;
+
+	/* Never used: nothing to give, and compact allocates nothing. */
+	ck_assert_int_eq(rock_ring_init(&r, 1 << 20, 77), 0);
+	rock_ring_compact(&r);
+	ck_assert_uint_eq(rock_ring_memory(&r), 0);
+	ck_assert_ptr_null(r.buf);
+	ck_assert_uint_eq(rock_ring_base(&r), 77);
+	ck_assert_uint_eq(rock_ring_end(&r), 77);
+
+	/* Used, then drained: the ack keeps the storage, compact frees it. */
+	ck_assert_int_eq(append_pat(&r, 100000), 0);
+	ck_assert_uint_eq(rock_ring_memory(&r), 131072);
+	ck_assert_int_eq(rock_ring_ack(&r, 77 + 100000), 0);
+	ck_assert_uint_eq(rock_ring_memory(&r), 131072);
+	rock_ring_compact(&r);
+	ck_assert_uint_eq(rock_ring_memory(&r), 0);
+	ck_assert_ptr_null(r.buf);
+	ck_assert_uint_eq(r.head, 0);
+	ck_assert_uint_eq(rock_ring_used(&r), 0);
+	ck_assert_uint_eq(rock_ring_space(&r), 1 << 20);
+	ck_assert_uint_eq(rock_ring_base(&r), 77 + 100000);
+	ck_assert_uint_eq(rock_ring_end(&r), 77 + 100000);
+	rock_ring_compact(&r);		/* twice is the same as once */
+	ck_assert_uint_eq(rock_ring_memory(&r), 0);
+
+	/* Offsets carry on where they were; storage comes back at 4 KiB. */
+	ck_assert_int_eq(rock_ring_peek(&r, 77 + 100000, iov, &cnt), 0);
+	ck_assert_int_eq(cnt, 0);
+	ck_assert_int_eq(rock_ring_peek(&r, 77 + 99999, iov, &cnt),
+	    ROCK_ERR_LOST);
+	ck_assert_int_eq(rock_ring_ack(&r, 77 + 100001), ROCK_ERR_PROTOCOL);
+	ck_assert_int_eq(append_pat(&r, 10), 0);
+	ck_assert_uint_eq(rock_ring_memory(&r), 4096);
+	check_pat(&r);
+	rock_ring_free(&r);
+
+	/* A cap below the usual first size: a held byte keeps the storage
+	 * at the cap rounded up, never below. */
+	ck_assert_int_eq(rock_ring_init(&r, 10, 0), 0);
+	ck_assert_int_eq(append_pat(&r, 10), 0);
+	ck_assert_int_eq(rock_ring_ack(&r, 9), 0);
+	rock_ring_compact(&r);
+	ck_assert_uint_eq(rock_ring_memory(&r), 16);
+	check_pat(&r);
+	ck_assert_int_eq(rock_ring_ack(&r, 10), 0);
+	rock_ring_compact(&r);
+	ck_assert_uint_eq(rock_ring_memory(&r), 0);
+	rock_ring_free(&r);
+}
+END_TEST
+
+/* Shrinking a wrapped, partly used ring keeps every byte at its offset. */
+START_TEST(test_compact_wrapped)
+{
+	struct rock_ring r;
+	struct iovec iov[2];
+	struct snap s;
+	unsigned char *buf;
+	uint64_t off;
+	int cnt = -1;
+
+	/* 64 KiB of storage; 39000 bytes acked, then 27000 more wrap. */
+	ck_assert_int_eq(rock_ring_init(&r, 1 << 20, 5), 0);
+	ck_assert_int_eq(append_pat(&r, 40000), 0);
+	ck_assert_uint_eq(rock_ring_memory(&r), 65536);
+	ck_assert_int_eq(rock_ring_ack(&r, 5 + 39000), 0);
+	ck_assert_int_eq(append_pat(&r, 27000), 0);
+	ck_assert_uint_eq(rock_ring_memory(&r), 65536);
+	ck_assert_uint_eq(rock_ring_end(&r), 5 + 67000);
+
+	/* Over a quarter used: compact leaves it alone, storage and all. */
+	buf = r.buf;
+	snap_take(&r, &s);
+	rock_ring_compact(&r);
+	snap_same(&r, &s);
+	ck_assert_ptr_eq(r.buf, buf);
+
+	/* 3000 bytes held across the end of storage: index 64000 on. */
+	ck_assert_int_eq(rock_ring_ack(&r, 5 + 64000), 0);
+	ck_assert_uint_eq(r.head, 64000);
+	ck_assert_int_eq(rock_ring_peek(&r, 5 + 64000, iov, &cnt), 0);
+	ck_assert_int_eq(cnt, 2);
+	ck_assert_uint_eq(iov[0].iov_len, 1536);
+	ck_assert_uint_eq(iov[1].iov_len, 1464);
+	check_pat(&r);
+
+	/* 3000 < 65536 / 4 ... < 16384 / 4, not < 8192 / 4: to 8 KiB. */
+	snap_take(&r, &s);
+	rock_ring_compact(&r);
+	ck_assert_uint_eq(rock_ring_memory(&r), 8192);
+	ck_assert_uint_eq(r.head, 0);
+	s.memory = 8192;
+	snap_same(&r, &s);	/* base, end, used, space and the bytes */
+	ck_assert_int_eq(rock_ring_peek(&r, 5 + 64000, iov, &cnt), 0);
+	ck_assert_int_eq(cnt, 1);
+	ck_assert_uint_eq(iov[0].iov_len, 3000);
+	for (off = 5 + 64000; off <= 5 + 67000; off += 250)
+		check_pat_from(&r, off);
+	check_pat_from(&r, 5 + 67000 - 1);
+	ck_assert_int_eq(rock_ring_peek(&r, 5 + 63999, iov, &cnt),
+	    ROCK_ERR_LOST);
+	ck_assert_int_eq(rock_ring_peek(&r, 5 + 67001, iov, &cnt),
+	    ROCK_ERR_PROTOCOL);
+	ck_assert_int_eq(rock_ring_ack(&r, 5 + 67001), ROCK_ERR_PROTOCOL);
+
+	/* Settled: another compact changes nothing, not even the storage. */
+	buf = r.buf;
+	snap_take(&r, &s);
+	rock_ring_compact(&r);
+	snap_same(&r, &s);
+	ck_assert_ptr_eq(r.buf, buf);
+
+	/* And the ring goes on: wrap the smaller storage, grow it again. */
+	ck_assert_int_eq(rock_ring_ack(&r, 5 + 66000), 0);
+	ck_assert_int_eq(append_pat(&r, 7000), 0);
+	ck_assert_uint_eq(rock_ring_memory(&r), 8192);
+	ck_assert_int_eq(rock_ring_peek(&r, 5 + 66000, iov, &cnt), 0);
+	ck_assert_int_eq(cnt, 2);
+	check_pat(&r);
+	ck_assert_int_eq(append_pat(&r, 20000), 0);
+	ck_assert_uint_eq(rock_ring_memory(&r), 32768);
+	check_pat(&r);
 	rock_ring_free(&r);
 }
 END_TEST
@@ -621,8 +839,10 @@ model_check_shape(const struct rock_ring *r, const struct model *m)
 	ck_assert_uint_eq(rock_ring_end(r), m->end);
 	ck_assert_uint_eq(rock_ring_used(r), m->end - m->base);
 	ck_assert_uint_eq(rock_ring_space(r), m->cap - (m->end - m->base));
-	/* No storage exactly when nothing is held; else a bounded power of 2. */
-	ck_assert_int_eq(mem == 0, m->end == m->base);
+	/* Storage when anything is held (an emptied ring may keep its own
+	 * until compacted); always a bounded power of 2. */
+	if (m->end != m->base)
+		ck_assert_uint_gt(mem, 0);
 	ck_assert_uint_eq(mem & (mem - 1), 0);
 	ck_assert_uint_ge(mem, m->end - m->base);
 	ck_assert_uint_le(mem, 65536);
@@ -631,7 +851,7 @@ model_check_shape(const struct rock_ring *r, const struct model *m)
 static void
 model_op_append(struct rock_ring *r, struct model *m, uint64_t *rng)
 {
-	size_t space = m->cap - (m->end - m->base), n, i;
+	size_t space = m->cap - (m->end - m->base), n, i, mem, need;
 	unsigned char *p;
 	int want, got;
 
@@ -652,6 +872,8 @@ model_op_append(struct rock_ring *r, struct model *m, uint64_t *rng)
 	for (i = 0; i < n; i++)
 		p[i] = (unsigned char)rng_next(rng);
 	want = n > space ? ROCK_ERR_FULL : 0;
+	mem = rock_ring_memory(r);
+	need = (size_t)(m->end - m->base) + n;
 	if (rng_below(rng, 2) == 0) {
 		got = rock_ring_append(r, p, n);
 	} else {
@@ -672,6 +894,15 @@ model_op_append(struct rock_ring *r, struct model *m, uint64_t *rng)
 		got = rock_ring_appendv(r, v, 5, n);
 	}
 	ck_assert_int_eq(got, want);
+	/* Storage grows only when it must, to the first power of 2 that
+	 * fits (from 4 KiB, for this cap), and never shrinks here. */
+	if (want != 0 || n == 0 || need <= mem)
+		ck_assert_uint_eq(rock_ring_memory(r), mem);
+	else {
+		ck_assert_uint_ge(rock_ring_memory(r), need);
+		ck_assert(rock_ring_memory(r) / 2 < need ||
+		    rock_ring_memory(r) == 4096);
+	}
 	if (want == 0)
 		model_append(m, p, n);
 	free(p);
@@ -680,12 +911,33 @@ model_op_append(struct rock_ring *r, struct model *m, uint64_t *rng)
 static void
 model_op_ack(struct rock_ring *r, struct model *m, uint64_t *rng)
 {
-	uint64_t off = model_offset(m, rng);
+	/* Now and then the peer catches up: empty rings, storage kept. */
+	uint64_t off = rng_below(rng, 8) == 0 ? m->end : model_offset(m, rng);
 	int want = off > m->end ? ROCK_ERR_PROTOCOL : 0;
+	size_t mem = rock_ring_memory(r);
 
 	ck_assert_int_eq(rock_ring_ack(r, off), want);
+	ck_assert_uint_eq(rock_ring_memory(r), mem);	/* acks never resize */
 	if (want == 0 && off > m->base)
 		m->base = off;
+}
+
+/* Compact: nothing held, nothing kept; else halved while under a quarter
+ * used, down to 4 KiB; the bytes held are checked by the caller's peeks. */
+static void
+model_op_compact(struct rock_ring *r, const struct model *m)
+{
+	size_t before = rock_ring_memory(r), used = m->end - m->base, mem;
+
+	rock_ring_compact(r);
+	mem = rock_ring_memory(r);
+	ck_assert_uint_le(mem, before);
+	if (used == 0) {
+		ck_assert_uint_eq(mem, 0);
+		return;
+	}
+	ck_assert(mem == 4096 || used >= mem / 4);
+	ck_assert(mem == before || used < mem / 2);
 }
 
 static void
@@ -726,12 +978,18 @@ START_TEST(test_model)
 
 	ck_assert_int_eq(rock_ring_init(&r, m.cap, 0), 0);
 	for (op = 0; op < 10000; op++) {
-		switch (rng_below(&rng, 3)) {
-		case 0:
+		switch (rng_below(&rng, 10)) {
+		case 0: case 1: case 2:
 			model_op_append(&r, &m, &rng);
 			break;
-		case 1:
+		case 3: case 4: case 5:
 			model_op_ack(&r, &m, &rng);
+			break;
+		case 6:
+			/* The timer fires at any point, even mid-stream; the
+			 * peek right after proves the bytes survived. */
+			model_op_compact(&r, &m);
+			model_op_peek(&r, &m, &rng);
 			break;
 		default:
 			model_op_peek(&r, &m, &rng);
@@ -762,6 +1020,9 @@ ring_suite(void)
 	tcase_add_test(tc, test_peek);
 	tcase_add_test(tc, test_appendv);
 	tcase_add_test(tc, test_large_start);
+	tcase_add_test(tc, test_steady_no_regrow);
+	tcase_add_test(tc, test_compact_idle);
+	tcase_add_test(tc, test_compact_wrapped);
 	tcase_add_test(tc, test_nomem);
 	/* Byte-by-byte checks over thousands of states: slow under valgrind
 	 * or sanitizers, never endless. */
