@@ -225,6 +225,69 @@ make_session(struct rock_engine *e, int fd, const struct sockaddr *addr,
 	return 0;
 }
 
+static struct probe_entry *
+cache_find(struct rock_engine *e, const struct sockaddr *addr, socklen_t len)
+{
+	int64_t now = rock_now_ms();
+	unsigned i;
+
+	for (i = 0; i < PROBE_CACHE; i++) {
+		struct probe_entry *p = &e->probes[i];
+
+		if (p->len == len && memcmp(&p->addr, addr, len) == 0) {
+			if (p->expires_ms > now)
+				return p;
+			p->len = 0;
+		}
+	}
+	return NULL;
+}
+
+static void
+cache_put(struct rock_engine *e, const struct sockaddr *addr, socklen_t len,
+    const uint8_t ann[ROCK_ANNOUNCE_LEN])
+{
+	struct probe_entry *p = cache_find(e, addr, len);
+
+	if (p == NULL) {
+		p = &e->probes[e->probe_next];
+		e->probe_next = (e->probe_next + 1) % PROBE_CACHE;
+	}
+	memcpy(&p->addr, addr, len);
+	p->len = len;
+	p->expires_ms = rock_now_ms() + PROBE_CACHE_MS;
+	memcpy(p->announcement, ann, ROCK_ANNOUNCE_LEN);
+}
+
+void
+rock_probe_forget(struct rock_engine *e, const struct sockaddr *addr,
+    socklen_t len)
+{
+	struct probe_entry *p = cache_find(e, addr, len);
+
+	if (p != NULL)
+		p->len = 0;
+}
+
+/* The announcement for a destination: cached, or from a probe. */
+static int
+announcement_for(struct rock_engine *e, const struct sockaddr *addr,
+    socklen_t len, int64_t deadline, uint8_t ann[ROCK_ANNOUNCE_LEN])
+{
+	struct probe_entry *p = cache_find(e, addr, len);
+	int r;
+
+	if (p != NULL) {
+		e->stats.probe_cache_hits++;
+		memcpy(ann, p->announcement, ROCK_ANNOUNCE_LEN);
+		return 0;
+	}
+	e->stats.probes++;
+	if ((r = probe(addr, len, deadline, ann)) == 0)
+		cache_put(e, addr, len, ann);
+	return r;
+}
+
 static int
 handshake_once(struct rock_engine *e, const struct sockaddr *addr,
     socklen_t len, int64_t deadline, const struct rock_session_cbs *cbs,
@@ -236,7 +299,7 @@ handshake_once(struct rock_engine *e, const struct sockaddr *addr,
 	struct rock_keys keys;
 	int fd = -1, r;
 
-	if ((r = probe(addr, len, deadline, ann)) != 0 ||
+	if ((r = announcement_for(e, addr, len, deadline, ann)) != 0 ||
 	    (r = dial_blocking(addr, len, deadline, &fd)) != 0)
 		return r;
 	rock_keypair_new(&kp);
@@ -256,11 +319,17 @@ rock_client_open(struct rock_engine *e, const struct sockaddr *addr,
     void *arg, struct rock_session **out)
 {
 	int64_t deadline = rock_now_ms() + timeout_ms;
+	int hit = cache_find(e, addr, len) != NULL;
 	int r = handshake_once(e, addr, len, deadline, cbs, arg, out);
 
-	/* The server restarted since the probe: probe again, once. */
-	if (r == ROCK_ERR_LOST)
+	/* The server restarted since the probe (STALE), or a cached answer no
+	 * longer holds: forget it, probe again, once. */
+	if (r == ROCK_ERR_LOST || (hit && r == ROCK_ERR_PROTOCOL)) {
+		rock_probe_forget(e, addr, len);
 		r = handshake_once(e, addr, len, deadline, cbs, arg, out);
+	}
+	if (r == ROCK_ERR_NOT_ENHANCED || r == ROCK_ERR_PROTOCOL || r == ROCK_ERR_LOST)
+		rock_probe_forget(e, addr, len);
 	return r == ROCK_ERR_LOST ? ROCK_ERR_PROTOCOL : r;
 }
 

@@ -70,6 +70,7 @@ size_t rock_engine_nhandshakes(const struct rock_engine *e);
 struct rock_engine_stats {
 	unsigned long hb_ok, hb_bad_tag, hb_replayed, hb_unknown, hb_malformed;
 	unsigned long reconnects, reconnect_rejected;
+	unsigned long probes, probe_cache_hits;
 };
 const struct rock_engine_stats *rock_engine_stats(const struct rock_engine *e);
 
@@ -79,6 +80,10 @@ const struct rock_engine_stats *rock_engine_stats(const struct rock_engine *e);
 int rock_client_open(struct rock_engine *e, const struct sockaddr *addr,
     socklen_t len, int timeout_ms, const struct rock_session_cbs *cbs,
     void *arg, struct rock_session **out);
+
+/* Forget what a probe of this destination said (it changed, say). */
+void rock_probe_forget(struct rock_engine *e, const struct sockaddr *addr,
+    socklen_t len);
 
 /* Server: a connection whose first bytes (in early) are an announcement
  * or a reconnect request; the engine reads the rest. */

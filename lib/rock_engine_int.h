@@ -79,6 +79,16 @@ struct rock_session {
 };
 
 #define OPEN_PACKETS 64
+#define PROBE_CACHE 16
+#define PROBE_CACHE_MS (10 * 60 * 1000)
+
+/* A server known to be enhanced, and its announcement (decision 10). */
+struct probe_entry {
+	struct sockaddr_storage addr;
+	socklen_t len;			/* 0: free */
+	int64_t expires_ms;
+	uint8_t announcement[ROCK_ANNOUNCE_LEN];
+};
 
 /* A heartbeat packet being filled for one peer address during a tick. */
 struct out_packet {
@@ -104,6 +114,8 @@ struct rock_engine {
 	struct rock_session *all;
 	struct rock_engine_stats stats;
 	uint32_t rmem_max;		/* tcp_rmem's maximum, read once */
+	struct probe_entry probes[PROBE_CACHE];
+	unsigned probe_next;		/* round-robin slot to replace */
 	size_t nhandshakes;		/* server handshakes and reconnects in progress */
 	unsigned long drops_logged;	/* drop count already reported */
 	unsigned long hostile_logged;	/* of which forged, replayed, malformed */

@@ -127,10 +127,10 @@ server_main(void *arg)
 }
 
 static void
-server_start(struct server *sv, enum server_mode mode)
+server_start_at(struct server *sv, enum server_mode mode,
+    const struct sockaddr_in *at)
 {
-	struct sockaddr_in any = { .sin_family = AF_INET,
-	    .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	struct sockaddr_in any = *at;
 	struct timeval tick = { 0, 20000 };
 	socklen_t len = sizeof(sv->addr);
 
@@ -140,8 +140,10 @@ server_start(struct server *sv, enum server_mode mode)
 	sv->logcfg.log_sink = ROCK_LOG_STDERR;
 	rock_log_configure(&sv->log, &sv->logcfg, "test-server");
 	ck_assert_ptr_nonnull(sv->base = event_base_new());
+	any.sin_port = 0;	/* the control channel's port: any */
 	ck_assert_int_eq(rock_engine_new(&sv->e, sv->base, &sv->log, NULL,
 	    (struct sockaddr *)&any, sizeof(any)), 0);
+	any = *at;
 	sv->lfd = socket(AF_INET, SOCK_STREAM, 0);
 	setsockopt(sv->lfd, SOL_SOCKET, SO_REUSEADDR, &(int){ 1 }, sizeof(int));
 	ck_assert_int_eq(bind(sv->lfd, (struct sockaddr *)&any, sizeof(any)), 0);
@@ -153,6 +155,15 @@ server_start(struct server *sv, enum server_mode mode)
 	event_add(sv->ev_accept, NULL);
 	event_add(sv->ev_stop, &tick);
 	ck_assert_int_eq(pthread_create(&sv->thread, NULL, server_main, sv), 0);
+}
+
+static void
+server_start(struct server *sv, enum server_mode mode)
+{
+	struct sockaddr_in lo = { .sin_family = AF_INET,
+	    .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+
+	server_start_at(sv, mode, &lo);
 }
 
 static void
@@ -489,6 +500,36 @@ START_TEST(test_backend_refused)
 }
 END_TEST
 
+/* A second connection to a known server costs no probe; a restarted server
+ * (new announcement) answers STALE, and the client probes again. */
+START_TEST(test_probe_cache)
+{
+	struct sockaddr_in addr;
+	struct server sv;
+	struct rock_session *first;
+
+	server_start(&sv, ECHO);
+	client_engine(NULL);
+	ck_assert_int_eq(client_connect(&sv), 0);
+	first = cl.s;
+	ck_assert_int_eq(client_connect(&sv), 0);
+	ck_assert_ptr_ne(first, cl.s);
+	ck_assert_uint_eq(rock_engine_stats(cl.e)->probes, 1);
+	ck_assert_uint_eq(rock_engine_stats(cl.e)->probe_cache_hits, 1);
+	addr = sv.addr;
+	server_stop(&sv);
+	server_free(&sv);
+	server_start_at(&sv, ECHO, &addr);
+	ck_assert_int_eq(client_connect(&sv), 0);
+	ck_assert_int_eq(rock_session_state(cl.s), ROCK_ST_CONNECTED);
+	ck_assert_uint_eq(rock_engine_stats(cl.e)->probes, 2);
+	ck_assert_uint_eq(rock_engine_stats(cl.e)->probe_cache_hits, 2);
+	server_stop(&sv);
+	server_free(&sv);
+	client_free();
+}
+END_TEST
+
 /* An ordinary server that closes on end of file: not enhanced, fast. */
 START_TEST(test_not_enhanced)
 {
@@ -528,6 +569,7 @@ session_suite(void)
 	tcase_add_test(tc, test_reconnect_unknown);
 	tcase_add_test(tc, test_protocol_violation);
 	tcase_add_test(tc, test_backend_refused);
+	tcase_add_test(tc, test_probe_cache);
 	tcase_add_test(tc, test_not_enhanced);
 	suite_add_tcase(s, tc);
 	return s;
