@@ -1,0 +1,287 @@
+#!/usr/bin/env bash
+# rock-bench.sh: throughput, round-trip latency and connect time through one rockd on loopback, rock client vs plain TCP client; prints a table, never a verdict.
+#
+# Usage: rock-bench.sh [ROUNDS]          (ROUNDS defaults to 5)
+#
+# Environment:
+#   BUILDDIR          top build directory (default: two levels above this
+#                     script); uses $BUILDDIR/tests/bench/rock-bench and
+#                     $BUILDDIR/daemon/rockd
+#   ROCK_BENCH        path of the rock-bench binary (overrides BUILDDIR)
+#   ROCKD             path of rockd (overrides BUILDDIR)
+#   ROCK_BENCH_EXTRA  1: two more columns: "plain-nd", a plain client with
+#                     TCP_NODELAY (as the engine sets on its data
+#                     connection), and "direct", a plain client straight to
+#                     the backend without rockd
+#
+# One sink backend (reads to EOF, closes), one echo backend and one rockd
+# fronting both are started on 127.0.0.1 with free ports. Every figure is the
+# median of ROUNDS runs; each round runs every client kind back to back, the
+# order alternating between rounds, after one discarded warm-up run per kind.
+# Both rock and plain go through rockd (plain through its plain relay).
+# Runs are sized for about 0.2-1 s each; the whole script takes 1-2 minutes.
+# Exit status 0 unless something failed to run.
+
+set -u
+
+me=rock-bench.sh
+rounds=${1:-5}
+
+die() {
+	echo "$me: error: $*" >&2
+	exit 1
+}
+
+case $rounds in
+'' | *[!0-9]* | 0*) die "usage: $me [ROUNDS] (a positive integer)" ;;
+*) ;;
+esac
+[ $# -le 1 ] || die "usage: $me [ROUNDS]"
+
+script_dir=$(CDPATH='' cd -- "$(dirname -- "$0")" && pwd) ||
+	die "cannot locate the script directory"
+builddir=${BUILDDIR:-$script_dir/../..}
+bench=${ROCK_BENCH:-$builddir/tests/bench/rock-bench}
+rockd=${ROCKD:-$builddir/daemon/rockd}
+[ -x "$bench" ] || die "$bench not built (make tests/bench/rock-bench, or set BUILDDIR/ROCK_BENCH)"
+[ -x "$rockd" ] || die "$rockd not built (set BUILDDIR/ROCKD)"
+
+kinds=(plain rock)
+if [ "${ROCK_BENCH_EXTRA:-0}" = 1 ]; then
+	kinds+=(plain-nd direct)
+fi
+
+# Block sizes and bytes per throughput run (smaller runs for small blocks:
+# each write is a system call); round trips per latency run, cut off by the
+# program after 1 s; connections per connect run.
+blocks=(64 256 1024 4096 16384 65536)
+declare -A total=([64]=8000000 [256]=24000000 [1024]=64000000
+	[4096]=160000000 [16384]=256000000 [65536]=256000000)
+trips=1000
+conns=300
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/rock-bench.XXXXXX") || die "mktemp failed"
+pids=()
+# shellcheck disable=SC2317 # run by the trap
+cleanup() {
+	local rc=$? p
+	for p in "${pids[@]}"; do
+		kill "$p" 2>/dev/null
+	done
+	wait 2>/dev/null
+	if [ "$rc" -eq 0 ]; then
+		rm -rf "$tmp"
+	else
+		echo "$me: logs kept in $tmp" >&2
+	fi
+	exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 129' HUP
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# start_backend sink|echo: starts it on a free port, sets backend_port
+start_backend() {
+	local i
+	backend_port=
+	"$bench" "$1" 0 >"$tmp/$1.port" 2>"$tmp/$1.log" &
+	pids+=($!)
+	for ((i = 0; i < 100; i++)); do
+		backend_port=$(awk '$1 == "port" { print $2 }' "$tmp/$1.port")
+		[ -n "$backend_port" ] && return 0
+		sleep 0.05
+	done
+	die "the $1 backend did not start: $(cat "$tmp/$1.log")"
+}
+
+freeport() {
+	"$bench" freeport | awk '$1 == "port" { print $2 }'
+}
+
+start_backend sink
+sink_port=$backend_port
+start_backend echo
+echo_port=$backend_port
+
+# rockd on two free ports; a port taken meanwhile makes it exit: try again.
+rockd_pid=
+for attempt in 1 2 3; do
+	sink_front=$(freeport)
+	echo_front=$(freeport)
+	if [ -z "$sink_front" ] || [ -z "$echo_front" ]; then
+		die "no free port"
+	fi
+	"$rockd" -F --listen "127.0.0.1:$sink_front" --backend "127.0.0.1:$sink_port" \
+		--listen "127.0.0.1:$echo_front" --backend "127.0.0.1:$echo_port" \
+		2>>"$tmp/rockd.log" &
+	rockd_pid=$!
+	up=0
+	for ((i = 0; i < 100; i++)); do
+		kill -0 "$rockd_pid" 2>/dev/null || break
+		if "$bench" connect plain 127.0.0.1 "$sink_front" 1 >/dev/null 2>&1 &&
+			"$bench" connect plain 127.0.0.1 "$echo_front" 1 >/dev/null 2>&1; then
+			up=1
+			break
+		fi
+		sleep 0.05
+	done
+	if [ "$up" = 1 ]; then
+		pids+=("$rockd_pid")
+		break
+	fi
+	kill "$rockd_pid" 2>/dev/null
+	wait "$rockd_pid" 2>/dev/null
+	rockd_pid=
+	echo "$me: rockd did not come up (attempt $attempt)" >&2
+done
+[ -n "$rockd_pid" ] || die "rockd did not start: $(tail -n 3 "$tmp/rockd.log")"
+
+# run_one KIND MEASURE ARGS...: prints the figure (the last field) and the
+# count before it (round trips done, for latency)
+# MEASURE is throughput or latency (ARGS: BLOCK COUNT) or connect (ARGS: N).
+run_one() {
+	local kind=$1 what=$2 mode port out
+	shift 2
+	mode=$kind
+	if [ "$what" = latency ]; then port=$echo_front; else port=$sink_front; fi
+	case $kind in
+	plain-nd) mode=plain-nodelay ;;
+	direct)
+		mode=plain
+		if [ "$what" = latency ]; then port=$echo_port; else port=$sink_port; fi
+		;;
+	*) ;;
+	esac
+	if ! out=$("$bench" "$what" "$mode" 127.0.0.1 "$port" "$@" 2>"$tmp/run.err"); then
+		die "'rock-bench $what $mode 127.0.0.1 $port $*' failed: $(cat "$tmp/run.err")"
+	fi
+	[ -s "$tmp/run.err" ] && sed "s/^/  ($kind $what $*) /" "$tmp/run.err" >&2
+	out=$(printf '%s\n' "$out" |
+		awk -v w="$what" '$1 == w && $NF ~ /^[0-9]+(\.[0-9]+)?$/ { print $NF, $(NF - 1) }')
+	[ -n "$out" ] || die "unexpected output from 'rock-bench $what $mode'"
+	echo "$out"
+}
+
+median() {
+	printf '%s\n' "$@" | sort -g | awk '
+		{ v[NR] = $1 }
+		END {
+			if (NR % 2) m = v[(NR + 1) / 2]
+			else m = (v[NR / 2] + v[NR / 2 + 1]) / 2
+			printf "%.1f\n", m
+		}'
+}
+
+declare -A result	# "NAME/KIND" -> median, NAME as given to measure
+short=()		# latency rows cut off by the time budget
+
+# measure NAME WHAT ARGS...: all kinds, warm-up then ROUNDS rounds
+measure() {
+	local name=$1 what=$2 kind r v n line order
+	shift 2
+	declare -A vals=()
+	local -a ks=("${kinds[@]}")
+	if [ "$what" = connect ]; then
+		ks=()
+		for kind in "${kinds[@]}"; do
+			[ "$kind" = plain-nd ] || ks+=("$kind")
+		done
+	fi
+	for kind in "${ks[@]}"; do
+		run_one "$kind" "$what" "$@" >/dev/null
+	done
+	for ((r = 1; r <= rounds; r++)); do
+		order=("${ks[@]}")
+		if ((r % 2 == 0)); then
+			order=()
+			for ((v = ${#ks[@]} - 1; v >= 0; v--)); do
+				order+=("${ks[v]}")
+			done
+		fi
+		line=
+		for kind in "${order[@]}"; do
+			v=$(run_one "$kind" "$what" "$@") || exit 1
+			n=${v#* }
+			v=${v%% *}
+			vals[$kind]="${vals[$kind]:-} $v"
+			if [ "$what" = latency ] && [ "$n" -lt "$trips" ]; then
+				short+=("$name $kind")
+			fi
+			line="$line $kind $v"
+		done
+		printf '%-22s round %d/%d:%s\n' "$name" "$r" "$rounds" "$line"
+	done
+	for kind in "${ks[@]}"; do
+		# shellcheck disable=SC2086 # the list is space-separated numbers
+		result["$name/$kind"]=$(median ${vals[$kind]})
+	done
+}
+
+echo "$me: rockd pid $rockd_pid on 127.0.0.1:$sink_front (sink :$sink_port)" \
+	"and 127.0.0.1:$echo_front (echo :$echo_port); $rounds rounds"
+t_start=$SECONDS
+for b in "${blocks[@]}"; do
+	measure "throughput $b" throughput "$b" "${total[$b]}"
+done
+for b in "${blocks[@]}"; do
+	measure "latency $b" latency "$b" "$trips"
+done
+measure connect connect "$conns"
+rockd_fds=$(find "/proc/$rockd_pid/fd" -mindepth 1 2>/dev/null | wc -l)
+
+# ---- the table
+ratio() {
+	awk -v a="$1" -v b="$2" 'BEGIN { if (a > 0) printf "%.3g", b / a; else printf "-" }'
+}
+
+row() {
+	local name=$1 label=$2 kind
+	printf '%-20s' "$label"
+	for kind in "${kinds[@]}"; do
+		printf ' %10s' "${result["$name/$kind"]:--}"
+	done
+	printf ' %10s\n' "$(ratio "${result["$name/plain"]}" "${result["$name/rock"]}")"
+}
+
+header() {
+	local kind
+	printf '%-20s' "$1"
+	for kind in "${kinds[@]}"; do
+		printf ' %10s' "$kind"
+	done
+	printf ' %10s\n' "rock/plain"
+}
+
+echo
+echo "medians of $rounds rounds; rock and plain both through rockd on loopback"
+header "throughput MB/s"
+for b in "${blocks[@]}"; do
+	row "throughput $b" "  $b B blocks"
+done
+echo
+header "round trip us"
+for b in "${blocks[@]}"; do
+	row "latency $b" "  $b B"
+done
+echo
+header "connect us"
+row connect "  $conns connections"
+echo "  paper: rock 3908 us vs raw 221 us = 17.7x"
+echo
+echo "bytes per throughput run: $(for b in "${blocks[@]}"; do printf '%s B: %s\n' "$b" "${total[$b]}"; done | paste -sd, - | sed 's/,/, /g')"
+echo "latency: up to $trips round trips per run, at most 1 s of them;" \
+	"connect: $conns connections per run, opening timed"
+if [ "${#short[@]}" -gt 0 ]; then
+	printf 'cut off by the 1 s budget (each round trip took long): %s\n' \
+		"$(printf '%s\n' "${short[@]}" | sort -u | paste -sd, -)"
+fi
+for b in "${blocks[@]}"; do
+	if awk -v v="${result["latency $b/plain"]}" 'BEGIN { exit !(v >= 30000) }'; then
+		echo "note: plain round trips of ~40 ms and more are a Nagle/delayed-ACK" \
+			"stall in rockd's plain relay (its sockets have no TCP_NODELAY)"
+		break
+	fi
+done
+echo "rockd open descriptors after the runs: $rockd_fds; total time $((SECONDS - t_start)) s"
+exit 0
