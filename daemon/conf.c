@@ -122,6 +122,16 @@ parse_line(struct rockd_config *cfg, char *line, char *err, size_t errlen)
 		cfg->suspend_timeout_s = (long)v;
 		return 0;
 	}
+	if (strcmp(tok[0], "max-rocks") == 0) {
+		long long v;
+
+		if (n != 2 || rock_parse_ll(tok[1], 1, 10000000, &v) != 0) {
+			snprintf(err, errlen, "expected: max-rocks N (1 to 10000000)");
+			return -1;
+		}
+		cfg->max_rocks = (long)v;
+		return 0;
+	}
 	if (strcmp(tok[0], "pidfile") == 0) {
 		if (n != 2 || tok[1][0] != '/' ||
 		    strlen(tok[1]) >= sizeof(cfg->pidfile)) {
@@ -144,6 +154,7 @@ rockd_config_load(struct rockd_config *cfg, const char *path, char *err,
 	int lineno = 0, r = 0;
 
 	cfg->suspend_timeout_s = -1;
+	cfg->max_rocks = -1;
 	if (f == NULL) {
 		snprintf(err, errlen, "%s: %s", path, strerror(errno));
 		return -1;

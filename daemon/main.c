@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <syslog.h>
 #include <unistd.h>
 
@@ -146,6 +147,20 @@ rockd_maybe_done(struct rockd *d)
 		event_base_loopbreak(d->base);
 }
 
+/* A rock holds two descriptors (client, backend): leave room for the
+ * listeners, plain relays and handshakes within the process's limit. */
+static size_t
+max_rocks(const struct rockd_config *cfg)
+{
+	struct rlimit rl;
+
+	if (cfg->max_rocks > 0)
+		return (size_t)cfg->max_rocks;
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
+		return 100000;
+	return rl.rlim_cur > 256 ? (size_t)(rl.rlim_cur - 128) / 3 : 32;
+}
+
 static void
 on_hup(evutil_socket_t sig, short what, void *arg)
 {
@@ -169,6 +184,7 @@ on_hup(evutil_socket_t sig, short what, void *arg)
 	}
 	if (next.suspend_timeout_s >= 0)
 		rock_engine_set_suspend_timeout(d->engine, next.suspend_timeout_s);
+	d->max_rocks = max_rocks(&next);
 	if (rockd_services_reload(d, &next) != 0)
 		rlog_error(&d->log, "reload: some services could not start");
 	else
@@ -246,6 +262,7 @@ start_engine(struct rockd *d)
 	const struct rockd_service *first = d->cfg.services;
 	int r;
 
+	d->max_rocks = max_rocks(&d->cfg);
 	rock_engine_config_defaults(&d->engine_cfg);
 	if (d->cfg.suspend_timeout_s >= 0)
 		d->engine_cfg.suspend_timeout_s = d->cfg.suspend_timeout_s;
@@ -319,6 +336,7 @@ main(int argc, char **argv)
 	memset(&d, 0, sizeof(d));
 	memset(&o, 0, sizeof(o));
 	d.cfg.suspend_timeout_s = -1;
+	d.cfg.max_rocks = -1;
 	/* -1: help or version printed, a successful exit */
 	if ((r = parse_options(argc, argv, &o, &d.cfg)) != 0) {
 		r = r < 0 ? 0 : r;

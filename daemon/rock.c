@@ -169,6 +169,7 @@ be_connected(struct rockd_rock *rr)
 
 	setsockopt(bufferevent_getfd(rr->be), IPPROTO_TCP, TCP_NODELAY, &one,
 	    sizeof(one));
+	bufferevent_set_timeouts(rr->be, NULL, NULL);
 	rr->hs = NULL;
 	if (rock_handshake_accept(hs, &rock_cbs, rr, &rr->s) != 0) {
 		rlog_warn(&rr->d->log, "rock: handshake could not complete");
@@ -192,9 +193,10 @@ be_event(struct bufferevent *bev, short what, void *arg)
 		be_connected(rr);
 	} else if (rr->closing) {
 		rock_free(rr);
-	} else if ((what & BEV_EVENT_ERROR) && rr->hs != NULL) {
+	} else if ((what & (BEV_EVENT_ERROR | BEV_EVENT_TIMEOUT)) && rr->hs != NULL) {
 		rlog_warn(&rr->d->log, "rock: backend %s: %s; refusing the client",
-		    rr->backend.spec, strerror(EVUTIL_SOCKET_ERROR()));
+		    rr->backend.spec, (what & BEV_EVENT_TIMEOUT) ?
+		    "connect timed out" : strerror(EVUTIL_SOCKET_ERROR()));
 		rock_handshake_reject(rr->hs, ROCK_WERR_BACKEND, "backend refused");
 		rr->hs = NULL;
 		rock_free(rr);
@@ -213,6 +215,7 @@ rockd_rock_start(struct rockd *d, const struct rockd_backend *b,
     struct rock_handshake *hs)
 {
 	static unsigned long next_id;
+	static const struct timeval dial_timeout = { 10, 0 };
 	struct rockd_rock *rr = calloc(1, sizeof(*rr));
 
 	if (rr == NULL ||
@@ -233,6 +236,8 @@ rockd_rock_start(struct rockd *d, const struct rockd_backend *b,
 	bufferevent_setwatermark(rr->be, EV_WRITE, ROCK_LOW, 0);
 	/* The backend is dialled before the client hears back, so a refusal
 	 * reaches the client's connect() as ECONNREFUSED. */
+	/* The client waits for this answer: bound it. */
+	bufferevent_set_timeouts(rr->be, NULL, &dial_timeout);
 	rr->dialing = 1;
 	if (bufferevent_socket_connect(rr->be, (const struct sockaddr *)&b->addr,
 	    (int)b->len) != 0)

@@ -39,6 +39,7 @@ struct rockd_config {
 	struct rockd_service *services;
 	char pidfile[256];
 	long suspend_timeout_s;		/* -1: the engine's default */
+	long max_rocks;			/* -1: from the descriptor limit */
 };
 
 struct rockd_relay;
@@ -53,6 +54,7 @@ struct rockd {
 	struct rockd_relay *relays;	/* live plain relays, for graceful stop */
 	struct rockd_rock *rocks;	/* live rock sessions */
 	struct rock_engine *engine;
+	size_t max_rocks;		/* sessions before eviction or BUSY */
 	struct rock_engine_config engine_cfg;
 	int stopping;
 	struct event *sig_term, *sig_int, *sig_hup, *grace;

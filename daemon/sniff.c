@@ -46,13 +46,33 @@ to_plain(struct sniff *sn)
 	rockd_relay_start(sn->d, &sn->backend, sn->fd, sn->buf, sn->have);
 }
 
+/* The whole hello is read by now, so a refusal is a clean ERROR, not a
+ * reset over unread bytes. */
 static void
 rock_hello(struct rock_handshake *hs, void *arg)
 {
 	struct rockd_backend *b = arg;
+	struct rockd *d = b->daemon;
 
-	rockd_rock_start(b->daemon, b, hs);
+	if (rock_engine_make_room(d->engine, d->max_rocks) != 0) {
+		rlog_warn(&d->log, "%zu rocks, all connected: refusing another",
+		    d->max_rocks);
+		rock_handshake_reject(hs, ROCK_WERR_BUSY, "too many rocks");
+	} else {
+		rockd_rock_start(d, b, hs);
+	}
 	free(b);
+}
+
+/* ERROR BUSY, so the client's connect fails as refused, not garbled. */
+static void
+refuse_busy(evutil_socket_t fd)
+{
+	uint8_t out[ROCK_ERROR_MAX_LEN];
+	size_t n = rock_error_encode(ROCK_WERR_BUSY, "busy", out);
+
+	(void)send(fd, out, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+	close(fd);
 }
 
 static void
@@ -64,7 +84,7 @@ to_rock(struct sniff *sn, enum rock_sniff kind)
 	if (rock_engine_nhandshakes(d->engine) >= MAX_HANDSHAKES) {
 		rlog_warn(&d->log, "%d handshakes in progress: refusing another",
 		    MAX_HANDSHAKES);
-		close(sn->fd);
+		refuse_busy(sn->fd);
 		return;
 	}
 	if (kind == ROCK_SNIFF_RECONNECT) {
@@ -72,7 +92,7 @@ to_rock(struct sniff *sn, enum rock_sniff kind)
 		return;
 	}
 	if ((b = malloc(sizeof(*b))) == NULL) {
-		close(sn->fd);
+		refuse_busy(sn->fd);
 		return;
 	}
 	*b = sn->backend;

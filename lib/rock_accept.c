@@ -17,7 +17,7 @@ struct rock_handshake {
 	int fd;
 	uint8_t buf[HELLO_TOTAL];
 	size_t have;
-	struct event *ev;
+	struct event *ev, *deadline;
 	struct rock_client_hello hello;
 	struct sockaddr_storage peer;
 	socklen_t peer_len;
@@ -35,7 +35,7 @@ struct reconnect {
 	size_t have;
 	struct rock_reconnect_req req;
 	uint8_t nonce[ROCK_NONCE_LEN];
-	struct event *ev;
+	struct event *ev, *deadline;
 };
 
 static void
@@ -47,27 +47,38 @@ send_error(int fd, uint8_t code, const char *text)
 	(void)send(fd, out, n, MSG_NOSIGNAL | MSG_DONTWAIT);
 }
 
+/* Reads, and one deadline for the whole handshake that reads do not push
+ * back: a client trickling a byte at a time still runs out of time. */
 static int
-arm(struct rock_engine *e, struct event **ev, int fd, event_callback_fn cb,
-    void *arg)
+arm(struct rock_engine *e, struct event **ev, struct event **deadline, int fd,
+    event_callback_fn on_read, event_callback_fn on_deadline, void *arg)
 {
 	struct timeval tv = { e->cfg.handshake_timeout_ms / 1000,
 	    (e->cfg.handshake_timeout_ms % 1000) * 1000 };
 
-	if (*ev == NULL && (*ev = event_new(e->base, fd, EV_READ | EV_PERSIST,
-	    cb, arg)) == NULL)
+	*ev = event_new(e->base, fd, EV_READ | EV_PERSIST, on_read, arg);
+	*deadline = evtimer_new(e->base, on_deadline, arg);
+	if (*ev == NULL || *deadline == NULL)
 		return -1;
-	return event_add(*ev, &tv);
+	return event_add(*ev, NULL) | evtimer_add(*deadline, &tv);
 }
 
-/* 1: have `want` bytes; 0: not yet; -1: closed, failed or timed out. */
+static void
+disarm(struct event **ev, struct event **deadline)
+{
+	if (*ev != NULL)
+		event_free(*ev);
+	if (*deadline != NULL)
+		event_free(*deadline);
+	*ev = *deadline = NULL;
+}
+
+/* 1: have `want` bytes; 0: not yet; -1: closed or failed. */
 static int
-fill(int fd, short what, uint8_t *buf, size_t *have, size_t want)
+fill(int fd, uint8_t *buf, size_t *have, size_t want)
 {
 	ssize_t got;
 
-	if (what & EV_TIMEOUT)
-		return -1;
 	got = recv(fd, buf + *have, want - *have, MSG_DONTWAIT);
 	if (got < 0)
 		return errno == EAGAIN || errno == EINTR ? 0 : -1;
@@ -80,8 +91,7 @@ fill(int fd, short what, uint8_t *buf, size_t *have, size_t want)
 static void
 handshake_free(struct rock_handshake *hs, int close_fd)
 {
-	if (hs->ev != NULL)
-		event_free(hs->ev);
+	disarm(&hs->ev, &hs->deadline);
 	if (close_fd && hs->fd >= 0)
 		close(hs->fd);
 	hs->e->nhandshakes--;
@@ -112,27 +122,44 @@ hello_complete(struct rock_handshake *hs)
 		return;
 	}
 	if (hs->hello.version != ROCK_VERSION) {
+		rlog_info(e->log, "handshake: client asked for version %u; refused",
+		    hs->hello.version);
 		rock_handshake_reject(hs, ROCK_WERR_VERSION, "version 1 only");
 		return;
 	}
-	event_del(hs->ev);
+	/* The owner answers now (rockd dials its backend, with its own
+	 * timeout); it holds the handshake until it does. */
+	disarm(&hs->ev, &hs->deadline);
 	hs->on_hello(hs, hs->arg);
+}
+
+static void
+hello_failed(struct rock_handshake *hs, const char *why)
+{
+	rlog_info(hs->e->log, "handshake: %s before the hello was complete "
+	    "(%zu of %d bytes); dropped", why, hs->have, HELLO_TOTAL);
+	handshake_free(hs, 1);
+}
+
+static void
+on_hello_deadline(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	hello_failed(arg, "timed out");
 }
 
 static void
 on_hello_read(evutil_socket_t fd, short what, void *arg)
 {
 	struct rock_handshake *hs = arg;
-	int r = fill(fd, what, hs->buf, &hs->have, HELLO_TOTAL);
+	int r = fill(fd, hs->buf, &hs->have, HELLO_TOTAL);
 
-	if (r < 0) {
-		rlog_info(hs->e->log, "handshake: %s before the hello was complete "
-		    "(%zu of %d bytes); dropped", (what & EV_TIMEOUT) ?
-		    "timed out" : "connection closed", hs->have, HELLO_TOTAL);
-		handshake_free(hs, 1);
-	} else if (r > 0) {
+	(void)what;
+	if (r < 0)
+		hello_failed(hs, "connection closed");
+	else if (r > 0)
 		hello_complete(hs);
-	}
 }
 
 void
@@ -156,7 +183,8 @@ rock_server_handshake(struct rock_engine *e, int fd, const uint8_t *early,
 	hs->peer_len = sizeof(hs->peer);
 	if (getpeername(fd, (struct sockaddr *)&hs->peer, &hs->peer_len) != 0)
 		hs->peer_len = 0;
-	if (arm(e, &hs->ev, fd, on_hello_read, hs) != 0) {
+	if (arm(e, &hs->ev, &hs->deadline, fd, on_hello_read, on_hello_deadline,
+	    hs) != 0) {
 		handshake_free(hs, 1);
 		return;
 	}
@@ -204,6 +232,10 @@ rock_handshake_accept(struct rock_handshake *hs,
 	rock_random(id, sizeof(id));
 	rock_keypair_new(&kp);
 	rock_socket_buffers(hs->e, hs->fd, &rcv, &snd);
+	/* The claim sizes our memory for this rock: no more than a receive
+	 * buffer can be on this host. */
+	if (hs->hello.rcvbuf > hs->e->rmem_max)
+		hs->hello.rcvbuf = hs->e->rmem_max;
 	if ((r = rock_keys_server(&keys, &kp, hs->hello.pk)) == 0 &&
 	    (r = rock_session_new(hs->e, ROCK_ROLE_SERVER, id, &keys,
 	    rock_ring_cap_for(hs->e, snd, hs->hello.rcvbuf), cbs, arg, &s)) == 0 &&
@@ -239,8 +271,7 @@ rock_handshake_accept(struct rock_handshake *hs,
 static void
 reconnect_free(struct reconnect *rc, int close_fd)
 {
-	if (rc->ev != NULL)
-		event_free(rc->ev);
+	disarm(&rc->ev, &rc->deadline);
 	if (close_fd)
 		close(rc->fd);
 	rc->e->nhandshakes--;
@@ -341,15 +372,27 @@ check_proof(struct reconnect *rc)
 }
 
 static void
+on_reconnect_deadline(evutil_socket_t fd, short what, void *arg)
+{
+	struct reconnect *rc = arg;
+
+	(void)fd;
+	(void)what;
+	rlog_info(rc->e->log, "reconnect: timed out mid-handshake; dropped");
+	reconnect_free(rc, 1);
+}
+
+static void
 on_reconnect_read(evutil_socket_t fd, short what, void *arg)
 {
 	struct reconnect *rc = arg;
 	size_t want = rc->stage == 0 ? ROCK_RECONNECT_REQ_LEN : ROCK_PROOF_LEN;
-	int r = fill(fd, what, rc->buf, &rc->have, want);
+	int r = fill(fd, rc->buf, &rc->have, want);
 
+	(void)what;
 	if (r < 0) {
-		rlog_info(rc->e->log, "reconnect: %s mid-handshake; dropped",
-		    (what & EV_TIMEOUT) ? "timed out" : "connection closed");
+		rlog_info(rc->e->log, "reconnect: connection closed mid-handshake; "
+		    "dropped");
 		reconnect_free(rc, 1);
 	} else if (r > 0 && rc->stage == 0) {
 		send_challenge(rc);
@@ -374,7 +417,8 @@ rock_server_reconnect(struct rock_engine *e, int fd, const uint8_t *early,
 	rc->fd = fd;
 	memcpy(rc->buf, early, nearly);
 	rc->have = nearly;
-	if (arm(e, &rc->ev, fd, on_reconnect_read, rc) != 0) {
+	if (arm(e, &rc->ev, &rc->deadline, fd, on_reconnect_read,
+	    on_reconnect_deadline, rc) != 0) {
 		reconnect_free(rc, 1);
 		return;
 	}

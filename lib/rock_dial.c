@@ -205,12 +205,15 @@ make_session(struct rock_engine *e, int fd, const struct sockaddr *addr,
 	struct rock_session *s;
 	int r;
 
+	uint32_t peer_rcv = sh->rcvbuf < e->rmem_max ? sh->rcvbuf : e->rmem_max;
+
+	/* The peer's claim sizes our memory: no more than this host allows. */
 	rock_socket_buffers(e, fd, &rcv, &snd);
 	if ((r = rock_session_new(e, ROCK_ROLE_CLIENT, sh->id, keys,
-	    rock_ring_cap_for(e, snd, sh->rcvbuf), cbs, arg, &s)) != 0)
+	    rock_ring_cap_for(e, snd, peer_rcv), cbs, arg, &s)) != 0)
 		return r;
 	s->features = sh->features;
-	s->tcp_bound = rock_tcp_bound(snd, sh->rcvbuf);
+	s->tcp_bound = rock_tcp_bound(snd, peer_rcv);
 	memcpy(&s->peer, addr, len);
 	s->peer_len = len;
 	rock_udp_peer_from_tcp(s, sh->udp_port);

@@ -50,6 +50,8 @@ rmem_max(void)
 			hi = 0;
 		fclose(f);
 	}
+	if (hi == 0)
+		hi = 6 * 1024 * 1024;	/* Linux's default when /proc says nothing */
 	return hi > UINT32_MAX ? UINT32_MAX : (uint32_t)hi;
 }
 
@@ -115,6 +117,25 @@ void
 rock_engine_set_suspend_timeout(struct rock_engine *e, long seconds)
 {
 	e->cfg.suspend_timeout_s = seconds;
+}
+
+int
+rock_engine_make_room(struct rock_engine *e, size_t max)
+{
+	struct rock_session *s, *oldest = NULL;
+
+	if (e->nsessions < max)
+		return 0;
+	for (s = e->all; s != NULL; s = s->next)
+		if (s->state == ROCK_ST_SUSPENDED &&
+		    (oldest == NULL || s->suspended_at_ms < oldest->suspended_at_ms))
+			oldest = s;
+	if (oldest == NULL)
+		return -1;
+	rlog_warn(e->log, "rock %s: %zu rocks, the limit: closing the one "
+	    "suspended longest to make room", oldest->name, e->nsessions);
+	rock_session_close(oldest, ROCK_ERR_TIMEOUT, "evicted to make room");
+	return 0;
 }
 
 const uint8_t *

@@ -81,6 +81,10 @@ int rock_client_open(struct rock_engine *e, const struct sockaddr *addr,
     socklen_t len, int timeout_ms, const struct rock_session_cbs *cbs,
     void *arg, struct rock_session **out);
 
+/* Below max sessions, or made so by closing the rock suspended longest:
+ * 0; -1 when every rock is connected (answer BUSY). */
+int rock_engine_make_room(struct rock_engine *e, size_t max);
+
 /* Forget what a probe of this destination said (it changed, say). */
 void rock_probe_forget(struct rock_engine *e, const struct sockaddr *addr,
     socklen_t len);

@@ -186,11 +186,29 @@ rock_session_set_state(struct rock_session *s, enum rock_state to,
 }
 
 void
+rock_close_reset(int fd)
+{
+	struct linger lg = { 1, 0 };
+
+	if (fd < 0)
+		return;
+	setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+	close(fd);
+}
+
+void
 rock_session_fail(struct rock_session *s, const char *why)
 {
 	if (s->state != ROCK_ST_CONNECTED)
 		return;
 	rock_stream_detach(s);
+	/* The server cannot redial: its side of a dead connection only holds
+	 * a descriptor. A reset, never a FIN, so the client (if the failure
+	 * was only ours) sees a failure and not an end of stream. */
+	if (s->role == ROCK_ROLE_SERVER) {
+		rock_close_reset(s->fd);
+		s->fd = -1;
+	}
 	rock_session_set_state(s, ROCK_ST_SUSPENDED, why);
 	if (s->role == ROCK_ROLE_CLIENT && (s->features & ROCK_FEAT_RECONNECT))
 		rock_dial_schedule(s, 1);
@@ -346,10 +364,8 @@ rock_session_pause(struct rock_session *s, int paused)
 void
 rock_session_abort(struct rock_session *s)
 {
-	struct linger lg = { 1, 0 };
-
-	if (s->fd >= 0)
-		setsockopt(s->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+	rock_close_reset(s->fd);
+	s->fd = -1;
 	rock_session_close(s, ROCK_ERR_SYSTEM, "aborted by its owner");
 }
 

@@ -57,7 +57,7 @@ rock_stream_attach(struct rock_session *s, int fd)
 	rock_stream_detach(s);
 	/* The old connection goes only now that the new one is proven. */
 	if (s->fd >= 0 && s->fd != fd)
-		close(s->fd);
+		rock_close_reset(s->fd);
 	s->fd = fd;
 	s->fast_keepalive = -1;
 	rock_stream_keepalive(s, !s->udp_verified);
