@@ -344,6 +344,7 @@ take_over(struct rock_session *s, struct reconnect *rc,
 	} else {
 		rlog_info(s->e->log, "rock %s: client reconnected; resending "
 		    "from byte %llu", s->name, (unsigned long long)s->peer_consumed);
+		rock_session_maybe_finish(s);
 	}
 	rock_session_release(s);
 }

@@ -300,15 +300,21 @@ handshake_once(struct rock_engine *e, const struct sockaddr *addr,
 	struct rock_server_hello sh;
 	struct rock_keypair kp;
 	struct rock_keys keys;
-	int fd = -1, r;
+	int fd = -1, r, rtt;
+	int64_t t0;
 
-	if ((r = announcement_for(e, addr, len, deadline, ann)) != 0 ||
-	    (r = dial_blocking(addr, len, deadline, &fd)) != 0)
+	if ((r = announcement_for(e, addr, len, deadline, ann)) != 0)
 		return r;
+	t0 = rock_now_ms();
+	if ((r = dial_blocking(addr, len, deadline, &fd)) != 0)
+		return r;
+	rtt = (int)(rock_now_ms() - t0);
 	rock_keypair_new(&kp);
 	if ((r = hello_exchange(e, fd, ann, &kp, deadline, &sh)) == 0 &&
 	    (r = rock_keys_client(&keys, &kp, sh.pk)) == 0)
 		r = make_session(e, fd, addr, len, &sh, &keys, cbs, arg, out);
+	if (r == 0)
+		(*out)->connect_rtt_ms = rtt;
 	rock_keypair_wipe(&kp);
 	rock_keys_wipe(&keys);
 	if (r != 0 && fd >= 0)
@@ -355,12 +361,26 @@ dial_free(struct rock_session *s)
 	s->dial = NULL;
 }
 
+/* A SYN gets an answer within a couple of round trips or the path is still
+ * down: then a fresh SYN at once beats the kernel's 1 s, 3 s retransmits.
+ * The round trip measured at the first connect scales it for slow links. */
+static int
+connect_timeout_ms(const struct rock_session *s)
+{
+	int ms = 2 * s->connect_rtt_ms + 100;
+
+	if (ms < 500)
+		ms = 500;
+	return ms > s->e->cfg.dial_timeout_ms ? s->e->cfg.dial_timeout_ms : ms;
+}
+
 static int
 dial_arm(struct rock_session *s, short what)
 {
 	struct rock_dial *d = s->dial;
-	struct timeval tv = { s->e->cfg.dial_timeout_ms / 1000,
-	    (s->e->cfg.dial_timeout_ms % 1000) * 1000 };
+	int ms = d->stage == DIAL_CONNECTING ? connect_timeout_ms(s) :
+	    s->e->cfg.dial_timeout_ms;
+	struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
 
 	if (d->ev != NULL)
 		event_free(d->ev);
@@ -572,6 +592,9 @@ reconnected(struct rock_session *s)
 	}
 	rlog_info(s->e->log, "rock %s: reconnected; resending from byte %llu",
 	    s->name, (unsigned long long)s->peer_consumed);
+	/* The counts just exchanged may say we are both done: without UDP
+	 * this is the only way the end becomes known. */
+	rock_session_maybe_finish(s);
 }
 
 static void
@@ -580,6 +603,14 @@ dial_step(struct rock_session *s, short what)
 	struct rock_dial *d = s->dial;
 	int r;
 
+	if ((what & EV_TIMEOUT) && d->stage == DIAL_CONNECTING) {
+		/* No answer to the SYN: the path is still down. Try again at
+		 * once, with a fresh SYN, not after a back-off. */
+		dial_free(s);
+		s->backoff_ms = 0;
+		rock_dial_schedule(s, 1);
+		return;
+	}
 	if (what & EV_TIMEOUT) {
 		attempt_failed(s, "timed out");
 		return;

@@ -59,6 +59,7 @@ struct rock_session {
 	int udp_verified;		/* ever received one */
 	int fast_keepalive;		/* kernel keepalive armed as the backstop */
 	uint64_t stall_mark;		/* peer_consumed at the previous tick */
+	int connect_rtt_ms;		/* client: the first data connect's time */
 	int64_t suspended_at_ms;
 
 	struct evbuffer *outq;		/* owner's bytes not yet written */
