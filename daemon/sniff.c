@@ -54,6 +54,10 @@ rock_hello(struct rock_handshake *hs, void *arg)
 	struct rockd_backend *b = arg;
 	struct rockd *d = b->daemon;
 
+	if (hs == NULL) {
+		free(b);		/* the handshake died before its hello */
+		return;
+	}
 	if (rock_engine_make_room(d->engine, d->max_rocks) != 0) {
 		rlog_warn(&d->log, "%zu rocks, all connected: refusing another",
 		    d->max_rocks);

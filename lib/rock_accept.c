@@ -23,6 +23,7 @@ struct rock_handshake {
 	socklen_t peer_len;
 	rock_hello_fn *on_hello;
 	void *arg;
+	int delivered;			/* on_hello called with the handshake */
 };
 
 /* A reconnect in progress: the session is looked up by id at each step,
@@ -91,6 +92,9 @@ fill(int fd, uint8_t *buf, size_t *have, size_t want)
 static void
 handshake_free(struct rock_handshake *hs, int close_fd)
 {
+	/* The owner's argument is released either way. */
+	if (!hs->delivered)
+		hs->on_hello(NULL, hs->arg);
 	disarm(&hs->ev, &hs->deadline);
 	if (close_fd && hs->fd >= 0)
 		close(hs->fd);
@@ -130,6 +134,7 @@ hello_complete(struct rock_handshake *hs)
 	/* The owner answers now (rockd dials its backend, with its own
 	 * timeout); it holds the handshake until it does. */
 	disarm(&hs->ev, &hs->deadline);
+	hs->delivered = 1;
 	hs->on_hello(hs, hs->arg);
 }
 

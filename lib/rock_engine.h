@@ -94,7 +94,9 @@ void rock_probe_forget(struct rock_engine *e, const struct sockaddr *addr,
 struct rock_handshake;
 typedef void rock_hello_fn(struct rock_handshake *hs, void *arg);
 /* on_hello is called once the client's hello is valid; the owner then
- * calls rock_handshake_accept() or rock_handshake_reject(). */
+ * calls rock_handshake_accept() or rock_handshake_reject(). If the
+ * handshake dies first, on_hello is called with hs NULL, so the owner can
+ * release arg. */
 void rock_server_handshake(struct rock_engine *e, int fd,
     const uint8_t *early, size_t nearly, rock_hello_fn *on_hello, void *arg);
 int rock_handshake_accept(struct rock_handshake *hs,

@@ -221,6 +221,20 @@ plain_fallback(const struct addrinfo *ai)
 	return plain_copy(fd);
 }
 
+static void
+teardown(struct cat *c)
+{
+	if (c->ev_in != NULL)
+		event_free(c->ev_in);
+	if (c->ev_out != NULL)
+		event_free(c->ev_out);
+	rock_engine_free(c->engine);
+	if (c->out != NULL)
+		evbuffer_free(c->out);
+	if (c->base != NULL)
+		event_base_free(c->base);
+}
+
 static int
 open_rock(struct cat *c, const char *host, const char *port, int timeout,
     int rock_only)
@@ -240,6 +254,7 @@ open_rock(struct cat *c, const char *host, const char *port, int timeout,
 			    host, port);
 			r = plain_fallback(ai);
 			freeaddrinfo(res);
+			teardown(c);
 			exit(r);
 		}
 		if (r == 0)
@@ -303,8 +318,10 @@ main(int argc, char **argv)
 	}
 	signal(SIGPIPE, SIG_IGN);
 	if (setup(&c, verbose) != 0 ||
-	    open_rock(&c, argv[optind], argv[optind + 1], timeout, rock_only) != 0)
+	    open_rock(&c, argv[optind], argv[optind + 1], timeout, rock_only) != 0) {
+		teardown(&c);
 		return 1;
+	}
 	if (c.states)
 		fprintf(stderr, "rockcat: %lld %s connected\n", wall_ms(),
 		    rock_session_name(c.s));
@@ -312,6 +329,6 @@ main(int argc, char **argv)
 	event_base_dispatch(c.base);
 	if (c.s != NULL)
 		rock_session_free(c.s);
-	rock_engine_free(c.engine);
+	teardown(&c);
 	return c.exit_code;
 }

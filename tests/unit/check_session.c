@@ -67,6 +67,8 @@ server_hello(struct rock_handshake *hs, void *arg)
 	struct server *sv = arg;
 	struct rock_session *s;
 
+	if (hs == NULL)
+		return;
 	if (sv->mode == REFUSE) {
 		rock_handshake_reject(hs, ROCK_WERR_BACKEND, "test refuses");
 		return;
