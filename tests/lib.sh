@@ -18,11 +18,12 @@ t_pass=0
 t_fail=0
 t_skip=0
 
-# A scratch directory, removed on success and kept (and named) on failure.
+# A scratch directory, removed on success or skip (77), kept (and named)
+# on failure.
 t_tmp=$(mktemp -d "${TMPDIR:-/tmp}/rocktest.XXXXXX")
 t_finish() {
 	local rc=$?
-	if [ "$t_fail" -eq 0 ] && [ "$rc" -eq 0 ]; then
+	if [ "$t_fail" -eq 0 ] && { [ "$rc" -eq 0 ] || [ "$rc" -eq 77 ]; }; then
 		rm -rf "$t_tmp"
 	else
 		echo "logs kept in $t_tmp" >&2

@@ -8,19 +8,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=netns.sh
 . "$here/netns.sh"
 
-# Exit 77 leaves nothing behind; any other exit keeps $t_tmp only on failure.
 # nn_setup adopts this trap as its last cleanup.
-# shellcheck disable=SC2317 # run by the EXIT trap
-finish() {
-	local rc=$?
-	if [ "$rc" -eq 77 ]; then
-		rm -rf "$t_tmp"
-	else
-		(exit "$rc")
-		t_finish
-	fi
-}
-trap finish EXIT
+trap t_finish EXIT
 trap 'exit 129' HUP
 trap 'exit 130' INT
 trap 'exit 143' TERM
