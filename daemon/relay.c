@@ -17,6 +17,9 @@
  * and resumes below the low mark: memory per relay stays bounded. */
 #define RELAY_HIGH (512 * 1024)
 #define RELAY_LOW (128 * 1024)
+/* libevent 2.1's bufferevents read 4 KiB per call; the relay reads the
+ * sockets itself, 64 KiB at a time, and leaves writing to them. */
+#define RELAY_READ (64 * 1024)
 
 enum { CLIENT = 0, BACKEND = 1 };
 
@@ -24,6 +27,7 @@ struct rockd_relay {
 	struct rockd *d;
 	unsigned long id;
 	struct bufferevent *side[2];
+	struct event *rd[2];	/* reading side i (the backend's once connected) */
 	int eof[2];		/* no more bytes will come from side i */
 	int shut[2];		/* we half-closed toward side i */
 	int connected;		/* backend connection established */
@@ -52,6 +56,8 @@ relay_free(struct rockd_relay *r, int reset)
 	for (i = 0; i < 2; i++) {
 		evutil_socket_t fd = bufferevent_getfd(r->side[i]);
 
+		if (r->rd[i] != NULL)
+			event_free(r->rd[i]);
 		/* An abort answers an abort: the peer sees a reset, as it
 		 * would on a direct TCP connection. */
 		if (reset && fd >= 0)
@@ -92,15 +98,46 @@ side_of(const struct rockd_relay *r, const struct bufferevent *bev)
 }
 
 static void
-read_cb(struct bufferevent *bev, void *arg)
+relay_failed(struct rockd_relay *r, int i, int err)
+{
+	rlog_info(&r->d->log, "relay %lu: %s: %s", r->id,
+	    i == BACKEND ? "backend" : "client", strerror(err));
+	relay_free(r, 1);
+}
+
+static void
+on_readable(evutil_socket_t fd, short what, void *arg)
 {
 	struct rockd_relay *r = arg;
-	int i = side_of(r, bev);
+	int i = fd == bufferevent_getfd(r->side[CLIENT]) ? CLIENT : BACKEND;
 	struct evbuffer *out = bufferevent_get_output(r->side[1 - i]);
+	char buf[RELAY_READ];
+	ssize_t n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
 
-	evbuffer_add_buffer(out, bufferevent_get_input(bev));
+	(void)what;
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return;
+	if (n < 0) {
+		relay_failed(r, i, errno);
+		return;
+	}
+	if (n == 0) {
+		r->eof[i] = 1;
+		event_del(r->rd[i]);
+		flush_eof(r, 1 - i);
+		return;
+	}
+	bufferevent_write(r->side[1 - i], buf, (size_t)n);
 	if (evbuffer_get_length(out) >= RELAY_HIGH)
-		bufferevent_disable(bev, EV_READ);
+		event_del(r->rd[i]);
+}
+
+static int
+start_reading(struct rockd_relay *r, int i)
+{
+	r->rd[i] = event_new(r->d->base, bufferevent_getfd(r->side[i]),
+	    EV_READ | EV_PERSIST, on_readable, r);
+	return r->rd[i] == NULL ? -1 : event_add(r->rd[i], NULL);
 }
 
 static void
@@ -109,8 +146,8 @@ write_cb(struct bufferevent *bev, void *arg)
 	struct rockd_relay *r = arg;
 	int i = side_of(r, bev);
 
-	if (!r->eof[1 - i])
-		bufferevent_enable(r->side[1 - i], EV_READ);
+	if (!r->eof[1 - i] && r->rd[1 - i] != NULL)
+		event_add(r->rd[1 - i], NULL);
 	flush_eof(r, i);
 }
 
@@ -124,12 +161,11 @@ event_cb(struct bufferevent *bev, short what, void *arg)
 		r->connected = 1;
 		no_delay(bufferevent_getfd(bev));
 		rlog_debug(&r->d->log, "relay %lu: backend connected", r->id);
+		if (start_reading(r, BACKEND) != 0) {
+			relay_free(r, 1);
+			return;
+		}
 		flush_eof(r, BACKEND);
-		return;
-	}
-	if (what & BEV_EVENT_EOF) {
-		r->eof[i] = 1;
-		flush_eof(r, 1 - i);
 		return;
 	}
 	if (what & BEV_EVENT_ERROR) {
@@ -139,14 +175,13 @@ event_cb(struct bufferevent *bev, short what, void *arg)
 			r->dial_failed = 1;
 			return;
 		}
-		if (i == BACKEND && !r->connected)
+		if (i == BACKEND && !r->connected) {
 			rlog_warn(&r->d->log, "relay %lu: backend: %s; resetting "
 			    "the client", r->id, strerror(EVUTIL_SOCKET_ERROR()));
-		else
-			rlog_info(&r->d->log, "relay %lu: %s: %s", r->id,
-			    i == BACKEND ? "backend" : "client",
-			    strerror(EVUTIL_SOCKET_ERROR()));
-		relay_free(r, 1);
+			relay_free(r, 1);
+		} else {
+			relay_failed(r, i, EVUTIL_SOCKET_ERROR());
+		}
 	}
 }
 
@@ -158,9 +193,9 @@ new_side(struct rockd_relay *r, evutil_socket_t fd)
 
 	if (bev == NULL)
 		return NULL;
-	bufferevent_setcb(bev, read_cb, write_cb, event_cb, r);
+	bufferevent_setcb(bev, NULL, write_cb, event_cb, r);
 	bufferevent_setwatermark(bev, EV_WRITE, RELAY_LOW, 0);
-	bufferevent_enable(bev, EV_READ | EV_WRITE);
+	bufferevent_enable(bev, EV_WRITE);
 	return bev;
 }
 
@@ -188,6 +223,10 @@ rockd_relay_start(struct rockd *d, const struct rockd_backend *b,
 	if (d->relays != NULL)
 		d->relays->prev = r;
 	d->relays = r;
+	if (start_reading(r, CLIENT) != 0) {
+		relay_free(r, 1);
+		return;
+	}
 	if (nearly > 0)
 		evbuffer_add(bufferevent_get_output(r->side[BACKEND]), early, nearly);
 	rlog_debug(&d->log, "relay %lu: plain client, to backend %s", r->id,
@@ -212,8 +251,10 @@ rockd_relays_stop(struct rockd *d)
 
 	for (r = d->relays; r != NULL; r = next) {
 		next = r->next;
-		bufferevent_disable(r->side[CLIENT], EV_READ);
-		bufferevent_disable(r->side[BACKEND], EV_READ);
+		if (r->rd[CLIENT] != NULL)
+			event_del(r->rd[CLIENT]);
+		if (r->rd[BACKEND] != NULL)
+			event_del(r->rd[BACKEND]);
 		r->eof[CLIENT] = r->eof[BACKEND] = 1;
 		/* flush_eof frees r once both sides are shut: it can only
 		 * do so in the last call made here. */
