@@ -18,6 +18,9 @@
 /* Back-pressure marks, as for plain relays. */
 #define ROCK_HIGH (512 * 1024)
 #define ROCK_LOW (128 * 1024)
+/* The backend is read directly, 64 KiB at a time (libevent 2.1's
+ * bufferevents read 4 KiB per call); the bufferevent only writes. */
+#define ROCK_READ (64 * 1024)
 
 struct rockd_rock {
 	struct rockd *d;
@@ -26,6 +29,8 @@ struct rockd_rock {
 	struct rock_handshake *hs;	/* until the backend answers */
 	struct rock_session *s;
 	struct bufferevent *be;
+	struct event *be_rd;		/* reading the backend, once connected */
+	int be_eof;			/* the backend will send no more */
 	int rock_eof;			/* the client will send no more */
 	int be_shut;
 	int dialing;			/* inside bufferevent_socket_connect() */
@@ -39,6 +44,8 @@ rock_free(struct rockd_rock *rr)
 {
 	struct rockd *d = rr->d;
 
+	if (rr->be_rd != NULL)
+		event_free(rr->be_rd);
 	if (rr->be != NULL)
 		bufferevent_free(rr->be);
 	if (rr->s != NULL)
@@ -91,7 +98,8 @@ on_rock_drain(struct rock_session *s, void *arg)
 	struct rockd_rock *rr = arg;
 
 	(void)s;
-	bufferevent_enable(rr->be, EV_READ);
+	if (rr->be_rd != NULL && !rr->be_eof)
+		event_add(rr->be_rd, NULL);
 }
 
 static void
@@ -131,19 +139,31 @@ static const struct rock_session_cbs rock_cbs = {
 /* ---- the backend side */
 
 static void
-be_read(struct bufferevent *bev, void *arg)
+be_readable(evutil_socket_t fd, short what, void *arg)
 {
 	struct rockd_rock *rr = arg;
-	struct evbuffer *in = bufferevent_get_input(bev);
-	struct evbuffer_iovec v;
+	char buf[ROCK_READ];
+	ssize_t n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
 
-	while (evbuffer_peek(in, -1, NULL, &v, 1) == 1 && v.iov_len > 0) {
-		if (rock_session_send(rr->s, v.iov_base, v.iov_len) != 0)
-			break;
-		evbuffer_drain(in, v.iov_len);
+	(void)what;
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return;
+	if (n < 0) {
+		rlog_info(&rr->d->log, "rock %s: backend %s failed: %s; resetting "
+		    "the client", rock_session_name(rr->s), rr->backend.spec,
+		    strerror(errno));
+		rock_session_abort(rr->s);	/* on_closed frees rr */
+		return;
 	}
+	if (n == 0) {
+		rr->be_eof = 1;
+		event_del(rr->be_rd);
+		rock_session_shutdown(rr->s);
+		return;
+	}
+	rock_session_send(rr->s, buf, (size_t)n);
 	if (rock_session_pending(rr->s) >= ROCK_HIGH)
-		bufferevent_disable(bev, EV_READ);
+		event_del(rr->be_rd);
 }
 
 static void
@@ -178,7 +198,13 @@ be_connected(struct rockd_rock *rr)
 	}
 	rlog_info(&rr->d->log, "rock %s: client connected, backend %s",
 	    rock_session_name(rr->s), rr->backend.spec);
-	bufferevent_enable(rr->be, EV_READ | EV_WRITE);
+	rr->be_rd = event_new(rr->d->base, bufferevent_getfd(rr->be),
+	    EV_READ | EV_PERSIST, be_readable, rr);
+	if (rr->be_rd == NULL || event_add(rr->be_rd, NULL) != 0) {
+		rock_session_abort(rr->s);
+		return;
+	}
+	bufferevent_enable(rr->be, EV_WRITE);
 }
 
 static void
@@ -205,8 +231,6 @@ be_event(struct bufferevent *bev, short what, void *arg)
 		    "the client", rock_session_name(rr->s), rr->backend.spec,
 		    strerror(EVUTIL_SOCKET_ERROR()));
 		rock_session_abort(rr->s);	/* on_closed frees rr */
-	} else if (what & BEV_EVENT_EOF) {
-		rock_session_shutdown(rr->s);
 	}
 }
 
@@ -232,7 +256,7 @@ rockd_rock_start(struct rockd *d, const struct rockd_backend *b,
 	if (d->rocks != NULL)
 		d->rocks->prev = rr;
 	d->rocks = rr;
-	bufferevent_setcb(rr->be, be_read, be_write, be_event, rr);
+	bufferevent_setcb(rr->be, NULL, be_write, be_event, rr);
 	bufferevent_setwatermark(rr->be, EV_WRITE, ROCK_LOW, 0);
 	/* The backend is dialled before the client hears back, so a refusal
 	 * reaches the client's connect() as ECONNREFUSED. */
@@ -261,8 +285,8 @@ rockd_rocks_stop(struct rockd *d)
 
 	for (rr = d->rocks; rr != NULL; rr = next) {
 		next = rr->next;
-		if (rr->be != NULL)
-			bufferevent_disable(rr->be, EV_READ);
+		if (rr->be_rd != NULL)
+			event_del(rr->be_rd);
 		if (rr->s == NULL)
 			continue;
 		if (rock_session_state(rr->s) == ROCK_ST_SUSPENDED)
