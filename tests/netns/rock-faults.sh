@@ -7,6 +7,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 . "$here/../lib.sh"
 # shellcheck source=netns.sh
 . "$here/netns.sh"
+# shellcheck source=rock-lib.sh
+. "$here/rock-lib.sh"
 
 # nn_setup adopts this trap as its last cleanup.
 trap t_finish EXIT
@@ -50,45 +52,13 @@ head -c "$bytes" /dev/urandom >"$t_tmp/srv_out.bin"
 sum_cli_out=$(sha256sum <"$t_tmp/cli_out.bin")
 sum_srv_out=$(sha256sum <"$t_tmp/srv_out.bin")
 
-now_ms() { date +%s%3N; }
 
 # shellcheck disable=SC2317 # run by nn_cleanup
 rm_bins() { rm -f "$t_tmp"/*.bin "$t_tmp"/*/*.bin; }
 
 # S: sleep S seconds; a signal's trap runs at once, not after the sleep.
-napper=
-nap() {
-	sleep "$1" &
-	napper=$!
-	wait "$napper"
-	napper=
-}
 
-# Kill (TERM, then KILL) every process this script started and reap it.
-stop_pids() {
-	local p i
-	[ -z "${napper:-}" ] || kill "$napper" 2>/dev/null
-	for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null; done
-	for p in "${pids[@]}"; do
-		for ((i = 0; i < 20; i++)); do kill -0 "$p" 2>/dev/null || break; sleep 0.05; done
-		kill -KILL "$p" 2>/dev/null
-		wait "$p" 2>/dev/null
-	done
-	pids=()
-}
 
-# PID TIMEOUT_S: wait for PID to exit; 0 if it did (status in $waited), 1 if not.
-wait_pid() {
-	local pid=$1 end
-	end=$(($(now_ms) + $2 * 1000))
-	while kill -0 "$pid" 2>/dev/null; do
-		[ "$(now_ms)" -lt "$end" ] || return 1
-		sleep 0.1
-	done
-	wait "$pid"
-	waited=$?
-	return 0
-}
 
 # FILE PATTERN TIMEOUT_S: wait until a line of FILE matches PATTERN.
 wait_line() {
@@ -100,12 +70,6 @@ wait_line() {
 	done
 }
 
-# LOG AFTER_MS TRANSITION: wall-clock ms of rockcat's first TRANSITION line
-# ("CONNECTED -> SUSPENDED") stamped at or after AFTER_MS; empty if none.
-cat_ms() {
-	awk -v t="$2" -v tr="$3" '$1 == "rockcat:" && $2 ~ /^[0-9]+$/ && $2 >= t &&
-		index($0, " " tr) { print $2; exit }' "$1"
-}
 
 # LOG AFTER_MS TRANSITION TIMEOUT_S: wait for such a line of rockcat's.
 wait_state() {

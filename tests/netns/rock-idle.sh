@@ -7,6 +7,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 . "$here/../lib.sh"
 # shellcheck source=netns.sh
 . "$here/netns.sh"
+# shellcheck source=rock-lib.sh
+. "$here/rock-lib.sh"
 
 # nn_setup adopts this trap as its last cleanup.
 trap t_finish EXIT
@@ -28,7 +30,6 @@ nn_setup >/dev/null || t_skip_all "could not build the namespaces"
 nn_on_cleanup keep_logs
 nn_on_cleanup stop_pids
 
-now_ms() { date +%s%3N; }
 
 # ROCK_IDLE_LOGDIR, if set, receives a copy of the logs.
 # shellcheck disable=SC2317 # run by nn_cleanup
@@ -37,27 +38,7 @@ keep_logs() {
 }
 
 # S: sleep S seconds; a signal's trap runs at once, not after the sleep.
-napper=
-nap() {
-	sleep "$1" &
-	napper=$!
-	wait "$napper"
-	napper=
-}
 
-# Kill (TERM, then KILL) every process this script started and reap it.
-# shellcheck disable=SC2317 # run by nn_cleanup
-stop_pids() {
-	local p i
-	[ -z "${napper:-}" ] || kill "$napper" 2>/dev/null
-	for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null; done
-	for p in "${pids[@]}"; do
-		for ((i = 0; i < 20; i++)); do kill -0 "$p" 2>/dev/null || break; sleep 0.05; done
-		kill -KILL "$p" 2>/dev/null
-		wait "$p" 2>/dev/null
-	done
-	pids=()
-}
 
 # CMD...: exec CMD with none of our fifo descriptors (run it with &).
 bare() {
@@ -66,26 +47,7 @@ bare() {
 	exec "$@"
 }
 
-# PID TIMEOUT_S: wait for PID to exit; 0 if it did (status in $waited), 1 if not.
-wait_pid() {
-	local pid=$1 end
-	end=$(($(now_ms) + $2 * 1000))
-	while kill -0 "$pid" 2>/dev/null; do
-		[ "$(now_ms)" -lt "$end" ] || return 1
-		sleep 0.1
-	done
-	wait "$pid"
-	waited=$?
-	return 0
-}
 
-# LOG AFTER_MS TRANSITION: wall-clock ms of rockcat's first TRANSITION line
-# ("CONNECTED -> SUSPENDED") stamped at or after AFTER_MS; empty if none.
-# shellcheck disable=SC2317 # called through wait_ms
-cat_ms() {
-	awk -v t="$2" -v tr="$3" '$1 == "rockcat:" && $2 ~ /^[0-9]+$/ && $2 >= t &&
-		index($0, " " tr) { print $2; exit }' "$1"
-}
 
 # LOG AFTER_MS TRANSITION: the same for rockd's log, whose lines start with
 # an ISO 8601 UTC timestamp with milliseconds.

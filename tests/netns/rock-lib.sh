@@ -1,0 +1,48 @@
+# rock-lib.sh: process and timing helpers shared by the netns rock tests; source it after lib.sh.
+# shellcheck shell=bash
+
+napper=
+now_ms() { date +%s%3N; }
+
+nap() {
+	sleep "$1" &
+	napper=$!
+	wait "$napper"
+	napper=
+}
+
+# Kill (TERM, then KILL) every process this script started and reap it.
+# shellcheck disable=SC2317 # run by nn_cleanup
+stop_pids() {
+	local p i
+	[ -z "${napper:-}" ] || kill "$napper" 2>/dev/null
+	for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null; done
+	for p in "${pids[@]}"; do
+		for ((i = 0; i < 20; i++)); do kill -0 "$p" 2>/dev/null || break; sleep 0.05; done
+		kill -KILL "$p" 2>/dev/null
+		wait "$p" 2>/dev/null
+	done
+	pids=()
+}
+
+# PID TIMEOUT_S: wait for PID to exit; 0 if it did (status in $waited), 1 if not.
+wait_pid() {
+	local pid=$1 end
+	end=$(($(now_ms) + $2 * 1000))
+	while kill -0 "$pid" 2>/dev/null; do
+		[ "$(now_ms)" -lt "$end" ] || return 1
+		sleep 0.1
+	done
+	wait "$pid"
+	# shellcheck disable=SC2034 # read by the sourcing script
+	waited=$?
+	return 0
+}
+
+# LOG AFTER_MS TRANSITION: wall-clock ms of rockcat's first TRANSITION line
+# ("CONNECTED -> SUSPENDED") stamped at or after AFTER_MS; empty if none.
+# shellcheck disable=SC2317 # called through wait_ms
+cat_ms() {
+	awk -v t="$2" -v tr="$3" '$1 == "rockcat:" && $2 ~ /^[0-9]+$/ && $2 >= t &&
+		index($0, " " tr) { print $2; exit }' "$1"
+}
