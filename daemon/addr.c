@@ -1,8 +1,9 @@
-/* addr.c: "[ADDR:]PORT" and "HOST:PORT" text to socket addresses. */
+/* addr.c: addresses and socket options of rockd: "[ADDR:]PORT"/"HOST:PORT" text, TCP_NODELAY. */
 #include "config.h"
 
 #include <netdb.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -76,4 +77,13 @@ rockd_parse_addr(const char *spec, int passive, struct sockaddr_storage *ss,
 	*len = res->ai_addrlen;
 	freeaddrinfo(res);
 	return 0;
+}
+
+void
+rockd_no_delay(evutil_socket_t fd)
+{
+	int one = 1;
+
+	if (fd >= 0)
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 }

@@ -4,8 +4,6 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <sys/socket.h>
 
 #include <event2/buffer.h>
@@ -35,17 +33,6 @@ struct rockd_relay {
 	int dial_failed;	/* it reported the failure through event_cb */
 	struct rockd_relay *prev, *next;
 };
-
-/* A relay forwards what arrives at once: Nagle's wait belongs to the
- * endpoints, whose own settings the relay cannot see. */
-static void
-no_delay(evutil_socket_t fd)
-{
-	int one = 1;
-
-	if (fd >= 0)
-		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-}
 
 static void
 relay_free(struct rockd_relay *r, int reset)
@@ -159,7 +146,7 @@ event_cb(struct bufferevent *bev, short what, void *arg)
 
 	if (what & BEV_EVENT_CONNECTED) {
 		r->connected = 1;
-		no_delay(bufferevent_getfd(bev));
+		rockd_no_delay(bufferevent_getfd(bev));
 		rlog_debug(&r->d->log, "relay %lu: backend connected", r->id);
 		if (start_reading(r, BACKEND) != 0) {
 			relay_free(r, 1);
@@ -213,7 +200,7 @@ rockd_relay_start(struct rockd *d, const struct rockd_backend *b,
 		return;
 	}
 	r->id = ++next_id;
-	no_delay(client);
+	rockd_no_delay(client);
 	if ((r->side[BACKEND] = new_side(r, -1)) == NULL) {
 		bufferevent_free(r->side[CLIENT]);
 		free(r);

@@ -4,8 +4,6 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <sys/socket.h>
 
 #include <event2/buffer.h>
@@ -185,10 +183,8 @@ static void
 be_connected(struct rockd_rock *rr)
 {
 	struct rock_handshake *hs = rr->hs;
-	int one = 1;
 
-	setsockopt(bufferevent_getfd(rr->be), IPPROTO_TCP, TCP_NODELAY, &one,
-	    sizeof(one));
+	rockd_no_delay(bufferevent_getfd(rr->be));
 	bufferevent_set_timeouts(rr->be, NULL, NULL);
 	rr->hs = NULL;
 	if (rock_handshake_accept(hs, &rock_cbs, rr, &rr->s) != 0) {

@@ -90,6 +90,10 @@ void rockd_maybe_done(struct rockd *d);
 /* Ask every relay to finish: flush and half-close both ways. */
 void rockd_relays_stop(struct rockd *d);
 
+/* A relay forwards what arrives at once: Nagle's wait belongs to the
+ * endpoints, whose own settings rockd cannot see. */
+void rockd_no_delay(evutil_socket_t fd);
+
 /* Address text "[ADDR:]PORT" or "HOST:PORT" into a sockaddr; -1 + err. */
 int rockd_parse_addr(const char *spec, int passive, struct sockaddr_storage *ss,
     socklen_t *len, char *err, size_t errlen);

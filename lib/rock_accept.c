@@ -197,13 +197,6 @@ rock_server_handshake(struct rock_engine *e, int fd, const uint8_t *early,
 		hello_complete(hs);
 }
 
-const struct sockaddr *
-rock_handshake_peer(const struct rock_handshake *hs, socklen_t *len)
-{
-	*len = hs->peer_len;
-	return (const struct sockaddr *)&hs->peer;
-}
-
 static int
 send_server_hello(struct rock_handshake *hs, const struct rock_keypair *kp,
     const uint8_t id[ROCK_ID_LEN], uint16_t features)

@@ -107,12 +107,6 @@ rock_engine_free(struct rock_engine *e)
 	free(e);
 }
 
-uint16_t
-rock_engine_udp_port(const struct rock_engine *e)
-{
-	return e->udp_port;
-}
-
 void
 rock_engine_set_suspend_timeout(struct rock_engine *e, long seconds)
 {

@@ -59,7 +59,6 @@ int rock_engine_new(struct rock_engine **out, struct event_base *base,
     const struct rock_log *log, const struct rock_engine_config *cfg,
     const struct sockaddr *udp_bind, socklen_t udp_bind_len);
 void rock_engine_free(struct rock_engine *e);
-uint16_t rock_engine_udp_port(const struct rock_engine *e);
 /* Applies to rocks suspended now and later; 0: never give up. */
 void rock_engine_set_suspend_timeout(struct rock_engine *e, long seconds);
 const uint8_t *rock_engine_announcement(const struct rock_engine *e);
@@ -103,8 +102,6 @@ int rock_handshake_accept(struct rock_handshake *hs,
     const struct rock_session_cbs *cbs, void *arg, struct rock_session **out);
 void rock_handshake_reject(struct rock_handshake *hs, uint8_t code,
     const char *text);
-const struct sockaddr *rock_handshake_peer(const struct rock_handshake *hs,
-    socklen_t *len);
 void rock_server_reconnect(struct rock_engine *e, int fd, const uint8_t *early,
     size_t nearly);
 
@@ -118,12 +115,10 @@ void rock_session_abort(struct rock_session *s);
 void rock_session_free(struct rock_session *s);
 
 enum rock_state rock_session_state(const struct rock_session *s);
-const uint8_t *rock_session_id(const struct rock_session *s);
 /* Short printable id for logs ("3fa2c01b"). */
 const char *rock_session_name(const struct rock_session *s);
 uint64_t rock_session_consumed(const struct rock_session *s);
 uint64_t rock_session_sent(const struct rock_session *s);
-size_t rock_session_ring_memory(const struct rock_session *s);
 const char *rock_state_name(enum rock_state st);
 
 #endif

@@ -375,12 +375,6 @@ rock_session_state(const struct rock_session *s)
 	return s->state;
 }
 
-const uint8_t *
-rock_session_id(const struct rock_session *s)
-{
-	return s->id;
-}
-
 const char *
 rock_session_name(const struct rock_session *s)
 {
@@ -397,10 +391,4 @@ uint64_t
 rock_session_sent(const struct rock_session *s)
 {
 	return rock_ring_end(&s->ring);
-}
-
-size_t
-rock_session_ring_memory(const struct rock_session *s)
-{
-	return rock_ring_memory(&s->ring);
 }

@@ -270,6 +270,24 @@ client_connect(const struct server *sv)
 	    sizeof(sv->addr), 5000, &client_cbs, NULL, &cl.s);
 }
 
+/* The usual start: an echo server and a connected client rock to it. */
+static void
+pair_up(struct server *sv, const struct rock_engine_config *cfg)
+{
+	server_start(sv, ECHO);
+	client_engine(cfg);
+	ck_assert_int_eq(client_connect(sv), 0);
+}
+
+/* Both engines go, with whatever sessions they still have. */
+static void
+pair_down(struct server *sv)
+{
+	server_stop(sv);
+	server_free(sv);
+	client_free();
+}
+
 /* Run the client's loop until cond() holds or ms pass; returns cond(). */
 static int
 run_until(int (*cond)(void), int ms)
@@ -305,9 +323,7 @@ START_TEST(test_connect_and_echo)
 	static uint8_t msg[100000];
 	struct server sv;
 
-	server_start(&sv, ECHO);
-	client_engine(NULL);
-	ck_assert_int_eq(client_connect(&sv), 0);
+	pair_up(&sv, NULL);
 	ck_assert_int_eq(rock_session_state(cl.s), ROCK_ST_CONNECTED);
 	ck_assert_int_eq(cl.states[ROCK_ST_CONNECTED], 1);
 	fill_pattern(msg, sizeof(msg), 1);
@@ -317,9 +333,7 @@ START_TEST(test_connect_and_echo)
 	ck_assert_mem_eq(cl.got, msg, sizeof(msg));
 	ck_assert_uint_eq(rock_session_consumed(cl.s), sizeof(msg));
 	ck_assert_uint_eq(rock_session_sent(cl.s), sizeof(msg));
-	server_stop(&sv);
-	server_free(&sv);
-	client_free();
+	pair_down(&sv);
 }
 END_TEST
 
@@ -331,9 +345,7 @@ START_TEST(test_fail_reconnect_replay)
 	struct server sv;
 	int round;
 
-	server_start(&sv, ECHO);
-	client_engine(NULL);
-	ck_assert_int_eq(client_connect(&sv), 0);
+	pair_up(&sv, NULL);
 	fill_pattern(msg, sizeof(msg), 7);
 	ck_assert_int_eq(rock_session_send(cl.s, msg, sizeof(msg)), 0);
 	want_bytes = sizeof(msg);
@@ -351,9 +363,7 @@ START_TEST(test_fail_reconnect_replay)
 	ck_assert_int_eq(cl.states[ROCK_ST_SUSPENDED], 3);
 	ck_assert_int_eq(cl.states[ROCK_ST_CONNECTED], 4);
 	ck_assert_uint_eq(rock_engine_stats(cl.e)->reconnects, 3);
-	server_stop(&sv);
-	server_free(&sv);
-	client_free();
+	pair_down(&sv);
 }
 END_TEST
 
@@ -362,9 +372,7 @@ START_TEST(test_graceful_close)
 {
 	struct server sv;
 
-	server_start(&sv, ECHO);
-	client_engine(NULL);
-	ck_assert_int_eq(client_connect(&sv), 0);
+	pair_up(&sv, NULL);
 	ck_assert_int_eq(rock_session_send(cl.s, "bye", 3), 0);
 	rock_session_shutdown(cl.s);
 	ck_assert(run_until(is_closed, 5000));
@@ -373,11 +381,7 @@ START_TEST(test_graceful_close)
 	ck_assert_uint_eq(cl.ngot, 3);
 	ck_assert_mem_eq(cl.got, "bye", 3);
 	ck_assert_int_eq(cl.states[ROCK_ST_CLOSED], 1);
-	rock_session_free(cl.s);
-	cl.s = NULL;
-	server_stop(&sv);
-	server_free(&sv);
-	client_free();
+	pair_down(&sv);
 }
 END_TEST
 
@@ -388,9 +392,7 @@ START_TEST(test_half_close_across_reconnect)
 	static uint8_t msg[200000];
 	struct server sv;
 
-	server_start(&sv, ECHO);
-	client_engine(NULL);
-	ck_assert_int_eq(client_connect(&sv), 0);
+	pair_up(&sv, NULL);
 	fill_pattern(msg, sizeof(msg), 3);
 	ck_assert_int_eq(rock_session_send(cl.s, msg, sizeof(msg)), 0);
 	rock_session_shutdown(cl.s);
@@ -400,11 +402,7 @@ START_TEST(test_half_close_across_reconnect)
 	ck_assert_int_eq(cl.eof, 1);
 	ck_assert_uint_eq(cl.ngot, sizeof(msg));
 	ck_assert_mem_eq(cl.got, msg, sizeof(msg));
-	rock_session_free(cl.s);
-	cl.s = NULL;
-	server_stop(&sv);
-	server_free(&sv);
-	client_free();
+	pair_down(&sv);
 }
 END_TEST
 
@@ -416,15 +414,11 @@ START_TEST(test_suspend_timeout)
 
 	rock_engine_config_defaults(&cfg);
 	cfg.suspend_timeout_s = 1;
-	server_start(&sv, ECHO);
-	client_engine(&cfg);
-	ck_assert_int_eq(client_connect(&sv), 0);
+	pair_up(&sv, &cfg);
 	server_stop(&sv);		/* the server is gone for good */
 	rock_session_fail(cl.s, "test: forced failure");
 	ck_assert(run_until(is_closed, 4000));
 	ck_assert_int_eq(cl.closed_err, ROCK_ERR_TIMEOUT);
-	rock_session_free(cl.s);
-	cl.s = NULL;
 	server_free(&sv);
 	client_free();
 }
@@ -437,9 +431,7 @@ START_TEST(test_reconnect_unknown)
 	struct server sv;
 	struct rock_session *victim;
 
-	server_start(&sv, ECHO);
-	client_engine(NULL);
-	ck_assert_int_eq(client_connect(&sv), 0);
+	pair_up(&sv, NULL);
 	victim = sv.last;
 	server_stop(&sv);
 	rock_session_free(victim);	/* the server forgets; its thread is stopped */
@@ -457,11 +449,7 @@ START_TEST(test_reconnect_unknown)
 	rock_session_fail(cl.s, "test: forced failure");
 	ck_assert(run_until(is_closed, 5000));
 	ck_assert_int_eq(cl.closed_err, ROCK_ERR_RESET);
-	rock_session_free(cl.s);
-	cl.s = NULL;
-	server_stop(&sv);
-	server_free(&sv);
-	client_free();
+	pair_down(&sv);
 }
 END_TEST
 
@@ -470,9 +458,7 @@ START_TEST(test_protocol_violation)
 {
 	struct server sv;
 
-	server_start(&sv, ECHO);
-	client_engine(NULL);
-	ck_assert_int_eq(client_connect(&sv), 0);
+	pair_up(&sv, NULL);
 	ck_assert_int_eq(rock_session_send(cl.s, "abc", 3), 0);
 	want_bytes = 3;
 	ck_assert(run_until(got_all, 5000));
@@ -480,11 +466,7 @@ START_TEST(test_protocol_violation)
 	ck_assert_int_eq(cl.closed, 1);
 	ck_assert_int_eq(cl.closed_err, ROCK_ERR_PROTOCOL);
 	ck_assert_int_eq(rock_session_state(cl.s), ROCK_ST_CLOSED);
-	rock_session_free(cl.s);
-	cl.s = NULL;
-	server_stop(&sv);
-	server_free(&sv);
-	client_free();
+	pair_down(&sv);
 }
 END_TEST
 
@@ -496,9 +478,7 @@ START_TEST(test_backend_refused)
 	client_engine(NULL);
 	ck_assert_int_eq(client_connect(&sv), ROCK_ERR_REFUSED);
 	ck_assert_uint_eq(rock_engine_nsessions(cl.e), 0);
-	server_stop(&sv);
-	server_free(&sv);
-	client_free();
+	pair_down(&sv);
 }
 END_TEST
 
@@ -510,9 +490,7 @@ START_TEST(test_probe_cache)
 	struct server sv;
 	struct rock_session *first;
 
-	server_start(&sv, ECHO);
-	client_engine(NULL);
-	ck_assert_int_eq(client_connect(&sv), 0);
+	pair_up(&sv, NULL);
 	first = cl.s;
 	ck_assert_int_eq(client_connect(&sv), 0);
 	ck_assert_ptr_ne(first, cl.s);
@@ -526,9 +504,7 @@ START_TEST(test_probe_cache)
 	ck_assert_int_eq(rock_session_state(cl.s), ROCK_ST_CONNECTED);
 	ck_assert_uint_eq(rock_engine_stats(cl.e)->probes, 2);
 	ck_assert_uint_eq(rock_engine_stats(cl.e)->probe_cache_hits, 2);
-	server_stop(&sv);
-	server_free(&sv);
-	client_free();
+	pair_down(&sv);
 }
 END_TEST
 
