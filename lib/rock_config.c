@@ -10,7 +10,7 @@
 #include "rock_err.h"
 #include "rock_parse.h"
 
-enum env_kind { ENV_INT, ENV_MODE, ENV_LOG };
+enum env_kind { ENV_INT, ENV_MODE, ENV_LOG, ENV_PORT_MAP };
 
 struct env_var {
 	const char *name;
@@ -49,6 +49,14 @@ static const struct env_var env_vars[ROCK_ENV_NVARS] = {
 	    "0 or 1" },
 	{ DD_ENV_EVAL_ENVIRONMENT_ONCE, ENV_INT, 0, 1, FIELD(eval_env_once),
 	    "0 or 1" },
+	{ ROCK_ENV_PORT_MAP, ENV_PORT_MAP, 0, 0, FIELD(nport_map),
+	    "empty, or up to 8 PORT=PORT pairs separated by commas, ports 1 to 65535" },
+	{ ROCK_ENV_PROBE_TIMEOUT_MS, ENV_INT, 10, 60000, FIELD(probe_timeout_ms),
+	    "milliseconds, 10 to 60000" },
+	{ ROCK_ENV_LINGER_MS, ENV_INT, 0, 3600000, FIELD(linger_ms),
+	    "milliseconds, 0 to 3600000" },
+	{ ROCK_ENV_SUSPEND_TIMEOUT, ENV_INT, 0, 2147483647LL,
+	    FIELD(suspend_timeout_s), "seconds, 0 (never) to 2147483647" },
 };
 
 void
@@ -60,6 +68,23 @@ rock_config_defaults(struct rock_config *cfg)
 	cfg->user_timeout_ms = -1;
 	cfg->eval_env_once = 1;
 	cfg->log_sink = ROCK_LOG_SYSLOG;
+	cfg->nport_map = 1;
+	cfg->port_map[0].from = 22;
+	cfg->port_map[0].to = 4022;
+	cfg->probe_timeout_ms = 1000;
+	cfg->linger_ms = 10000;
+	cfg->suspend_timeout_s = 3 * 24 * 3600;
+}
+
+unsigned short
+rock_port_mapped(const struct rock_config *cfg, unsigned short port)
+{
+	int i;
+
+	for (i = 0; i < cfg->nport_map; i++)
+		if (cfg->port_map[i].from == port)
+			return cfg->port_map[i].to;
+	return port;
 }
 
 const char *
@@ -119,6 +144,54 @@ parse_log(const char *s, struct rock_config *cfg)
 }
 
 static int
+parse_port(const char *s, size_t len, unsigned short *out)
+{
+	char buf[8];
+	long long n;
+	int r;
+
+	if (len == 0)
+		return ROCK_ERR_EMPTY;
+	if (len >= sizeof(buf))
+		return ROCK_ERR_NOT_NUMBER;
+	memcpy(buf, s, len);
+	buf[len] = '\0';
+	if ((r = rock_parse_ll(buf, 1, 65535, &n)) != 0)
+		return r;
+	*out = (unsigned short)n;
+	return 0;
+}
+
+/* "22=4022,80=4080"; empty turns the map off. All or nothing. */
+static int
+parse_port_map(const char *s, struct rock_config *cfg)
+{
+	struct rock_port_map map[ROCK_PORT_MAP_MAX];
+	int n = 0, r;
+
+	while (*s != '\0') {
+		const char *eq = strchr(s, '='), *end = strchr(s, ',');
+
+		if (end == NULL)
+			end = s + strlen(s);
+		if (n == ROCK_PORT_MAP_MAX)
+			return ROCK_ERR_TOO_LARGE;
+		if (eq == NULL || eq > end)
+			return ROCK_ERR_BAD_WORD;
+		if ((r = parse_port(s, (size_t)(eq - s), &map[n].from)) != 0 ||
+		    (r = parse_port(eq + 1, (size_t)(end - eq - 1), &map[n].to)) != 0)
+			return r;
+		n++;
+		s = *end == ',' ? end + 1 : end;
+		if (*end == ',' && *s == '\0')
+			return ROCK_ERR_EMPTY;
+	}
+	memcpy(cfg->port_map, map, sizeof(map[0]) * (size_t)n);
+	cfg->nport_map = n;
+	return 0;
+}
+
+static int
 parse_var(const struct env_var *v, const char *s, struct rock_config *cfg)
 {
 	long long n;
@@ -129,6 +202,8 @@ parse_var(const struct env_var *v, const char *s, struct rock_config *cfg)
 		return parse_mode(s, &cfg->mode);
 	case ENV_LOG:
 		return parse_log(s, cfg);
+	case ENV_PORT_MAP:
+		return parse_port_map(s, cfg);
 	case ENV_INT:
 		if ((r = rock_parse_ll(s, v->min, v->max, &n)) != 0)
 			return r;

@@ -21,6 +21,15 @@ enum rock_log_sink {
 #define ROCK_KEEPINTVL_MAX	32767
 #define ROCK_KEEPCNT_MAX	127
 
+/* A destination port whose enhanced twin (a rockd) listens elsewhere:
+ * 22 -> 4022 by default, so `rock ssh host` finds rockd beside sshd. */
+#define ROCK_PORT_MAP_MAX	8
+#define ROCK_PORT_MAP_DEFAULT	"22=4022"
+
+struct rock_port_map {
+	unsigned short from, to;
+};
+
 struct rock_config {
 	enum rock_mode mode;
 	int use_keepalive;		/* 1: turn SO_KEEPALIVE on */
@@ -32,7 +41,16 @@ struct rock_config {
 	int eval_env_once;		/* 0: re-read the environment per socket */
 	enum rock_log_sink log_sink;
 	char log_path[PATH_MAX];	/* absolute, for ROCK_LOG_FILE */
+	int nport_map;
+	struct rock_port_map port_map[ROCK_PORT_MAP_MAX];
+	int probe_timeout_ms;		/* EDP probe of a new destination */
+	int linger_ms;			/* at exit: wait for peers to consume */
+	int suspend_timeout_s;		/* give a suspended rock up; 0: never */
 };
+
+/* The enhanced port for a destination port: itself unless mapped. */
+unsigned short rock_port_mapped(const struct rock_config *cfg,
+    unsigned short port);
 
 /* How a bad value is reported: variable, value, what is wrong, what is accepted. */
 typedef void rock_env_warn_fn(void *arg, const char *var, const char *value,
@@ -41,7 +59,7 @@ typedef void rock_env_warn_fn(void *arg, const char *var, const char *value,
 /* Looks a variable up; returns NULL when unset (getenv has this shape). */
 typedef const char *rock_env_get_fn(void *arg, const char *name);
 
-#define ROCK_ENV_NVARS 13
+#define ROCK_ENV_NVARS 17
 
 /*
  * The parser remembers the bad values it has reported, so that re-reading

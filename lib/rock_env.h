@@ -11,6 +11,12 @@
 #define ROCK_ENV_DEBUG			"ROCK_DEBUG"
 #define ROCK_ENV_LOG			"ROCK_LOG"
 
+/* Transparent rocks (ROCK_MODE=rock). */
+#define ROCK_ENV_PORT_MAP		"ROCK_PORT_MAP"
+#define ROCK_ENV_PROBE_TIMEOUT_MS	"ROCK_PROBE_TIMEOUT_MS"
+#define ROCK_ENV_LINGER_MS		"ROCK_LINGER_MS"
+#define ROCK_ENV_SUSPEND_TIMEOUT	"ROCK_SUSPEND_TIMEOUT"
+
 /* libdontdie's variables, with libdontdie's meanings. */
 #define DD_ENV_DEBUG			"DD_DEBUG"
 #define DD_ENV_KEEPALIVE_TIME		"DD_TCP_KEEPALIVE_TIME"

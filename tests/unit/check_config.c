@@ -164,6 +164,8 @@ START_TEST(test_bad_rock_falls_back_to_dd)
 }
 END_TEST
 
+#define PORT_MAP_ACCEPTED "empty, or up to 8 PORT=PORT pairs separated by commas, ports 1 to 65535"
+
 struct bad_case {
 	const char *assignment;
 	const char *problem;
@@ -202,6 +204,19 @@ static const struct bad_case bad_cases[] = {
 	{ "ROCK_LOG=", "empty", "syslog, stderr or an absolute file path" },
 	{ "ROCK_LOG=rock.log", "not an accepted word",
 	    "syslog, stderr or an absolute file path" },
+	{ "ROCK_PORT_MAP=22", "not an accepted word", PORT_MAP_ACCEPTED },
+	{ "ROCK_PORT_MAP=22=0", "too small", PORT_MAP_ACCEPTED },
+	{ "ROCK_PORT_MAP=22=65536", "too large", PORT_MAP_ACCEPTED },
+	{ "ROCK_PORT_MAP=ssh=4022", "not a decimal integer", PORT_MAP_ACCEPTED },
+	{ "ROCK_PORT_MAP=22=4022,", "empty", PORT_MAP_ACCEPTED },
+	{ "ROCK_PORT_MAP==4022", "empty", PORT_MAP_ACCEPTED },
+	{ "ROCK_PORT_MAP=22=4022,,80=4080", "not an accepted word", PORT_MAP_ACCEPTED },
+	{ "ROCK_PORT_MAP=1=2,3=4,5=6,7=8,9=10,11=12,13=14,15=16,17=18",
+	    "too large", PORT_MAP_ACCEPTED },
+	{ "ROCK_PROBE_TIMEOUT_MS=9", "too small", "milliseconds, 10 to 60000" },
+	{ "ROCK_LINGER_MS=-1", "too small", "milliseconds, 0 to 3600000" },
+	{ "ROCK_SUSPEND_TIMEOUT=3d", "not a decimal integer",
+	    "seconds, 0 (never) to 2147483647" },
 };
 
 /* Every bad value: one report naming variable, value, problem and range;
@@ -222,6 +237,30 @@ START_TEST(test_bad_values)
 	ck_assert_str_eq(warned.w[0].problem, c->problem);
 	ck_assert_str_eq(warned.w[0].accepted, c->accepted);
 	ck_assert_int_eq(memcmp(&cfg, &def, sizeof(cfg)), 0);
+}
+END_TEST
+
+/* The default map sends ssh to rockd's default port; a map replaces it
+ * whole, and an empty one turns it off. */
+START_TEST(test_port_map)
+{
+	struct fake_env set = { { "ROCK_PORT_MAP=22=4022,8080=18080", NULL } };
+	struct fake_env off = { { "ROCK_PORT_MAP=", NULL } };
+	struct rock_config cfg;
+
+	rock_config_defaults(&cfg);
+	ck_assert_int_eq(rock_port_mapped(&cfg, 22), 4022);
+	ck_assert_int_eq(rock_port_mapped(&cfg, 80), 80);
+	parse_env(&cfg, &set);
+	ck_assert_int_eq(warned.n, 0);
+	ck_assert_int_eq(cfg.nport_map, 2);
+	ck_assert_int_eq(rock_port_mapped(&cfg, 8080), 18080);
+	ck_assert_int_eq(rock_port_mapped(&cfg, 22), 4022);
+	ck_assert_int_eq(rock_port_mapped(&cfg, 4022), 4022);
+	parse_env(&cfg, &off);
+	ck_assert_int_eq(warned.n, 0);
+	ck_assert_int_eq(cfg.nport_map, 0);
+	ck_assert_int_eq(rock_port_mapped(&cfg, 22), 22);
 }
 END_TEST
 
@@ -325,6 +364,7 @@ config_suite(void)
 	    (int)(sizeof(bad_cases) / sizeof(bad_cases[0])));
 	tcase_add_test(tc, test_log_path_too_long);
 	tcase_add_test(tc, test_log_words);
+	tcase_add_test(tc, test_port_map);
 	tcase_add_test(tc, test_modes);
 	tcase_add_test(tc, test_report_once);
 	tcase_add_test(tc, test_silent_pass_does_not_consume_report);
