@@ -13,6 +13,7 @@
 
 
 static void on_udp(evutil_socket_t fd, short what, void *arg);
+static void read_udp(struct rock_engine *e, int fd);
 static void on_tick(evutil_socket_t fd, short what, void *arg);
 
 /* The control socket is dual-stack where the kernel allows, so IPv4 peers
@@ -327,7 +328,9 @@ on_tick(evutil_socket_t fd, short what, void *arg)
 {
 	(void)fd;
 	(void)what;
+	rock_engine_enter(arg);
 	rock_control_tick(arg);
+	rock_engine_leave(arg);
 }
 
 static void
@@ -365,16 +368,14 @@ accept_record(struct rock_engine *e, const uint8_t *rec,
 }
 
 static void
-on_udp(evutil_socket_t fd, short what, void *arg)
+read_udp(struct rock_engine *e, int fd)
 {
-	struct rock_engine *e = arg;
 	uint8_t buf[ROCK_HB_MAX_LEN + 1];
 	struct sockaddr_storage from;
 	socklen_t fromlen;
 	unsigned n, i, budget;
 	ssize_t got;
 
-	(void)what;
 	for (budget = 0; budget < 64; budget++) {
 		fromlen = sizeof(from);
 		got = recvfrom(fd, buf, sizeof(buf), MSG_DONTWAIT,
@@ -389,4 +390,13 @@ on_udp(evutil_socket_t fd, short what, void *arg)
 			accept_record(e, buf + ROCK_HB_HEADER_LEN +
 			    i * ROCK_HB_RECORD_LEN, &from, fromlen);
 	}
+}
+
+static void
+on_udp(evutil_socket_t fd, short what, void *arg)
+{
+	(void)what;
+	rock_engine_enter(arg);
+	read_udp(arg, fd);
+	rock_engine_leave(arg);
 }

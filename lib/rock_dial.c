@@ -217,7 +217,8 @@ make_session(struct rock_engine *e, int fd, const struct sockaddr *addr,
 	memcpy(&s->peer, addr, len);
 	s->peer_len = len;
 	rock_udp_peer_from_tcp(s, sh->udp_port);
-	if ((r = rock_stream_attach(s, fd)) != 0) {
+	if ((r = rock_is_direct(s) ? rock_direct_attach(s, fd) :
+	    rock_stream_attach(s, fd)) != 0) {
 		s->fd = -1;
 		rock_session_free(s);
 		return r;
@@ -246,6 +247,8 @@ cache_find(struct rock_engine *e, const struct sockaddr *addr, socklen_t len)
 	return NULL;
 }
 
+/* ann NULL: the destination is an ordinary server (or none at all); that
+ * is remembered for a minute, so plain connections pay no probe. */
 static void
 cache_put(struct rock_engine *e, const struct sockaddr *addr, socklen_t len,
     const uint8_t ann[ROCK_ANNOUNCE_LEN])
@@ -258,8 +261,11 @@ cache_put(struct rock_engine *e, const struct sockaddr *addr, socklen_t len,
 	}
 	memcpy(&p->addr, addr, len);
 	p->len = len;
-	p->expires_ms = rock_now_ms() + PROBE_CACHE_MS;
-	memcpy(p->announcement, ann, ROCK_ANNOUNCE_LEN);
+	p->enhanced = ann != NULL;
+	p->expires_ms = rock_now_ms() +
+	    (ann != NULL ? PROBE_CACHE_MS : PROBE_CACHE_PLAIN_MS);
+	if (ann != NULL)
+		memcpy(p->announcement, ann, ROCK_ANNOUNCE_LEN);
 }
 
 void
@@ -272,22 +278,42 @@ rock_probe_forget(struct rock_engine *e, const struct sockaddr *addr,
 		p->len = 0;
 }
 
-/* The announcement for a destination: cached, or from a probe. */
+/* A probe that found no rockd: refused, timed out or an ordinary server. */
+static int
+probe_says_plain(int r)
+{
+	return r == ROCK_ERR_NOT_ENHANCED || r == ROCK_ERR_TIMEOUT ||
+	    (r == ROCK_ERR_SYSTEM && (errno == ECONNREFUSED ||
+	    errno == EHOSTUNREACH || errno == ENETUNREACH));
+}
+
+/* The announcement for a destination: cached, or from a probe. The probe
+ * itself runs without the owner's lock: it takes a round trip or more. */
 static int
 announcement_for(struct rock_engine *e, const struct sockaddr *addr,
     socklen_t len, int64_t deadline, uint8_t ann[ROCK_ANNOUNCE_LEN])
 {
-	struct probe_entry *p = cache_find(e, addr, len);
-	int r;
+	struct probe_entry *p;
+	int r, err;
 
-	if (p != NULL) {
+	rock_engine_enter(e);
+	if ((p = cache_find(e, addr, len)) != NULL) {
 		e->stats.probe_cache_hits++;
-		memcpy(ann, p->announcement, ROCK_ANNOUNCE_LEN);
-		return 0;
+		r = p->enhanced ? 0 : ROCK_ERR_NOT_ENHANCED;
+		if (p->enhanced)
+			memcpy(ann, p->announcement, ROCK_ANNOUNCE_LEN);
+		rock_engine_leave(e);
+		return r;
 	}
 	e->stats.probes++;
-	if ((r = probe(addr, len, deadline, ann)) == 0)
-		cache_put(e, addr, len, ann);
+	rock_engine_leave(e);
+	r = probe(addr, len, deadline, ann);
+	err = errno;
+	rock_engine_enter(e);
+	if (r == 0 || probe_says_plain(r))
+		cache_put(e, addr, len, r == 0 ? ann : NULL);
+	rock_engine_leave(e);
+	errno = err;
 	return r;
 }
 
@@ -311,8 +337,11 @@ handshake_once(struct rock_engine *e, const struct sockaddr *addr,
 	rtt = (int)(rock_now_ms() - t0);
 	rock_keypair_new(&kp);
 	if ((r = hello_exchange(e, fd, ann, &kp, deadline, &sh)) == 0 &&
-	    (r = rock_keys_client(&keys, &kp, sh.pk)) == 0)
+	    (r = rock_keys_client(&keys, &kp, sh.pk)) == 0) {
+		rock_engine_enter(e);
 		r = make_session(e, fd, addr, len, &sh, &keys, cbs, arg, out);
+		rock_engine_leave(e);
+	}
 	if (r == 0)
 		(*out)->connect_rtt_ms = rtt;
 	rock_keypair_wipe(&kp);
@@ -328,17 +357,27 @@ rock_client_open(struct rock_engine *e, const struct sockaddr *addr,
     void *arg, struct rock_session **out)
 {
 	int64_t deadline = rock_now_ms() + timeout_ms;
-	int hit = cache_find(e, addr, len) != NULL;
-	int r = handshake_once(e, addr, len, deadline, cbs, arg, out);
+	int hit, r, err;
 
+	rock_engine_enter(e);
+	hit = cache_find(e, addr, len) != NULL;
+	rock_engine_leave(e);
+	r = handshake_once(e, addr, len, deadline, cbs, arg, out);
 	/* The server restarted since the probe (STALE), or a cached answer no
 	 * longer holds: forget it, probe again, once. */
 	if (r == ROCK_ERR_LOST || (hit && r == ROCK_ERR_PROTOCOL)) {
+		rock_engine_enter(e);
 		rock_probe_forget(e, addr, len);
+		rock_engine_leave(e);
 		r = handshake_once(e, addr, len, deadline, cbs, arg, out);
 	}
-	if (r == ROCK_ERR_NOT_ENHANCED || r == ROCK_ERR_PROTOCOL || r == ROCK_ERR_LOST)
+	err = errno;
+	if (r == ROCK_ERR_PROTOCOL || r == ROCK_ERR_LOST) {
+		rock_engine_enter(e);
 		rock_probe_forget(e, addr, len);
+		rock_engine_leave(e);
+	}
+	errno = err;
 	return r == ROCK_ERR_LOST ? ROCK_ERR_PROTOCOL : r;
 }
 
@@ -424,8 +463,10 @@ on_retry(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
+	rock_engine_enter(s->e);
 	if (s->state == ROCK_ST_SUSPENDED && s->dial == NULL)
 		start_attempt(s);
+	rock_engine_leave(s->e);
 }
 
 void
@@ -585,6 +626,12 @@ reconnected(struct rock_session *s)
 		rock_session_close(s, r, "peer's count outside what we hold");
 		return;
 	}
+	if (rock_is_direct(s)) {
+		rlog_info(s->e->log, "rock %s: reconnected; resending from byte %llu",
+		    s->name, (unsigned long long)s->peer_consumed);
+		rock_direct_resume(s, fd);
+		return;
+	}
 	if (rock_stream_attach(s, fd) != 0) {
 		close(fd);
 		rock_dial_schedule(s, 0);
@@ -642,9 +689,12 @@ static void
 on_dial(evutil_socket_t fd, short what, void *arg)
 {
 	struct rock_session *s = arg;
+	struct rock_engine *e = s->e;
 
 	(void)fd;
+	rock_engine_enter(e);
 	rock_session_hold(s);
 	dial_step(s, what);
 	rock_session_release(s);
+	rock_engine_leave(e);
 }

@@ -108,6 +108,15 @@ rock_engine_free(struct rock_engine *e)
 }
 
 void
+rock_engine_set_lock(struct rock_engine *e, void (*lock)(void *),
+    void (*unlock)(void *), void *arg)
+{
+	e->lock = lock;
+	e->unlock = unlock;
+	e->lock_arg = arg;
+}
+
+void
 rock_engine_set_suspend_timeout(struct rock_engine *e, long seconds)
 {
 	e->cfg.suspend_timeout_s = seconds;

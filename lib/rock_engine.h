@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 
 #include <event2/event.h>
 
@@ -39,6 +40,22 @@ void rock_engine_config_defaults(struct rock_engine_config *cfg);
 struct rock_engine;
 struct rock_session;
 
+/*
+ * Direct mode (the preload shim, DESIGN decision 1): the application reads
+ * and writes the data connection itself and reports what it did through
+ * rock_direct_*(); the engine keeps counts, ring, heartbeats and
+ * reconnects. The engine calls these with its lock held, on its loop.
+ */
+struct rock_direct_ops {
+	/* The data connection failed: from now on no application call may
+	 * enter the kernel on it; returns once none is inside. The engine
+	 * keeps old_fd open until the swap. */
+	void (*suspend)(struct rock_session *s, int old_fd, void *arg);
+	/* new_fd is authenticated and replayed: put it under the
+	 * application's descriptors in place of old_fd. */
+	void (*swap)(struct rock_session *s, int old_fd, int new_fd, void *arg);
+};
+
 /* What the owner of a session (rockd's relay, rockcat) is told. */
 struct rock_session_cbs {
 	/* Bytes from the peer; they count as consumed once delivered. */
@@ -52,6 +69,9 @@ struct rock_session_cbs {
 	/* The session ended (err 0: both ends closed cleanly; else a
 	 * ROCK_ERR_*). The owner must call rock_session_free(). */
 	void (*on_closed)(struct rock_session *s, int err, void *arg);
+	/* Set: the session is in direct mode (on_data and on_eof unused;
+	 * on_drain: the peer consumed, the ring has room again). */
+	const struct rock_direct_ops *direct;
 };
 
 /* An engine on an event base; udp_bind NULL: any address, any port. */
@@ -59,6 +79,10 @@ int rock_engine_new(struct rock_engine **out, struct event_base *base,
     const struct rock_log *log, const struct rock_engine_config *cfg,
     const struct sockaddr *udp_bind, socklen_t udp_bind_len);
 void rock_engine_free(struct rock_engine *e);
+/* An owner whose own threads touch sessions while the loop runs (the
+ * preload shim) gives the engine its lock: every event callback holds it. */
+void rock_engine_set_lock(struct rock_engine *e, void (*lock)(void *),
+    void (*unlock)(void *), void *arg);
 /* Applies to rocks suspended now and later; 0: never give up. */
 void rock_engine_set_suspend_timeout(struct rock_engine *e, long seconds);
 const uint8_t *rock_engine_announcement(const struct rock_engine *e);
@@ -104,6 +128,25 @@ void rock_handshake_reject(struct rock_handshake *hs, uint8_t code,
     const char *text);
 void rock_server_reconnect(struct rock_engine *e, int fd, const uint8_t *early,
     size_t nearly);
+
+/* Direct mode, called by the owner with the engine's lock held. Bytes the
+ * application read (not peeked); bytes the kernel took from a write, which
+ * must fit rock_direct_space(). */
+void rock_direct_consumed(struct rock_session *s, size_t n);
+int rock_direct_sent(struct rock_session *s, const struct iovec *iov,
+    int iovcnt, size_t n);
+size_t rock_direct_space(struct rock_session *s);
+/* The descriptor the engine holds on the current data connection. */
+int rock_direct_fd(const struct rock_session *s);
+/* These three run on the engine's loop only: the application's read saw
+ * the peer's end of stream, its write side is shut, its I/O failed. */
+void rock_direct_eof(struct rock_session *s);
+void rock_direct_shutdown(struct rock_session *s);
+void rock_direct_fail(struct rock_session *s, const char *why);
+/* The application let go of the rock: the engine drains what comes,
+ * finishes sending, closes and calls cbs->on_closed. */
+void rock_direct_release(struct rock_session *s,
+    const struct rock_session_cbs *cbs, void *arg);
 
 /* The owner's side of the stream. */
 int rock_session_send(struct rock_session *s, const void *p, size_t n);

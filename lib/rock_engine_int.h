@@ -69,6 +69,8 @@ struct rock_session {
 	struct event *ev_retry;		/* client: next reconnect attempt */
 	int backoff_ms;
 	struct rock_dial *dial;
+	int replay_fd;			/* direct: replaying into it, then swap */
+	struct event *ev_replay;
 
 	const struct rock_session_cbs *cbs;
 	void *arg;
@@ -82,11 +84,13 @@ struct rock_session {
 #define OPEN_PACKETS 64
 #define PROBE_CACHE 16
 #define PROBE_CACHE_MS (10 * 60 * 1000)
+#define PROBE_CACHE_PLAIN_MS (60 * 1000)
 
 /* A server known to be enhanced, and its announcement (decision 10). */
 struct probe_entry {
 	struct sockaddr_storage addr;
 	socklen_t len;			/* 0: free */
+	int enhanced;			/* 0: an ordinary server, for a while */
 	int64_t expires_ms;
 	uint8_t announcement[ROCK_ANNOUNCE_LEN];
 };
@@ -121,7 +125,26 @@ struct rock_engine {
 	unsigned long drops_logged;	/* drop count already reported */
 	unsigned long hostile_logged;	/* of which forged, replayed, malformed */
 	struct out_packet *open_packets; /* OPEN_PACKETS, for the tick */
+	void (*lock)(void *);		/* the owner's, when other threads */
+	void (*unlock)(void *);		/* touch sessions (the preload shim) */
+	void *lock_arg;
 };
+
+/* Every event callback runs between these: the owner's threads see the
+ * engine only between two callbacks. */
+static inline void
+rock_engine_enter(const struct rock_engine *e)
+{
+	if (e->lock != NULL)
+		e->lock(e->lock_arg);
+}
+
+static inline void
+rock_engine_leave(const struct rock_engine *e)
+{
+	if (e->unlock != NULL)
+		e->unlock(e->lock_arg);
+}
 
 int64_t rock_now_ms(void);
 
@@ -155,6 +178,17 @@ void rock_stream_detach(struct rock_session *s);
 int rock_stream_replay(struct rock_session *s);
 void rock_stream_kick(struct rock_session *s);
 void rock_stream_keepalive(struct rock_session *s, int fast);
+
+/* Direct mode (rock_direct.c). */
+static inline int
+rock_is_direct(const struct rock_session *s)
+{
+	return s->cbs != NULL && s->cbs->direct != NULL;
+}
+int rock_direct_attach(struct rock_session *s, int fd);
+void rock_direct_suspend(struct rock_session *s);
+void rock_direct_resume(struct rock_session *s, int fd);
+void rock_direct_stop(struct rock_session *s);
 
 /* The control channel (rock_control.c). */
 int rock_control_open(struct rock_engine *e, const struct sockaddr *bind,

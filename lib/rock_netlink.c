@@ -90,15 +90,13 @@ address_removed(struct rock_engine *e, const struct nlmsghdr *nh)
 }
 
 static void
-on_netlink(evutil_socket_t fd, short what, void *arg)
+read_netlink(struct rock_engine *e, int fd)
 {
-	struct rock_engine *e = arg;
 	char buf[8192] __attribute__((aligned(NLMSG_ALIGNTO)));
 	const struct nlmsghdr *nh;
 	int news = 0;
 	ssize_t n;
 
-	(void)what;
 	while ((n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT)) > 0) {
 		int len = (int)n;
 
@@ -115,4 +113,13 @@ on_netlink(evutil_socket_t fd, short what, void *arg)
 		rlog_debug(e->log, "new local address or route: reconnecting now");
 		rock_dial_all_now(e);
 	}
+}
+
+static void
+on_netlink(evutil_socket_t fd, short what, void *arg)
+{
+	(void)what;
+	rock_engine_enter(arg);
+	read_netlink(arg, fd);
+	rock_engine_leave(arg);
 }

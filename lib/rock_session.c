@@ -144,6 +144,7 @@ rock_session_new(struct rock_engine *e, enum rock_role role,
 	s->role = role;
 	s->state = ROCK_ST_SUSPENDED;	/* until a data connection attaches */
 	s->fd = -1;
+	s->replay_fd = -1;
 	memcpy(s->id, id, ROCK_ID_LEN);
 	snprintf(s->name, sizeof(s->name), "%02x%02x%02x%02x", id[0], id[1],
 	    id[2], id[3]);
@@ -201,6 +202,8 @@ rock_session_fail(struct rock_session *s, const char *why)
 {
 	if (s->state != ROCK_ST_CONNECTED)
 		return;
+	if (rock_is_direct(s))
+		rock_direct_suspend(s);
 	rock_stream_detach(s);
 	/* The server cannot redial: its side of a dead connection only holds
 	 * a descriptor. A reset, never a FIN, so the client (if the failure
@@ -222,6 +225,7 @@ rock_session_close(struct rock_session *s, int err, const char *why)
 	if (s->state == ROCK_ST_CLOSED)
 		return;
 	rock_dial_cancel(s);
+	rock_direct_stop(s);
 	rock_stream_detach(s);
 	if (s->fd >= 0) {
 		close(s->fd);
@@ -259,6 +263,11 @@ rock_session_peer_count(struct rock_session *s, uint64_t consumed,
 	s->peer_flags |= flags & (ROCK_FLAG_WR_SHUT | ROCK_FLAG_EOF_SEEN);
 	if (s->state == ROCK_ST_CONNECTED)
 		rock_stream_kick(s);	/* room in the ring: write more */
+	if (rock_is_direct(s) && s->cbs->on_drain != NULL) {
+		s->in_callback++;
+		s->cbs->on_drain(s, s->arg);
+		s->in_callback--;
+	}
 	rock_session_maybe_finish(s);
 	return 0;
 }
@@ -315,6 +324,7 @@ rock_session_free(struct rock_session *s)
 		return;
 	}
 	rock_dial_cancel(s);
+	rock_direct_stop(s);
 	rock_stream_detach(s);
 	if (s->fd >= 0)
 		close(s->fd);

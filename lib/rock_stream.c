@@ -215,12 +215,15 @@ static void
 on_write(evutil_socket_t fd, short what, void *arg)
 {
 	struct rock_session *s = arg;
+	struct rock_engine *e = s->e;
 
 	(void)fd;
 	(void)what;
+	rock_engine_enter(e);
 	rock_session_hold(s);
 	flush(s);
 	rock_session_release(s);
+	rock_engine_leave(e);
 }
 
 static void
@@ -238,13 +241,11 @@ got_eof(struct rock_session *s)
 }
 
 static void
-on_read(evutil_socket_t fd, short what, void *arg)
+read_data(struct rock_session *s, int fd)
 {
-	struct rock_session *s = arg;
 	uint8_t buf[ROCK_READ_CHUNK];
 	ssize_t n;
 
-	(void)what;
 	n = read(fd, buf, sizeof(buf));
 	if (n < 0 && (errno == EAGAIN || errno == EINTR))
 		return;
@@ -262,4 +263,16 @@ on_read(evutil_socket_t fd, short what, void *arg)
 			rock_control_ack_now(s);
 	}
 	rock_session_release(s);
+}
+
+static void
+on_read(evutil_socket_t fd, short what, void *arg)
+{
+	struct rock_session *s = arg;
+	struct rock_engine *e = s->e;
+
+	(void)what;
+	rock_engine_enter(e);
+	read_data(s, fd);
+	rock_engine_leave(e);
 }

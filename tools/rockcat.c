@@ -174,7 +174,7 @@ on_closed(struct rock_session *s, int err, void *arg)
 }
 
 static const struct rock_session_cbs cat_cbs = {
-	on_data, on_eof, on_drain, on_state, on_closed
+	on_data, on_eof, on_drain, on_state, on_closed, NULL
 };
 
 /* Plain TCP, when the peer is not enhanced: a simple copy loop. */

@@ -385,7 +385,7 @@ rb_closed(struct rock_session *s, int err, void *arg)
 }
 
 static const struct rock_session_cbs rb_cbs = {
-	rb_data, rb_eof, rb_drain, rb_state, rb_closed
+	rb_data, rb_eof, rb_drain, rb_state, rb_closed, NULL
 };
 
 static void

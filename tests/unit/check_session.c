@@ -58,7 +58,7 @@ server_closed(struct rock_session *s, int err, void *arg)
 }
 
 static const struct rock_session_cbs echo_cbs = {
-	echo_data, echo_eof, NULL, NULL, server_closed
+	echo_data, echo_eof, NULL, NULL, server_closed, NULL
 };
 
 static void
@@ -240,7 +240,7 @@ client_closed(struct rock_session *s, int err, void *arg)
 }
 
 static const struct rock_session_cbs client_cbs = {
-	client_data, client_eof, NULL, client_state, client_closed
+	client_data, client_eof, NULL, client_state, client_closed, NULL
 };
 
 static void

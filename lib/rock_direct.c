@@ -1,0 +1,226 @@
+/* rock_direct.c: direct mode: the application does the I/O, the engine keeps the books. */
+#include "config.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "rock_engine_int.h"
+#include "rock_err.h"
+
+int
+rock_direct_attach(struct rock_session *s, int fd)
+{
+	s->fd = fd;
+	s->fast_keepalive = -1;
+	rock_stream_keepalive(s, !s->udp_verified);
+	s->last_heard_ms = rock_now_ms();
+	rock_session_set_state(s, ROCK_ST_CONNECTED, "data connection up");
+	return 0;
+}
+
+int
+rock_direct_fd(const struct rock_session *s)
+{
+	return s->fd;
+}
+
+void
+rock_direct_consumed(struct rock_session *s, size_t n)
+{
+	s->consumed += n;
+	if (s->consumed - s->acked_consumed >= (uint64_t)s->e->cfg.ack_every)
+		rock_control_ack_now(s);
+}
+
+/* With the ring full and no ack coming (UDP blocked, say), the TCP bound
+ * says which bytes the peer has surely consumed. */
+size_t
+rock_direct_space(struct rock_session *s)
+{
+	uint64_t end = rock_ring_end(&s->ring);
+
+	if (rock_ring_space(&s->ring) == 0 && s->tcp_bound > 0 &&
+	    end - rock_ring_base(&s->ring) > s->tcp_bound)
+		(void)rock_ring_ack(&s->ring, end - s->tcp_bound);
+	return rock_ring_space(&s->ring);
+}
+
+int
+rock_direct_sent(struct rock_session *s, const struct iovec *iov, int iovcnt,
+    size_t n)
+{
+	int r;
+
+	if ((r = rock_ring_appendv(&s->ring, iov, iovcnt, n)) != 0)
+		return r;
+	s->replay_from += n;
+	return 0;
+}
+
+void
+rock_direct_eof(struct rock_session *s)
+{
+	if (s->flags & ROCK_FLAG_EOF_SEEN)
+		return;
+	s->flags |= ROCK_FLAG_EOF_SEEN;
+	rlog_debug(s->e->log, "rock %s: peer's end of stream after %llu bytes",
+	    s->name, (unsigned long long)s->consumed);
+	rock_control_ack_now(s);
+	rock_session_maybe_finish(s);
+}
+
+/* The FIN goes out now if connected, else after the replay. */
+void
+rock_direct_shutdown(struct rock_session *s)
+{
+	s->want_shut = 1;
+	if (s->state != ROCK_ST_CONNECTED || s->shut_sent)
+		return;
+	shutdown(s->fd, SHUT_WR);
+	s->shut_sent = 1;
+	s->flags |= ROCK_FLAG_WR_SHUT;
+	rock_control_ack_now(s);
+	rock_session_maybe_finish(s);
+}
+
+void
+rock_direct_fail(struct rock_session *s, const char *why)
+{
+	rock_session_fail(s, why);
+}
+
+/* Called from rock_session_fail() before the state changes. */
+void
+rock_direct_suspend(struct rock_session *s)
+{
+	s->in_callback++;
+	s->cbs->direct->suspend(s, s->fd, s->arg);
+	s->in_callback--;
+}
+
+void
+rock_direct_stop(struct rock_session *s)
+{
+	if (s->ev_replay != NULL)
+		event_free(s->ev_replay);
+	s->ev_replay = NULL;
+	if (s->replay_fd >= 0)
+		close(s->replay_fd);
+	s->replay_fd = -1;
+}
+
+static void
+swap_in(struct rock_session *s)
+{
+	int fd = s->replay_fd, old = s->fd;
+
+	s->replay_fd = -1;
+	rock_direct_stop(s);
+	if (rock_is_direct(s)) {
+		s->in_callback++;
+		s->cbs->direct->swap(s, old, fd, s->arg);
+		s->in_callback--;
+		/* The old connection goes only now that the new one is proven,
+		 * with a reset: never a FIN the peer could take for an end. */
+		rock_close_reset(old);
+		s->fd = fd;
+		s->fast_keepalive = -1;
+		rock_stream_keepalive(s, !s->udp_verified);
+		s->last_heard_ms = rock_now_ms();
+		if (s->want_shut) {
+			shutdown(fd, SHUT_WR);
+			s->shut_sent = 1;
+			s->flags |= ROCK_FLAG_WR_SHUT;
+		}
+		rock_session_set_state(s, ROCK_ST_CONNECTED, "reconnected");
+	} else if (rock_stream_attach(s, fd) != 0) {
+		/* Released meanwhile: the engine drives it from here on. */
+		close(fd);
+		rock_dial_schedule(s, 0);
+		return;
+	}
+	rock_session_maybe_finish(s);
+}
+
+/* The ring from the peer's count onward, into the new connection, before
+ * the application may write to it: order on the wire is order written. */
+static void
+replay_step(struct rock_session *s)
+{
+	struct iovec iov[2];
+	int n = 0;
+	ssize_t w;
+
+	while (s->replay_from < rock_ring_end(&s->ring)) {
+		if (rock_ring_peek(&s->ring, s->replay_from, iov, &n) != 0)
+			goto failed;
+		w = sendmsg(s->replay_fd, &(struct msghdr){ .msg_iov = iov,
+		    .msg_iovlen = (size_t)n }, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (w < 0 && (errno == EAGAIN || errno == EINTR)) {
+			event_add(s->ev_replay, NULL);
+			return;
+		}
+		if (w < 0)
+			goto failed;
+		s->replay_from += (uint64_t)w;
+	}
+	swap_in(s);
+	return;
+failed:
+	rlog_debug(s->e->log, "rock %s: replay failed: %s", s->name,
+	    strerror(errno));
+	rock_direct_stop(s);
+	rock_dial_schedule(s, 0);
+}
+
+static void
+on_replay(evutil_socket_t fd, short what, void *arg)
+{
+	struct rock_session *s = arg;
+	struct rock_engine *e = s->e;
+
+	(void)fd;
+	(void)what;
+	rock_engine_enter(e);
+	rock_session_hold(s);
+	replay_step(s);
+	rock_session_release(s);
+	rock_engine_leave(e);
+}
+
+/* An authenticated new connection; rock_stream_replay() has set the
+ * resend point. The application keeps waiting until the swap. */
+void
+rock_direct_resume(struct rock_session *s, int fd)
+{
+	rock_direct_stop(s);
+	s->replay_fd = fd;
+	s->shut_sent = 0;
+	s->ev_replay = event_new(s->e->base, fd, EV_WRITE, on_replay, s);
+	if (s->ev_replay == NULL) {
+		rock_direct_stop(s);
+		rock_dial_schedule(s, 0);
+		return;
+	}
+	replay_step(s);
+}
+
+/* cbs must not be direct; its on_data sees what still arrives. */
+void
+rock_direct_release(struct rock_session *s, const struct rock_session_cbs *cbs,
+    void *arg)
+{
+	ROCK_ASSERT(cbs != NULL && cbs->direct == NULL);
+	s->cbs = cbs;
+	s->arg = arg;
+	s->want_shut = 1;
+	if (s->state != ROCK_ST_CONNECTED || s->replay_fd >= 0)
+		return;
+	if (rock_stream_attach(s, s->fd) != 0) {
+		rock_session_fail(s, "no memory for events");
+		return;
+	}
+	rock_session_maybe_finish(s);
+}
