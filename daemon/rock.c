@@ -131,7 +131,7 @@ on_rock_closed(struct rock_session *s, int err, void *arg)
 }
 
 static const struct rock_session_cbs rock_cbs = {
-	on_rock_data, on_rock_eof, on_rock_drain, on_rock_state, on_rock_closed
+	on_rock_data, on_rock_eof, on_rock_drain, on_rock_state, on_rock_closed, NULL
 };
 
 /* ---- the backend side */

@@ -47,16 +47,28 @@ rock_direct_space(struct rock_session *s)
 	return rock_ring_space(&s->ring);
 }
 
+void
+rock_direct_sending(struct rock_session *s, size_t n)
+{
+	s->direct_pending = n;
+}
+
 int
 rock_direct_sent(struct rock_session *s, const struct iovec *iov, int iovcnt,
     size_t n)
 {
+	uint64_t end;
 	int r;
 
+	s->direct_pending = 0;
+	if (n == 0)
+		return 0;
 	if ((r = rock_ring_appendv(&s->ring, iov, iovcnt, n)) != 0)
 		return r;
 	s->replay_from += n;
-	return 0;
+	end = rock_ring_end(&s->ring);
+	return rock_ring_ack(&s->ring, s->peer_consumed < end ?
+	    s->peer_consumed : end);
 }
 
 void
@@ -71,17 +83,23 @@ rock_direct_eof(struct rock_session *s)
 	rock_session_maybe_finish(s);
 }
 
-/* The FIN goes out now if connected, else after the replay. */
+/* The FIN goes out now if the owner's view is connected, else after the
+ * replay. */
 void
-rock_direct_shutdown(struct rock_session *s)
+rock_direct_shutdown(struct rock_session *s, int connected)
 {
 	s->want_shut = 1;
-	if (s->state != ROCK_ST_CONNECTED || s->shut_sent)
+	if (!connected || s->state != ROCK_ST_CONNECTED || s->shut_sent)
 		return;
 	shutdown(s->fd, SHUT_WR);
 	s->shut_sent = 1;
 	s->flags |= ROCK_FLAG_WR_SHUT;
 	rock_control_ack_now(s);
+}
+
+void
+rock_direct_finish(struct rock_session *s)
+{
 	rock_session_maybe_finish(s);
 }
 

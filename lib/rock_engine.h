@@ -130,19 +130,24 @@ void rock_server_reconnect(struct rock_engine *e, int fd, const uint8_t *early,
     size_t nearly);
 
 /* Direct mode, called by the owner with the engine's lock held. Bytes the
- * application read (not peeked); bytes the kernel took from a write, which
- * must fit rock_direct_space(). */
+ * application read (not peeked); a write of up to n bytes about to enter
+ * the kernel (sending), and what the kernel took of it (sent), which must
+ * fit rock_direct_space(). */
 void rock_direct_consumed(struct rock_session *s, size_t n);
+void rock_direct_sending(struct rock_session *s, size_t n);
 int rock_direct_sent(struct rock_session *s, const struct iovec *iov,
     int iovcnt, size_t n);
 size_t rock_direct_space(struct rock_session *s);
 /* The descriptor the engine holds on the current data connection. */
 int rock_direct_fd(const struct rock_session *s);
-/* These three run on the engine's loop only: the application's read saw
- * the peer's end of stream, its write side is shut, its I/O failed. */
+/* These run on the engine's loop only: the application's read saw the
+ * peer's end of stream; see whether both ends are done; its I/O failed. */
 void rock_direct_eof(struct rock_session *s);
-void rock_direct_shutdown(struct rock_session *s);
+void rock_direct_finish(struct rock_session *s);
 void rock_direct_fail(struct rock_session *s, const char *why);
+/* Any thread, lock held: the application shut its write side; the FIN
+ * goes now if `connected` (the owner's view), else after the replay. */
+void rock_direct_shutdown(struct rock_session *s, int connected);
 /* The application let go of the rock: the engine drains what comes,
  * finishes sending, closes and calls cbs->on_closed. */
 void rock_direct_release(struct rock_session *s,
@@ -162,6 +167,8 @@ enum rock_state rock_session_state(const struct rock_session *s);
 const char *rock_session_name(const struct rock_session *s);
 uint64_t rock_session_consumed(const struct rock_session *s);
 uint64_t rock_session_sent(const struct rock_session *s);
+/* Sent but not yet known to be consumed by the peer's application. */
+uint64_t rock_session_unacked(const struct rock_session *s);
 const char *rock_state_name(enum rock_state st);
 
 #endif

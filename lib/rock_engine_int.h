@@ -70,6 +70,7 @@ struct rock_session {
 	int backoff_ms;
 	struct rock_dial *dial;
 	int replay_fd;			/* direct: replaying into it, then swap */
+	size_t direct_pending;		/* direct: a write in the kernel, not yet in the ring */
 	struct event *ev_replay;
 
 	const struct rock_session_cbs *cbs;

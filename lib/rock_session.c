@@ -249,16 +249,20 @@ int
 rock_session_peer_count(struct rock_session *s, uint64_t consumed,
     uint32_t flags)
 {
+	uint64_t end = rock_ring_end(&s->ring);
 	int r;
 
-	if (consumed > rock_ring_end(&s->ring)) {
+	/* In direct mode the peer can consume a write before its bytes are
+	 * in our ring: the application's thread copies them just after. */
+	if (consumed > end + s->direct_pending) {
 		rock_session_close(s, ROCK_ERR_PROTOCOL,
 		    "peer acknowledged bytes never sent");
 		return ROCK_ERR_PROTOCOL;
 	}
 	if (consumed > s->peer_consumed)
 		s->peer_consumed = consumed;
-	if ((r = rock_ring_ack(&s->ring, s->peer_consumed)) != 0)
+	if ((r = rock_ring_ack(&s->ring, s->peer_consumed < end ?
+	    s->peer_consumed : end)) != 0)
 		return r;
 	s->peer_flags |= flags & (ROCK_FLAG_WR_SHUT | ROCK_FLAG_EOF_SEEN);
 	if (s->state == ROCK_ST_CONNECTED)
@@ -401,4 +405,12 @@ uint64_t
 rock_session_sent(const struct rock_session *s)
 {
 	return rock_ring_end(&s->ring);
+}
+
+uint64_t
+rock_session_unacked(const struct rock_session *s)
+{
+	uint64_t end = rock_ring_end(&s->ring);
+
+	return s->peer_consumed < end ? end - s->peer_consumed : 0;
 }

@@ -44,7 +44,7 @@ accept(int lfd, struct sockaddr *addr, socklen_t *len)
 	const struct shim_state *st = shim_state();
 	int fd = shim_real.accept(lfd, addr, len);
 
-	if (fd >= 0 && st->active)
+	if (fd >= 0 && st->active && !shim_busy)
 		accepted(st, lfd, fd);
 	return fd;
 }
@@ -55,7 +55,7 @@ accept4(int lfd, struct sockaddr *addr, socklen_t *len, int flags)
 	const struct shim_state *st = shim_state();
 	int fd = shim_real.accept4(lfd, addr, len, flags);
 
-	if (fd >= 0 && st->active)
+	if (fd >= 0 && st->active && !shim_busy)
 		accepted(st, lfd, fd);
 	return fd;
 }

@@ -1,14 +1,256 @@
-/* connect.c: connect(): a TCP socket gets its options before the SYN. */
+/* connect.c: connect(): keepalive options before the SYN; under ROCK_MODE=rock, the EDP. */
 #include "config.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rock_err.h"
 #include "shim.h"
+
+/* Only an unbound TCP socket to an IP address can become a rock: one the
+ * program bound itself keeps its exact local address. */
+static int
+rockable(int fd, const struct sockaddr *addr, socklen_t len)
+{
+	struct sockaddr_storage local;
+	socklen_t llen = sizeof(local);
+
+	if (!((addr->sa_family == AF_INET && len >= sizeof(struct sockaddr_in)) ||
+	    (addr->sa_family == AF_INET6 && len >= sizeof(struct sockaddr_in6))))
+		return 0;
+	if (!shim_fd_is_tcp(fd))
+		return 0;
+	if (getsockname(fd, (struct sockaddr *)&local, &llen) != 0)
+		return 0;
+	return ((struct sockaddr_in *)&local)->sin_port == 0;
+}
+
+/* Where to look for the enhanced twin of a destination (ROCK_PORT_MAP). */
+static void
+mapped(const struct rock_config *cfg, const struct sockaddr *addr,
+    socklen_t len, struct sockaddr_storage *out)
+{
+	in_port_t *port = addr->sa_family == AF_INET6 ?
+	    &((struct sockaddr_in6 *)out)->sin6_port :
+	    &((struct sockaddr_in *)out)->sin_port;
+
+	memcpy(out, addr, len);
+	*port = htons(rock_port_mapped(cfg, ntohs(*port)));
+}
+
+struct attempt {
+	struct shim_rock *r;
+	int fd;
+	struct sockaddr_storage addr, target;
+	socklen_t len;
+};
+
+/* The EDP and handshake; 0 with r->s set, or why not. */
+static int
+open_rock(struct attempt *a)
+{
+	const struct shim_state *st = shim_state();
+	struct rock_engine *e = shim_engine();
+	int busy = shim_busy, rc, err;
+
+	if (e == NULL)
+		return ROCK_ERR_NOT_ENHANCED;
+	shim_busy = 1;
+	rc = rock_client_open(e, (struct sockaddr *)&a->target, a->len,
+	    st->cfg.probe_timeout_ms, shim_rock_cbs(), a->r, &a->r->s);
+	err = errno;
+	shim_busy = busy;
+	if (rc != 0)
+		rlog_debug(&st->log, "fd %d: no rock (%s%s%s); plain TCP", a->fd,
+		    rock_err(rc), rc == ROCK_ERR_SYSTEM ? ": " : "",
+		    rc == ROCK_ERR_SYSTEM ? strerror(err) : "");
+	return rc;
+}
+
+static struct attempt *
+attempt_new(int fd, const struct sockaddr *addr, socklen_t len)
+{
+	struct attempt *a = calloc(1, sizeof(*a));
+
+	if (a == NULL)
+		return NULL;
+	shim_lock();
+	a->r = shim_rock_new();
+	shim_unlock();
+	if (a->r == NULL) {
+		free(a);
+		return NULL;
+	}
+	a->fd = fd;
+	a->len = len;
+	memcpy(&a->addr, addr, len);
+	mapped(&shim_state()->cfg, addr, len, &a->target);
+	memcpy(&a->r->peer, addr, len);
+	a->r->peer_len = len;
+	return a;
+}
+
+/* Lock held. The rock's socket goes under the program's descriptor. */
+static void
+adopt(struct attempt *a)
+{
+	struct shim_rock *r = a->r;
+
+	r->fds[0] = a->fd;
+	r->nfds = 1;
+	shim_rock_install(r, a->fd, rock_direct_fd(r->s));
+	shim_rock_bind(a->fd, r);
+	shim_rock_set_ready(r, 1);
+	rlog_debug(&shim_state()->log, "fd %d: a rock", a->fd);
+}
+
+static int
+connect_blocking(int fd, const struct sockaddr *addr, socklen_t len)
+{
+	struct attempt *a = attempt_new(fd, addr, len);
+	int rc;
+
+	if (a == NULL)
+		return shim_real.connect(fd, addr, len);
+	a->r->connecting = 1;
+	rc = open_rock(a);
+	shim_lock();
+	a->r->connecting = 0;
+	if (rc == 0)
+		adopt(a);
+	else
+		shim_rock_free(a->r);
+	shim_unlock();
+	free(a);
+	return rc == 0 ? 0 : shim_real.connect(fd, addr, len);
+}
+
+/* Lock held. No rock: the program's own connect runs after all, so its
+ * outcome (refused, unreachable, timed out) is exactly TCP's. */
+static void
+go_plain(struct attempt *a)
+{
+	struct shim_rock *r = a->r;
+	int busy = shim_busy;
+
+	shim_rock_set_ready(r, 1);
+	shim_busy = 1;
+	if (shim_real.connect(a->fd, (struct sockaddr *)&a->addr, a->len) != 0 &&
+	    errno != EINPROGRESS)
+		r->so_error = errno;
+	shim_busy = busy;
+	shim_epoll_resume(r);
+}
+
+static void *
+connect_thread(void *arg)
+{
+	struct attempt *a = arg;
+	struct shim_rock *r = a->r;
+	int rc = open_rock(a);
+
+	shim_lock();
+	r->connecting = 0;
+	if (r->released) {
+		/* The program closed the descriptor meanwhile. */
+		if (r->s != NULL) {
+			r->nfds = 0;
+			shim_post(r, SHIM_CMD_RELEASE);
+		} else {
+			shim_rock_free(r);
+		}
+	} else if (rc == 0) {
+		shim_rock_install(r, a->fd, rock_direct_fd(r->s));
+		shim_rock_set_ready(r, 1);
+		shim_epoll_resume(r);
+	} else {
+		go_plain(a);
+	}
+	shim_wake();
+	shim_unlock();
+	free(a);
+	return NULL;
+}
+
+/* EINPROGRESS now; the descriptor turns writable when the EDP has given
+ * a rock or the plain connect has finished (poll.c, epoll.c). */
+static int
+connect_async(int fd, const struct sockaddr *addr, socklen_t len)
+{
+	struct attempt *a = attempt_new(fd, addr, len);
+	pthread_attr_t attr;
+	pthread_t t;
+	int rc;
+
+	if (a == NULL)
+		return shim_real.connect(fd, addr, len);
+	shim_lock();
+	a->r->connecting = 1;
+	a->r->fds[0] = fd;
+	a->r->nfds = 1;
+	shim_rock_bind(fd, a->r);
+	shim_unlock();
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	rc = pthread_create(&t, &attr, connect_thread, a);
+	pthread_attr_destroy(&attr);
+	if (rc != 0) {
+		shim_lock();
+		a->r->connecting = 0;
+		a->r->nfds = 0;
+		shim_rock_unbind(fd);
+		shim_rock_free(a->r);
+		shim_unlock();
+		free(a);
+		return shim_real.connect(fd, addr, len);
+	}
+	errno = EINPROGRESS;
+	return -1;
+}
+
+/* connect() again on a rock: what TCP says of a connection in that state. */
+static int
+connect_again(int fd, const struct sockaddr *addr, socklen_t len)
+{
+	struct shim_rock *r;
+	int err = 0;
+
+	shim_lock();
+	r = shim_rock_of(fd);
+	if (r != NULL && r->connecting)
+		err = EALREADY;
+	else if (r != NULL && r->s != NULL)
+		err = EISCONN;
+	else if (r != NULL && r->so_error != 0) {
+		err = r->so_error;
+		r->so_error = 0;
+	}
+	shim_unlock();
+	if (err == 0)
+		return shim_real.connect(fd, addr, len);
+	errno = err;
+	return -1;
+}
 
 SHIM_EXPORT int
 connect(int fd, const struct sockaddr *addr, socklen_t len)
 {
 	const struct shim_state *st = shim_state();
+	int fl;
 
-	if (st->active && addr != NULL && len >= sizeof(addr->sa_family))
-		shim_ka_before_use(fd, addr->sa_family, "connect");
-	return shim_real.connect(fd, addr, len);
+	if (shim_busy || !st->active || addr == NULL ||
+	    len < sizeof(addr->sa_family))
+		return shim_real.connect(fd, addr, len);
+	if (shim_is_rock(fd))
+		return connect_again(fd, addr, len);
+	shim_ka_before_use(fd, addr->sa_family, "connect");
+	if (st->cfg.mode != ROCK_MODE_ROCK || !rockable(fd, addr, len))
+		return shim_real.connect(fd, addr, len);
+	fl = shim_real.fcntl(fd, F_GETFL);
+	if (fl >= 0 && (fl & O_NONBLOCK))
+		return connect_async(fd, addr, len);
+	return connect_blocking(fd, addr, len);
 }

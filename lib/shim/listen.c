@@ -15,7 +15,7 @@ listen(int fd, int backlog)
 	unsigned entry;
 	int saved = errno;
 
-	if (!st->active)
+	if (!st->active || shim_busy)
 		return shim_real.listen(fd, backlog);
 	entry = shim_fd_get(fd);
 	switch (shim_fd_state_of(entry)) {

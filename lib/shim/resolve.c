@@ -8,6 +8,7 @@
 #include "shim.h"
 
 struct shim_real shim_real;
+__thread int shim_busy __attribute__((tls_model("initial-exec")));
 
 /* Missing libc symbols cannot happen on a sane system; if they do, running
  * on would call through NULL, so stop with a message instead. */
@@ -42,6 +43,25 @@ shim_resolve(void)
 	RESOLVE(dup3);
 	RESOLVE(sendto);
 	RESOLVE(sendmsg);
+	RESOLVE(send);
+	RESOLVE(recv);
+	RESOLVE(recvfrom);
+	RESOLVE(recvmsg);
+	RESOLVE(read);
+	RESOLVE(write);
+	RESOLVE(readv);
+	RESOLVE(writev);
+	RESOLVE(sendfile);
+	RESOLVE(shutdown);
+	RESOLVE(getpeername);
+	RESOLVE(fcntl);
+	RESOLVE(poll);
+	RESOLVE(ppoll);
+	RESOLVE(select);
+	RESOLVE(pselect);
+	RESOLVE(epoll_ctl);
+	RESOLVE(epoll_wait);
+	RESOLVE(epoll_pwait);
 	/* Last: shim_state() uses it as the "all resolved" flag. */
 	RESOLVE(socket);
 }

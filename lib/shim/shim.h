@@ -2,11 +2,19 @@
 #ifndef ROCK_SHIM_H
 #define ROCK_SHIM_H
 
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stddef.h>
+#include <stdint.h>
+#include <sys/epoll.h>
+#include <sys/select.h>
 #include <sys/socket.h>
 #include <sys/types.h>
+#include <sys/uio.h>
 
 #include "rock_config.h"
+#include "rock_engine.h"
 #include "rock_keepalive.h"
 #include "rock_log.h"
 
@@ -28,12 +36,39 @@ struct shim_real {
 	ssize_t (*sendto)(int, const void *, size_t, int,
 	    const struct sockaddr *, socklen_t);
 	ssize_t (*sendmsg)(int, const struct msghdr *, int);
+	ssize_t (*send)(int, const void *, size_t, int);
+	ssize_t (*recv)(int, void *, size_t, int);
+	ssize_t (*recvfrom)(int, void *, size_t, int, struct sockaddr *,
+	    socklen_t *);
+	ssize_t (*recvmsg)(int, struct msghdr *, int);
+	ssize_t (*read)(int, void *, size_t);
+	ssize_t (*write)(int, const void *, size_t);
+	ssize_t (*readv)(int, const struct iovec *, int);
+	ssize_t (*writev)(int, const struct iovec *, int);
+	ssize_t (*sendfile)(int, int, off_t *, size_t);
+	int (*shutdown)(int, int);
+	int (*getpeername)(int, struct sockaddr *, socklen_t *);
+	int (*fcntl)(int, int, ...);
+	int (*poll)(struct pollfd *, nfds_t, int);
+	int (*ppoll)(struct pollfd *, nfds_t, const struct timespec *,
+	    const sigset_t *);
+	int (*select)(int, fd_set *, fd_set *, fd_set *, struct timeval *);
+	int (*pselect)(int, fd_set *, fd_set *, fd_set *,
+	    const struct timespec *, const sigset_t *);
+	int (*epoll_ctl)(int, int, int, struct epoll_event *);
+	int (*epoll_wait)(int, struct epoll_event *, int, int);
+	int (*epoll_pwait)(int, struct epoll_event *, int, int,
+	    const sigset_t *);
 };
 
 extern struct shim_real shim_real;
 
 /* Resolve every real function; idempotent, safe to race. */
 void shim_resolve(void);
+
+/* Set on the engine's thread, and around the library's own work in the
+ * program's threads: the hooks then go straight to libc (decision 13). */
+extern __thread int shim_busy __attribute__((tls_model("initial-exec")));
 
 /* The shim's process-wide state: the engine itself keeps none. */
 struct shim_state {
@@ -66,7 +101,8 @@ enum shim_fd_state {
 	SHIM_FD_TCP_DONE,	/* TCP, options applied or inherited */
 	SHIM_FD_OTHER,		/* not TCP: never touched */
 	SHIM_FD_LISTEN_OURS,	/* TCP listener we configured: children inherit */
-	SHIM_FD_LISTEN_TCP	/* TCP listener we did not configure */
+	SHIM_FD_LISTEN_TCP,	/* TCP listener we did not configure */
+	SHIM_FD_ROCK		/* a rock, or a connect that may become one */
 };
 
 #define SHIM_FD_OPTS_MASK 0x1fu
@@ -92,5 +128,97 @@ int shim_ka_apply(int fd, unsigned skip, const char *why);
 
 /* Classify a socket we did not see being made. */
 int shim_fd_is_tcp(int fd);
+
+
+/* ---- rocks (ROCK_MODE=rock): rock.c, engine.c */
+
+#define SHIM_ROCK_FDS 8		/* descriptors sharing one rock (dup) */
+
+/* What the shim knows of one rock; every field under shim_lock(). */
+struct shim_rock {
+	struct rock_session *s;	/* NULL once the engine let go */
+	int ready;		/* calls may enter the kernel on it */
+	int connecting;		/* a non-blocking connect runs the EDP */
+	int inflight;		/* program calls inside the kernel on it */
+	int writer;		/* a write is between send and ring copy */
+	int ring_blocked;	/* a write found the ring full */
+	int err;		/* errno for the next call once the engine gave up */
+	int so_error;		/* SO_ERROR of a non-blocking connect */
+	int rd_shut, wr_shut;	/* the program's shutdown() */
+	int released;		/* the program closed its last descriptor */
+	int holds;		/* program calls using this record */
+	int dead;		/* freed once holds drops to 0 */
+	int cmds;		/* SHIM_CMD_* for the engine's thread */
+	int nfds;
+	int fds[SHIM_ROCK_FDS];
+	struct sockaddr_storage peer;	/* what the program connected to */
+	socklen_t peer_len;
+	struct shim_rock *next_cmd;
+	struct shim_rock *next, *prev;	/* all rocks */
+};
+
+enum {
+	SHIM_CMD_FAIL = 1,	/* the program's I/O failed */
+	SHIM_CMD_EOF = 2,	/* the program read the peer's end of stream */
+	SHIM_CMD_FINISH = 4,	/* see whether both ends are done */
+	SHIM_CMD_RELEASE = 8	/* the program let go */
+};
+
+void shim_lock(void);
+void shim_unlock(void);
+/* Wait for any change of any rock; deadline_ms < 0: no limit. 0 on a
+ * change (or a spurious wake), ETIMEDOUT. */
+int shim_wait(int64_t deadline_ms);
+void shim_wake(void);
+
+struct shim_rock *shim_rock_of(int fd);		/* lock held */
+void shim_rock_bind(int fd, struct shim_rock *r);	/* lock held */
+void shim_rock_unbind(int fd);			/* lock held */
+/* Counts of rocks whose readiness the shim must correct: suspended (or
+ * connecting), or with a full ring. Read without the lock as a hint. */
+extern int shim_nsuspended, shim_nring_blocked;
+
+/* The engine on its own thread, started at the first rock. */
+struct rock_engine *shim_engine(void);
+const struct rock_session_cbs *shim_rock_cbs(void);
+void shim_post(struct shim_rock *r, int cmd);		/* lock held */
+struct shim_rock *shim_rock_new(void);			/* lock held */
+void shim_rock_free(struct shim_rock *r);		/* lock held */
+/* A program call keeps r while it waits or is in the kernel; release
+ * returns 0 when r is gone (the program closed it meanwhile). */
+void shim_rock_hold(struct shim_rock *r);		/* lock held */
+int shim_rock_release(struct shim_rock *r);		/* lock held */
+void shim_rock_set_ready(struct shim_rock *r, int ready);	/* lock held */
+/* The program's calls on a rock found its data connection broken. */
+void shim_rock_failed(struct shim_rock *r);		/* lock held */
+/* fd no longer names r (closed, or replaced by dup2). */
+void shim_rock_drop_fd(struct shim_rock *r, int fd);	/* lock held */
+void shim_rock_release_all(void);			/* lock held */
+int shim_rock_count(void);				/* lock held */
+void shim_rock_orphan_all(void);			/* lock held */
+uint64_t shim_rock_unacked_all(void);			/* lock held */
+/* Put new_fd under the rock's descriptors (connect and reconnect). */
+void shim_rock_install(struct shim_rock *r, int old_fd, int new_fd);
+
+/* epoll bookkeeping (epoll.c), lock held. */
+void shim_epoll_suspend(struct shim_rock *r);
+void shim_epoll_resume(struct shim_rock *r);
+void shim_epoll_forget_fd(int fd);
+void shim_epoll_kick(struct shim_rock *r);
+void shim_epoll_forget_epfd(int epfd);
+int shim_nregs_hint(void);
+
+/* I/O on a rock (io.c): recvmsg- and sendmsg-shaped. */
+ssize_t shim_rock_recv(int fd, struct msghdr *m, int flags);
+ssize_t shim_rock_send(int fd, const struct msghdr *m, int flags);
+
+static inline int
+shim_is_rock(int fd)
+{
+	(void)shim_state();	/* the real functions resolved */
+	return !shim_busy && shim_fd_state_of(shim_fd_get(fd)) == SHIM_FD_ROCK;
+}
+
+int64_t shim_now_ms(void);
 
 #endif

@@ -23,6 +23,11 @@ socket(int domain, int type, int protocol)
 
 	if (fd < 0 || !st->active)
 		return fd;
+	if (shim_busy) {
+		/* The library's own: never a rock, never configured. */
+		shim_fd_set(fd, SHIM_FD_OTHER, 0);
+		return fd;
+	}
 	if (is_tcp_request(domain, type, protocol)) {
 		shim_fd_set(fd, SHIM_FD_TCP_PENDING, 0);
 		rlog_debug(&st->log, "fd %d: socket(%d, %#x, %d) is TCP; "

@@ -11,7 +11,7 @@ setsockopt(int fd, int level, int optname, const void *val, socklen_t len)
 	int r = shim_real.setsockopt(fd, level, optname, val, len);
 	unsigned bit;
 
-	if (r == 0 && st->active && (bit = rock_ka_opt_of(level, optname)) != 0)
+	if (r == 0 && st->active && !shim_busy && (bit = rock_ka_opt_of(level, optname)) != 0)
 		shim_fd_add_opts(fd, bit);
 	return r;
 }

@@ -1,0 +1,353 @@
+/* engine.c: the engine's thread in the program, started at its first rock, and its callbacks. */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+
+#include "rock_err.h"
+#include "shim.h"
+
+static struct {
+	struct event_base *base;
+	struct rock_engine *e;
+	int cmd_fd;			/* eventfd: commands are queued */
+	struct event *ev_cmd;
+	struct shim_rock *cmds;		/* rocks with commands pending */
+	int state;			/* 0 not started, 1 running, -1 failed */
+	pthread_t thread;
+} eng = { .cmd_fd = -1 };
+
+static void
+engine_lock(void *arg)
+{
+	(void)arg;
+	shim_lock();
+}
+
+static void
+engine_unlock(void *arg)
+{
+	(void)arg;
+	shim_unlock();
+}
+
+/* ---- callbacks: the engine's thread, lock held */
+
+static void
+on_suspend(struct rock_session *s, int old_fd, void *arg)
+{
+	struct shim_rock *r = arg;
+
+	(void)s;
+	shim_rock_set_ready(r, 0);
+	shim_epoll_suspend(r);
+	/* Wakes readers and pollers on the dead socket and sends nothing:
+	 * a FIN now could reach the peer and read as an end of stream. */
+	shim_real.shutdown(old_fd, SHUT_RD);
+	while (r->inflight > 0)
+		shim_wait(-1);
+}
+
+/* Options the program set on the old socket go to the new one. */
+static void
+copy_options(int from, int to)
+{
+	static const int opts[][2] = {
+		{ IPPROTO_TCP, TCP_NODELAY }, { SOL_SOCKET, SO_PRIORITY },
+		{ IPPROTO_IP, IP_TOS }, { IPPROTO_IPV6, IPV6_TCLASS },
+		{ SOL_SOCKET, SO_RCVTIMEO }, { SOL_SOCKET, SO_SNDTIMEO },
+	};
+	uint8_t v[32];
+	socklen_t len;
+	size_t i;
+
+	for (i = 0; i < sizeof(opts) / sizeof(opts[0]); i++) {
+		len = sizeof(v);
+		if (shim_real.getsockopt(from, opts[i][0], opts[i][1], v, &len) == 0)
+			(void)shim_real.setsockopt(to, opts[i][0], opts[i][1], v, len);
+	}
+}
+
+/* Put new_fd under every descriptor of the program that names the rock;
+ * their numbers, O_NONBLOCK and FD_CLOEXEC stay as they were. */
+void
+shim_rock_install(struct shim_rock *r, int old_fd, int new_fd)
+{
+	int fl = shim_real.fcntl(r->nfds > 0 ? r->fds[0] : old_fd, F_GETFL);
+	int i;
+
+	copy_options(old_fd, new_fd);
+	if (fl >= 0)
+		shim_real.fcntl(new_fd, F_SETFL, fl);
+	for (i = 0; i < r->nfds; i++) {
+		int fdfl = shim_real.fcntl(r->fds[i], F_GETFD);
+
+		shim_real.dup3(new_fd, r->fds[i], fdfl >= 0 && (fdfl & FD_CLOEXEC) ?
+		    O_CLOEXEC : 0);
+	}
+}
+
+static void
+on_swap(struct rock_session *s, int old_fd, int new_fd, void *arg)
+{
+	struct shim_rock *r = arg;
+
+	(void)s;
+	shim_rock_install(r, old_fd, new_fd);
+	shim_rock_set_ready(r, 1);
+	shim_epoll_resume(r);
+}
+
+static void
+on_drain(struct rock_session *s, void *arg)
+{
+	struct shim_rock *r = arg;
+
+	(void)s;
+	if (r->ring_blocked) {
+		r->ring_blocked = 0;
+		shim_nring_blocked--;
+		shim_epoll_kick(r);
+	}
+	shim_wake();
+}
+
+static void
+on_state(struct rock_session *s, enum rock_state from, enum rock_state to,
+    void *arg)
+{
+	(void)s;
+	(void)from;
+	(void)to;
+	(void)arg;
+	shim_wake();
+}
+
+/* The program's next call fails as on an aborted TCP connection. */
+static void
+on_closed(struct rock_session *s, int err, void *arg)
+{
+	struct shim_rock *r = arg;
+
+	r->s = NULL;
+	r->err = err == 0 ? 0 : err == ROCK_ERR_TIMEOUT ? ETIMEDOUT : ECONNRESET;
+	shim_rock_set_ready(r, 1);
+	if (r->ring_blocked) {
+		r->ring_blocked = 0;
+		shim_nring_blocked--;
+	}
+	rock_session_free(s);
+	if (r->released)
+		shim_rock_free(r);
+	shim_wake();
+}
+
+static const struct rock_direct_ops direct_ops = { on_suspend, on_swap };
+static const struct rock_session_cbs rock_cbs = {
+	NULL, NULL, on_drain, on_state, on_closed, &direct_ops
+};
+
+/* Released: what still arrives is drained, unread, as close() drops it. */
+static void
+discard(struct rock_session *s, const uint8_t *p, size_t n, void *arg)
+{
+	(void)s;
+	(void)p;
+	(void)n;
+	(void)arg;
+}
+
+static const struct rock_session_cbs released_cbs = {
+	discard, NULL, NULL, on_state, on_closed, NULL
+};
+
+const struct rock_session_cbs *
+shim_rock_cbs(void)
+{
+	return &rock_cbs;
+}
+
+/* ---- commands from the program's threads */
+
+void
+shim_post(struct shim_rock *r, int cmd)
+{
+	uint64_t one = 1;
+
+	if (r->cmds == 0) {
+		r->next_cmd = eng.cmds;
+		eng.cmds = r;
+	}
+	r->cmds |= cmd;
+	(void)!shim_real.write(eng.cmd_fd, &one, sizeof(one));
+}
+
+static void
+run_cmds(struct shim_rock *r, int cmds)
+{
+	struct rock_session *s = r->s;
+
+	if (s == NULL)
+		return;
+	if (cmds & SHIM_CMD_FAIL)
+		rock_direct_fail(s, "the program's I/O failed");
+	if ((cmds & SHIM_CMD_EOF) && r->s != NULL)
+		rock_direct_eof(s);
+	if ((cmds & SHIM_CMD_RELEASE) && r->s != NULL) {
+		rock_direct_release(s, &released_cbs, r);
+		return;
+	}
+	if ((cmds & SHIM_CMD_FINISH) && r->s != NULL)
+		rock_direct_finish(s);
+}
+
+static void
+on_cmd(evutil_socket_t fd, short what, void *arg)
+{
+	struct shim_rock *r;
+	uint64_t n;
+	int cmds;
+
+	(void)what;
+	(void)arg;
+	(void)!shim_real.read(fd, &n, sizeof(n));
+	shim_lock();
+	while ((r = eng.cmds) != NULL) {
+		eng.cmds = r->next_cmd;
+		cmds = r->cmds;
+		r->cmds = 0;
+		run_cmds(r, cmds);
+	}
+	shim_unlock();
+}
+
+static void *
+engine_main(void *arg)
+{
+	sigset_t all;
+
+	(void)arg;
+	shim_busy = 1;
+	/* Signals are the program's business, not this thread's. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, NULL);
+	event_base_dispatch(eng.base);
+	return NULL;
+}
+
+static int
+engine_start(const struct shim_state *st)
+{
+	struct rock_engine_config cfg;
+
+	rock_engine_config_defaults(&cfg);
+	cfg.suspend_timeout_s = st->cfg.suspend_timeout_s;
+	if ((eng.base = event_base_new()) == NULL)
+		return -1;
+	if (rock_engine_new(&eng.e, eng.base, &st->log, &cfg, NULL, 0) != 0)
+		return -1;
+	rock_engine_set_lock(eng.e, engine_lock, engine_unlock, NULL);
+	eng.cmd_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (eng.cmd_fd < 0)
+		return -1;
+	eng.ev_cmd = event_new(eng.base, eng.cmd_fd, EV_READ | EV_PERSIST,
+	    on_cmd, NULL);
+	if (eng.ev_cmd == NULL || event_add(eng.ev_cmd, NULL) != 0)
+		return -1;
+	return pthread_create(&eng.thread, NULL, engine_main, NULL) == 0 ? 0 : -1;
+}
+
+/* The engine, started on first use; NULL if it cannot run (then the
+ * program's connections stay plain TCP). */
+struct rock_engine *
+shim_engine(void)
+{
+	static pthread_mutex_t start_lock = PTHREAD_MUTEX_INITIALIZER;
+	const struct shim_state *st = shim_state();
+	int busy = shim_busy;
+
+	if (__atomic_load_n(&eng.state, __ATOMIC_ACQUIRE) == 1)
+		return eng.e;
+	pthread_mutex_lock(&start_lock);
+	if (eng.state == 0) {
+		shim_busy = 1;
+		if (engine_start(st) == 0) {
+			__atomic_store_n(&eng.state, 1, __ATOMIC_RELEASE);
+			rlog_debug(&st->log, "engine thread started");
+		} else {
+			eng.state = -1;
+			rlog_warn(&st->log, "cannot start the rock engine (%s); "
+			    "connections stay plain TCP", strerror(errno));
+		}
+		shim_busy = busy;
+	}
+	pthread_mutex_unlock(&start_lock);
+	return eng.state == 1 ? eng.e : NULL;
+}
+
+/* A forked child has no engine thread: its copies of the rocks are plain
+ * sockets from now on (doc/transparency.md). */
+static void
+before_fork(void)
+{
+	shim_lock();
+}
+
+static void
+after_fork_parent(void)
+{
+	shim_unlock();
+}
+
+static void
+after_fork_child(void)
+{
+	eng.state = -1;
+	shim_rock_orphan_all();
+	shim_unlock();
+}
+
+/* Bytes of released rocks the peers have not consumed yet. */
+static uint64_t
+unacked(void)
+{
+	return shim_rock_unacked_all();
+}
+
+/* Decision 8: at exit the peer gets every byte written, within a bound;
+ * once all is consumed, a moment more for the ends to close cleanly. */
+__attribute__((destructor)) static void
+linger_at_exit(void)
+{
+	const struct shim_state *st = shim_state();
+	int64_t deadline, grace = -1;
+
+	if (__atomic_load_n(&eng.state, __ATOMIC_ACQUIRE) != 1)
+		return;
+	deadline = shim_now_ms() + st->cfg.linger_ms;
+	shim_lock();
+	shim_rock_release_all();
+	while (shim_rock_count() > 0) {
+		if (grace < 0 && unacked() == 0)
+			grace = shim_now_ms() + 200;
+		if (shim_wait(grace >= 0 && grace < deadline ? grace : deadline)
+		    == ETIMEDOUT && (shim_now_ms() >= deadline ||
+		    (grace >= 0 && shim_now_ms() >= grace)))
+			break;
+	}
+	shim_unlock();
+}
+
+__attribute__((constructor)) static void
+engine_atfork(void)
+{
+	pthread_atfork(before_fork, after_fork_parent, after_fork_child);
+}

@@ -1,0 +1,95 @@
+/* peer.c: getpeername, getsockopt(SO_ERROR) and shutdown show the program's view of a rock. */
+#include "config.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include "shim.h"
+
+/* The address the program connected to, whichever port rockd listens on. */
+SHIM_EXPORT int
+getpeername(int fd, struct sockaddr *addr, socklen_t *len)
+{
+	struct shim_rock *r;
+	int err = 0;
+
+	if (!shim_is_rock(fd) || addr == NULL || len == NULL)
+		return shim_real.getpeername(fd, addr, len);
+	shim_lock();
+	if ((r = shim_rock_of(fd)) == NULL || (r->s == NULL && !r->connecting)) {
+		shim_unlock();
+		return shim_real.getpeername(fd, addr, len);
+	}
+	if (r->connecting)
+		err = ENOTCONN;
+	else {
+		memcpy(addr, &r->peer, *len < r->peer_len ? *len : r->peer_len);
+		*len = r->peer_len;
+	}
+	shim_unlock();
+	if (err != 0) {
+		errno = err;
+		return -1;
+	}
+	return 0;
+}
+
+/* A suspended rock has no error to report; a finished non-blocking
+ * connect reports what TCP would. */
+SHIM_EXPORT int
+getsockopt(int fd, int level, int opt, void *val, socklen_t *len)
+{
+	struct shim_rock *r;
+	int v = -1;
+
+	if (level != SOL_SOCKET || opt != SO_ERROR || !shim_is_rock(fd) ||
+	    val == NULL || len == NULL || *len < sizeof(int))
+		return shim_real.getsockopt(fd, level, opt, val, len);
+	shim_lock();
+	if ((r = shim_rock_of(fd)) != NULL) {
+		if (r->s != NULL || r->connecting)
+			v = 0;
+		else if (r->so_error != 0) {
+			v = r->so_error;
+			r->so_error = 0;
+		}
+	}
+	shim_unlock();
+	if (v < 0)
+		return shim_real.getsockopt(fd, level, opt, val, len);
+	memcpy(val, &v, sizeof(v));
+	*len = sizeof(v);
+	return 0;
+}
+
+/* The read side is the program's alone: it reads end of file from now
+ * on. The write side's FIN follows everything written, also after a
+ * reconnect (decision 8). */
+SHIM_EXPORT int
+shutdown(int fd, int how)
+{
+	struct shim_rock *r;
+
+	if (!shim_is_rock(fd) || (how != SHUT_RD && how != SHUT_WR && how != SHUT_RDWR))
+		return shim_real.shutdown(fd, how);
+	shim_lock();
+	if ((r = shim_rock_of(fd)) == NULL || (r->s == NULL && !r->connecting)) {
+		shim_unlock();
+		return shim_real.shutdown(fd, how);
+	}
+	if (r->connecting) {
+		shim_unlock();
+		errno = ENOTCONN;
+		return -1;
+	}
+	if (how != SHUT_WR)
+		r->rd_shut = 1;
+	if (how != SHUT_RD && !r->wr_shut) {
+		r->wr_shut = 1;
+		rock_direct_shutdown(r->s, r->ready);
+		shim_post(r, SHIM_CMD_FINISH);
+	}
+	shim_wake();
+	shim_unlock();
+	return 0;
+}

@@ -1,0 +1,265 @@
+/* poll.c: poll, ppoll, select, pselect never report a suspended rock (decision 7). */
+#include "config.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "shim.h"
+
+/* While a rock is hidden its change is noticed within one slice. */
+#define SLICE_MS 10
+
+enum { SHOW, HIDE, HIDE_POLLOUT };
+
+/* Lock held. How a descriptor may be shown to the kernel's poll now. */
+static int
+rock_view(int fd)
+{
+	struct shim_rock *r;
+
+	if (shim_fd_state_of(shim_fd_get(fd)) != SHIM_FD_ROCK ||
+	    (r = shim_rock_of(fd)) == NULL || r->dead)
+		return SHOW;
+	if (r->s == NULL && !r->connecting)
+		return SHOW;
+	if (!r->ready)
+		return HIDE;
+	return rock_direct_space(r->s) == 0 ? HIDE_POLLOUT : SHOW;
+}
+
+static int
+any_rock(struct pollfd *fds, nfds_t n)
+{
+	nfds_t i;
+
+	for (i = 0; i < n; i++)
+		if (fds[i].fd >= 0 && shim_is_rock(fds[i].fd))
+			return 1;
+	return 0;
+}
+
+/* Copy fds into cp with hidden rocks taken out; 1 if any was. */
+static int
+mask_rocks(const struct pollfd *fds, struct pollfd *cp, nfds_t n)
+{
+	int hidden = 0;
+	nfds_t i;
+
+	shim_lock();
+	for (i = 0; i < n; i++) {
+		cp[i] = fds[i];
+		switch (fds[i].fd < 0 ? SHOW : rock_view(fds[i].fd)) {
+		case HIDE:
+			cp[i].fd = -1;
+			hidden = 1;
+			break;
+		case HIDE_POLLOUT:
+			cp[i].events &= ~POLLOUT;
+			hidden = 1;
+			break;
+		}
+	}
+	shim_unlock();
+	return hidden;
+}
+
+/* Results back; a rock suspended during the wait shows nothing. */
+static int
+unmask(struct pollfd *fds, const struct pollfd *cp, nfds_t n)
+{
+	int count = 0;
+	nfds_t i;
+
+	shim_lock();
+	for (i = 0; i < n; i++) {
+		fds[i].revents = cp[i].fd < 0 ? 0 : cp[i].revents;
+		if (fds[i].revents != 0 && rock_view(fds[i].fd) == HIDE)
+			fds[i].revents = 0;
+		if (fds[i].revents != 0)
+			count++;
+	}
+	shim_unlock();
+	return count;
+}
+
+/* deadline_ms -1: none. sigmask non-NULL: ppoll's. */
+static int
+poll_rocks(struct pollfd *fds, nfds_t n, int64_t deadline_ms,
+    const sigset_t *sigmask)
+{
+	struct pollfd local[64], *cp = n <= 64 ? local : calloc(n, sizeof(*cp));
+	int r, count, hidden;
+	int64_t left;
+
+	if (cp == NULL) {
+		errno = ENOMEM;
+		return -1;
+	}
+	for (;;) {
+		hidden = mask_rocks(fds, cp, n);
+		left = deadline_ms < 0 ? -1 : deadline_ms - shim_now_ms();
+		if (left < -1 || (deadline_ms >= 0 && left < 0))
+			left = 0;
+		if (hidden && (left < 0 || left > SLICE_MS))
+			left = SLICE_MS;
+		if (sigmask != NULL) {
+			struct timespec ts = { left / 1000, (left % 1000) * 1000000 };
+
+			r = shim_real.ppoll(cp, n, left < 0 ? NULL : &ts, sigmask);
+		} else {
+			r = shim_real.poll(cp, n, (int)left);
+		}
+		if (r < 0)
+			break;
+		count = unmask(fds, cp, n);
+		if (count > 0 || (deadline_ms >= 0 && shim_now_ms() >= deadline_ms)) {
+			r = count;
+			break;
+		}
+	}
+	if (cp != local)
+		free(cp);
+	return r;
+}
+
+static int64_t
+deadline_after(int64_t ms)
+{
+	return ms < 0 ? -1 : shim_now_ms() + ms;
+}
+
+SHIM_EXPORT int
+poll(struct pollfd *fds, nfds_t n, int timeout)
+{
+	if (shim_busy || fds == NULL || !any_rock(fds, n))
+		return shim_real.poll(fds, n, timeout);
+	return poll_rocks(fds, n, deadline_after(timeout), NULL);
+}
+
+static int64_t
+ts_deadline(const struct timespec *ts)
+{
+	if (ts == NULL)
+		return -1;
+	return shim_now_ms() + (int64_t)ts->tv_sec * 1000 + ts->tv_nsec / 1000000;
+}
+
+SHIM_EXPORT int
+ppoll(struct pollfd *fds, nfds_t n, const struct timespec *ts,
+    const sigset_t *sigmask)
+{
+	sigset_t cur;
+
+	if (shim_busy || fds == NULL || !any_rock(fds, n))
+		return shim_real.ppoll(fds, n, ts, sigmask);
+	if (sigmask == NULL) {
+		/* Slices go through ppoll too: keep the current mask. */
+		pthread_sigmask(SIG_SETMASK, NULL, &cur);
+		sigmask = &cur;
+	}
+	return poll_rocks(fds, n, ts_deadline(ts), sigmask);
+}
+
+/* ---- select and pselect, on top of the above */
+
+static int
+sets_have_rock(int nfds, fd_set *r, fd_set *w, fd_set *x)
+{
+	int fd;
+
+	for (fd = 0; fd < nfds && fd < FD_SETSIZE; fd++)
+		if (((r != NULL && FD_ISSET(fd, r)) || (w != NULL && FD_ISSET(fd, w)) ||
+		    (x != NULL && FD_ISSET(fd, x))) && shim_is_rock(fd))
+			return 1;
+	return 0;
+}
+
+static int
+select_rocks(int nfds, fd_set *rs, fd_set *ws, fd_set *xs, int64_t deadline_ms,
+    const sigset_t *sigmask)
+{
+	struct pollfd *p = calloc((size_t)nfds, sizeof(*p));
+	int fd, n = 0, i, r, count = 0;
+
+	if (p == NULL) {
+		errno = ENOMEM;
+		return -1;
+	}
+	for (fd = 0; fd < nfds; fd++) {
+		short ev = (short)((rs != NULL && FD_ISSET(fd, rs) ? POLLIN : 0) |
+		    (ws != NULL && FD_ISSET(fd, ws) ? POLLOUT : 0) |
+		    (xs != NULL && FD_ISSET(fd, xs) ? POLLPRI : 0));
+
+		if (ev != 0)
+			p[n++] = (struct pollfd){ fd, ev, 0 };
+	}
+	r = poll_rocks(p, (nfds_t)n, deadline_ms, sigmask);
+	for (i = 0; i < n && r >= 0; i++)
+		if (p[i].revents & POLLNVAL) {
+			errno = EBADF;
+			r = -1;
+		}
+	if (r >= 0) {
+		for (i = 0; i < n; i++) {
+			short got = p[i].revents;
+
+			fd = p[i].fd;
+			if (rs != NULL && FD_ISSET(fd, rs) && !(got & (POLLIN | POLLHUP | POLLERR)))
+				FD_CLR(fd, rs);
+			else if (rs != NULL && FD_ISSET(fd, rs))
+				count++;
+			if (ws != NULL && FD_ISSET(fd, ws) && !(got & (POLLOUT | POLLERR)))
+				FD_CLR(fd, ws);
+			else if (ws != NULL && FD_ISSET(fd, ws))
+				count++;
+			if (xs != NULL && FD_ISSET(fd, xs) && !(got & POLLPRI))
+				FD_CLR(fd, xs);
+			else if (xs != NULL && FD_ISSET(fd, xs))
+				count++;
+		}
+		r = count;
+	}
+	free(p);
+	return r;
+}
+
+SHIM_EXPORT int
+select(int nfds, fd_set *rs, fd_set *ws, fd_set *xs, struct timeval *tv)
+{
+	int64_t d;
+	int r;
+
+	if (shim_busy || nfds <= 0 || nfds > FD_SETSIZE ||
+	    !sets_have_rock(nfds, rs, ws, xs))
+		return shim_real.select(nfds, rs, ws, xs, tv);
+	d = tv == NULL ? -1 : shim_now_ms() + (int64_t)tv->tv_sec * 1000 +
+	    tv->tv_usec / 1000;
+	r = select_rocks(nfds, rs, ws, xs, d, NULL);
+	if (tv != NULL) {
+		/* Linux tells the caller the time left. */
+		int64_t left = d - shim_now_ms();
+
+		if (left < 0)
+			left = 0;
+		tv->tv_sec = left / 1000;
+		tv->tv_usec = (left % 1000) * 1000;
+	}
+	return r;
+}
+
+SHIM_EXPORT int
+pselect(int nfds, fd_set *rs, fd_set *ws, fd_set *xs,
+    const struct timespec *ts, const sigset_t *sigmask)
+{
+	sigset_t cur;
+
+	if (shim_busy || nfds <= 0 || nfds > FD_SETSIZE ||
+	    !sets_have_rock(nfds, rs, ws, xs))
+		return shim_real.pselect(nfds, rs, ws, xs, ts, sigmask);
+	if (sigmask == NULL) {
+		pthread_sigmask(SIG_SETMASK, NULL, &cur);
+		sigmask = &cur;
+	}
+	return select_rocks(nfds, rs, ws, xs, ts_deadline(ts), sigmask);
+}

@@ -1,0 +1,262 @@
+/* rock.c: the shim's rocks: one lock, one condition, and the descriptor-to-rock map. */
+#include "config.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <time.h>
+
+#include "shim.h"
+
+/* One lock for every rock and the engine: the data path holds it for a
+ * few instructions per call, never across a system call that can block. */
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t changed;
+static pthread_once_t cond_once = PTHREAD_ONCE_INIT;
+
+int shim_nsuspended, shim_nring_blocked;
+static struct shim_rock *all;
+
+#define MAP_BITS 10
+#define MAP_ENTRIES (1u << MAP_BITS)
+#define MAP_PAGES 1024u		/* 2^20 descriptors, as fdtab.c */
+static struct shim_rock **map[MAP_PAGES];
+
+static void
+cond_init(void)
+{
+	pthread_condattr_t a;
+
+	pthread_condattr_init(&a);
+	pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+	pthread_cond_init(&changed, &a);
+	pthread_condattr_destroy(&a);
+}
+
+int64_t
+shim_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void
+shim_lock(void)
+{
+	pthread_once(&cond_once, cond_init);
+	pthread_mutex_lock(&lock);
+}
+
+void
+shim_unlock(void)
+{
+	pthread_mutex_unlock(&lock);
+}
+
+void
+shim_wake(void)
+{
+	pthread_cond_broadcast(&changed);
+}
+
+int
+shim_wait(int64_t deadline_ms)
+{
+	struct timespec ts;
+
+	if (deadline_ms < 0)
+		return pthread_cond_wait(&changed, &lock);
+	ts.tv_sec = deadline_ms / 1000;
+	ts.tv_nsec = (long)(deadline_ms % 1000) * 1000000;
+	return pthread_cond_timedwait(&changed, &lock, &ts);
+}
+
+struct shim_rock *
+shim_rock_of(int fd)
+{
+	unsigned idx = (unsigned)fd >> MAP_BITS;
+
+	if (fd < 0 || idx >= MAP_PAGES || map[idx] == NULL)
+		return NULL;
+	return map[idx][fd & (MAP_ENTRIES - 1)];
+}
+
+void
+shim_rock_bind(int fd, struct shim_rock *r)
+{
+	unsigned idx = (unsigned)fd >> MAP_BITS;
+
+	if (fd < 0 || idx >= MAP_PAGES)
+		return;
+	if (map[idx] == NULL) {
+		void *p = mmap(NULL, MAP_ENTRIES * sizeof(*map[idx]),
+		    PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+		if (p == MAP_FAILED)
+			return;
+		map[idx] = p;
+	}
+	map[idx][fd & (MAP_ENTRIES - 1)] = r;
+	shim_fd_set(fd, SHIM_FD_ROCK, 0);
+}
+
+void
+shim_rock_unbind(int fd)
+{
+	unsigned idx = (unsigned)fd >> MAP_BITS;
+
+	if (fd < 0 || idx >= MAP_PAGES || map[idx] == NULL)
+		return;
+	map[idx][fd & (MAP_ENTRIES - 1)] = NULL;
+	shim_fd_set(fd, SHIM_FD_TCP_DONE, 0);
+}
+
+struct shim_rock *
+shim_rock_new(void)
+{
+	struct shim_rock *r = calloc(1, sizeof(*r));
+
+	if (r == NULL)
+		return NULL;
+	shim_nsuspended++;	/* not ready until connected */
+	r->next = all;
+	if (all != NULL)
+		all->prev = r;
+	all = r;
+	return r;
+}
+
+void
+shim_rock_hold(struct shim_rock *r)
+{
+	r->holds++;
+}
+
+int
+shim_rock_release(struct shim_rock *r)
+{
+	if (--r->holds > 0 || !r->dead)
+		return !r->dead;
+	free(r);
+	return 0;
+}
+
+void
+shim_rock_free(struct shim_rock *r)
+{
+	if (r->dead)
+		return;
+	if (!r->ready && !r->released)
+		shim_nsuspended--;
+	if (r->ring_blocked)
+		shim_nring_blocked--;
+	if (r->prev != NULL)
+		r->prev->next = r->next;
+	else
+		all = r->next;
+	if (r->next != NULL)
+		r->next->prev = r->prev;
+	r->dead = 1;
+	r->s = NULL;
+	if (r->holds == 0)
+		free(r);
+	shim_wake();
+}
+
+/* The counts the readiness hooks use as a fast-path hint. */
+void
+shim_rock_set_ready(struct shim_rock *r, int ready)
+{
+	if (r->ready == ready || r->released)
+		return;
+	r->ready = ready;
+	shim_nsuspended += ready ? -1 : 1;
+	shim_wake();
+}
+
+void
+shim_rock_failed(struct shim_rock *r)
+{
+	if (r->s == NULL || !r->ready)
+		return;
+	shim_rock_set_ready(r, 0);
+	shim_post(r, SHIM_CMD_FAIL);
+}
+
+void
+shim_rock_drop_fd(struct shim_rock *r, int fd)
+{
+	int i;
+
+	shim_epoll_forget_fd(fd);
+	shim_rock_unbind(fd);
+	for (i = 0; i < r->nfds; i++)
+		if (r->fds[i] == fd) {
+			r->fds[i] = r->fds[--r->nfds];
+			break;
+		}
+	if (r->nfds > 0)
+		return;
+	if (r->s == NULL && !r->connecting) {
+		shim_rock_free(r);
+		return;
+	}
+	if (!r->ready)
+		shim_nsuspended--;
+	r->released = 1;
+	/* A connecting thread finds it released and lets go itself. */
+	if (!r->connecting)
+		shim_post(r, SHIM_CMD_RELEASE);
+}
+
+/* Every rock the program still holds, released; used at exit. */
+void
+shim_rock_release_all(void)
+{
+	struct shim_rock *r, *next;
+
+	for (r = all; r != NULL; r = next) {
+		next = r->next;
+		while (r->nfds > 0 && !r->released)
+			shim_rock_drop_fd(r, r->fds[r->nfds - 1]);
+	}
+}
+
+int
+shim_rock_count(void)
+{
+	struct shim_rock *r;
+	int n = 0;
+
+	for (r = all; r != NULL; r = r->next)
+		n++;
+	return n;
+}
+
+/* After fork, in the child: no engine here; the sockets are plain. */
+void
+shim_rock_orphan_all(void)
+{
+	struct shim_rock *r;
+
+	for (r = all; r != NULL; r = r->next) {
+		r->s = NULL;
+		r->released = 1;
+		r->ready = 1;
+	}
+	shim_nsuspended = shim_nring_blocked = 0;
+}
+
+uint64_t
+shim_rock_unacked_all(void)
+{
+	struct shim_rock *r;
+	uint64_t n = 0;
+
+	for (r = all; r != NULL; r = r->next)
+		if (r->s != NULL)
+			n += rock_session_unacked(r->s);
+	return n;
+}

@@ -1,0 +1,421 @@
+/* rock-io.c: an ordinary TCP client, one I/O style per mode, streaming a pattern through an echo server and checking every byte. */
+#include "config.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/select.h>
+#include <sys/sendfile.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+/*
+ * Usage: rock-io MODE HOST PORT BYTES
+ * It knows nothing of rocks: run under `rock`, every call it makes must
+ * behave as on a healthy TCP connection while the harness breaks the path.
+ * Prints "MODE: N bytes echoed byte-exact" and exits 0, or says what broke.
+ */
+
+#define CHUNK 16384
+
+static const char *mode;
+static size_t total;
+
+static void
+die(const char *what)
+{
+	fprintf(stderr, "rock-io %s: %s: %s\n", mode, what, strerror(errno));
+	exit(1);
+}
+
+static void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+static void
+fail(const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "rock-io %s: ", mode);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	exit(1);
+}
+
+static uint8_t
+pat(size_t i)
+{
+	return (uint8_t)(i % 251 + i / 65536);
+}
+
+static void
+fill(uint8_t *p, size_t off, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		p[i] = pat(off + i);
+}
+
+static void
+check(const uint8_t *p, size_t off, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (p[i] != pat(off + i))
+			fail("byte %zu differs", off + i);
+}
+
+static struct sockaddr_in dst;
+
+static int
+dial(int nonblock)
+{
+	int fd = socket(AF_INET, SOCK_STREAM, 0), err = 0;
+	socklen_t len = sizeof(err);
+	struct pollfd p;
+
+	if (fd < 0)
+		die("socket");
+	if (nonblock && fcntl(fd, F_SETFL, O_NONBLOCK) != 0)
+		die("fcntl");
+	if (connect(fd, (struct sockaddr *)&dst, sizeof(dst)) == 0)
+		return fd;
+	if (!nonblock || errno != EINPROGRESS)
+		die("connect");
+	p = (struct pollfd){ fd, POLLOUT, 0 };
+	if (poll(&p, 1, 30000) != 1)
+		die("poll for the connect");
+	if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0 || err != 0) {
+		errno = err;
+		die("SO_ERROR after connect");
+	}
+	return fd;
+}
+
+/* ---- blocking styles: write a chunk, read it back */
+
+static void
+write_all(int fd, const uint8_t *p, size_t n)
+{
+	ssize_t w;
+
+	while (n > 0) {
+		if ((w = write(fd, p, n)) < 0)
+			die("write");
+		p += w;
+		n -= (size_t)w;
+	}
+}
+
+static void
+read_exact(int fd, uint8_t *p, size_t n, int waitall)
+{
+	ssize_t r;
+
+	while (n > 0) {
+		r = waitall ? recv(fd, p, n, MSG_WAITALL) : read(fd, p, n);
+		if (r < 0)
+			die(waitall ? "recv(MSG_WAITALL)" : "read");
+		if (r == 0)
+			fail("end of stream with %zu of %zu bytes left", n, total);
+		if (waitall && (size_t)r != n)
+			fail("MSG_WAITALL returned %zu of %zu", (size_t)r, n);
+		p += r;
+		n -= (size_t)r;
+	}
+}
+
+static void
+run_blocking(int waitall, int use_sendfile, int halfclose)
+{
+	uint8_t out[CHUNK], in[CHUNK];
+	int fd = dial(0), file = -1;
+	size_t off, n;
+	char path[] = "/tmp/rock-io.XXXXXX";
+	off_t foff = 0;
+
+	if (use_sendfile) {
+		if ((file = mkstemp(path)) < 0)
+			die("mkstemp");
+		unlink(path);
+		for (off = 0; off < total; off += n) {
+			n = total - off < CHUNK ? total - off : CHUNK;
+			fill(out, off, n);
+			if (write(file, out, n) != (ssize_t)n)
+				die("write to the file");
+		}
+	}
+	for (off = 0; off < total; off += n) {
+		n = total - off < CHUNK ? total - off : CHUNK;
+		if (use_sendfile) {
+			size_t left = n;
+
+			while (left > 0) {
+				ssize_t w = sendfile(fd, file, &foff, left);
+
+				if (w <= 0)
+					die("sendfile");
+				left -= (size_t)w;
+			}
+		} else {
+			fill(out, off, n);
+			write_all(fd, out, n);
+		}
+		if (halfclose && off + n == total && shutdown(fd, SHUT_WR) != 0)
+			die("shutdown(SHUT_WR)");
+		read_exact(fd, in, n, waitall);
+		check(in, off, n);
+	}
+	if (halfclose) {
+		ssize_t r = read(fd, in, sizeof(in));
+
+		if (r != 0)
+			fail("expected end of stream after %zu bytes, read returned %zu",
+			    total, (size_t)r);
+	}
+	if (file >= 0)
+		close(file);
+	close(fd);
+}
+
+/* ---- two threads on one descriptor: one writes, one reads */
+
+static void *
+writer(void *arg)
+{
+	int fd = *(int *)arg;
+	uint8_t a[CHUNK / 2], b[CHUNK / 2];
+	size_t off, n;
+
+	for (off = 0; off < total; off += n) {
+		struct iovec iov[2];
+		size_t h;
+		ssize_t w;
+
+		n = total - off < CHUNK ? total - off : CHUNK;
+		h = n / 2;
+		fill(a, off, h);
+		fill(b, off + h, n - h);
+		iov[0] = (struct iovec){ a, h };
+		iov[1] = (struct iovec){ b, n - h };
+		w = writev(fd, iov, 2);
+		if (w < 0)
+			die("writev");
+		n = (size_t)w;
+	}
+	return NULL;
+}
+
+static void
+run_threads(void)
+{
+	uint8_t in[CHUNK];
+	int fd = dial(0);
+	pthread_t t;
+	size_t off = 0;
+
+	if (pthread_create(&t, NULL, writer, &fd) != 0)
+		die("pthread_create");
+	while (off < total) {
+		struct iovec iov = { in, sizeof(in) };
+		ssize_t r = readv(fd, &iov, 1);
+
+		if (r < 0)
+			die("readv");
+		if (r == 0)
+			fail("end of stream at %zu of %zu", off, total);
+		check(in, off, (size_t)r);
+		off += (size_t)r;
+	}
+	pthread_join(t, NULL);
+	close(fd);
+}
+
+/* ---- non-blocking styles: one loop, readiness from poll/select/epoll */
+
+struct nb {
+	int fd;
+	size_t sent, got;
+};
+
+/* 1: sent something or would block; sends stay within 1 MiB of the reads
+ * so the echo never stalls on full buffers. */
+static void
+nb_write(struct nb *s)
+{
+	uint8_t out[CHUNK];
+
+	while (s->sent < total && s->sent - s->got < (1u << 20)) {
+		size_t n = total - s->sent < CHUNK ? total - s->sent : CHUNK;
+		struct iovec iov = { out, n };
+		struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1 };
+		ssize_t w;
+
+		fill(out, s->sent, n);
+		if ((w = sendmsg(s->fd, &m, MSG_NOSIGNAL)) < 0) {
+			if (errno == EAGAIN)
+				return;
+			die("sendmsg");
+		}
+		s->sent += (size_t)w;
+	}
+}
+
+static void
+nb_read(struct nb *s)
+{
+	uint8_t in[CHUNK];
+	ssize_t r;
+
+	for (;;) {
+		struct iovec iov = { in, sizeof(in) };
+		struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1 };
+
+		if ((r = recvmsg(s->fd, &m, 0)) < 0) {
+			if (errno == EAGAIN)
+				return;
+			die("recvmsg");
+		}
+		if (r == 0)
+			fail("end of stream at %zu of %zu", s->got, total);
+		check(in, s->got, (size_t)r);
+		s->got += (size_t)r;
+	}
+}
+
+static void
+run_poll(int use_select)
+{
+	struct nb s = { dial(1), 0, 0 };
+
+	while (s.got < total) {
+		int want_out = s.sent < total && s.sent - s.got < (1u << 20);
+		int rd, wr, n;
+
+		if (use_select) {
+			fd_set r, w;
+
+			FD_ZERO(&r);
+			FD_ZERO(&w);
+			FD_SET(s.fd, &r);
+			if (want_out)
+				FD_SET(s.fd, &w);
+			n = select(s.fd + 1, &r, &w, NULL, NULL);
+			rd = n > 0 && FD_ISSET(s.fd, &r);
+			wr = n > 0 && FD_ISSET(s.fd, &w);
+		} else {
+			struct pollfd p = { s.fd, (short)(POLLIN | (want_out ? POLLOUT : 0)), 0 };
+
+			n = poll(&p, 1, -1);
+			if (n > 0 && (p.revents & (POLLERR | POLLHUP | POLLNVAL)))
+				fail("poll reported an error (revents %zu at %zu)",
+				    (size_t)p.revents, s.got);
+			rd = n > 0 && (p.revents & POLLIN);
+			wr = n > 0 && (p.revents & POLLOUT);
+		}
+		if (n < 0)
+			die(use_select ? "select" : "poll");
+		if (n == 0)
+			fail("woke with nothing ready (%zu, %zu)", s.got, s.sent);
+		if (wr)
+			nb_write(&s);
+		if (rd)
+			nb_read(&s);
+	}
+	close(s.fd);
+}
+
+static void
+run_epoll(uint32_t how)
+{
+	struct nb s = { dial(1), 0, 0 };
+	struct epoll_event ev = { EPOLLIN | EPOLLOUT | how, { .fd = 0 } };
+	int ep = epoll_create1(EPOLL_CLOEXEC), out_on = 1;
+
+	ev.data.fd = s.fd;
+	if (ep < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, s.fd, &ev) != 0)
+		die("epoll_ctl ADD");
+	while (s.got < total) {
+		struct epoll_event got;
+		int n = epoll_wait(ep, &got, 1, -1);
+
+		if (n < 0)
+			die("epoll_wait");
+		if (n == 0 || got.data.fd != s.fd)
+			fail("epoll_wait returned %zu events, not ours (%zu)", (size_t)n, s.got);
+		if (got.events & (EPOLLERR | EPOLLHUP))
+			fail("epoll reported an error (events %zu at %zu)",
+			    (size_t)got.events, s.got);
+		if (got.events & EPOLLOUT)
+			nb_write(&s);
+		if (got.events & EPOLLIN) {
+			nb_read(&s);
+			nb_write(&s);	/* the window may have opened */
+		}
+		/* Level-triggered interest in EPOLLOUT only while there is
+		 * something to send; one-shot interest is re-armed each time. */
+		if ((how & EPOLLONESHOT) || (!(how & EPOLLET) && out_on &&
+		    s.sent == total)) {
+			out_on = s.sent < total;
+			ev.events = EPOLLIN | (out_on ? EPOLLOUT : 0) | how;
+			if (epoll_ctl(ep, EPOLL_CTL_MOD, s.fd, &ev) != 0)
+				die("epoll_ctl MOD");
+		}
+	}
+	close(ep);
+	close(s.fd);
+}
+
+int
+main(int argc, char **argv)
+{
+	if (argc != 5) {
+		fprintf(stderr, "usage: rock-io MODE HOST PORT BYTES\n");
+		return 2;
+	}
+	mode = argv[1];
+	dst.sin_family = AF_INET;
+	dst.sin_port = htons((uint16_t)atoi(argv[3]));
+	if (inet_pton(AF_INET, argv[2], &dst.sin_addr) != 1)
+		fail("bad address %s", argv[2]);
+	total = strtoull(argv[4], NULL, 10);
+	alarm(600);
+	if (strcmp(mode, "blocking") == 0)
+		run_blocking(0, 0, 0);
+	else if (strcmp(mode, "waitall") == 0)
+		run_blocking(1, 0, 0);
+	else if (strcmp(mode, "sendfile") == 0)
+		run_blocking(0, 1, 0);
+	else if (strcmp(mode, "halfclose") == 0)
+		run_blocking(0, 0, 1);
+	else if (strcmp(mode, "threads") == 0)
+		run_threads();
+	else if (strcmp(mode, "poll") == 0)
+		run_poll(0);
+	else if (strcmp(mode, "select") == 0)
+		run_poll(1);
+	else if (strcmp(mode, "epoll-lt") == 0)
+		run_epoll(0);
+	else if (strcmp(mode, "epoll-et") == 0)
+		run_epoll(EPOLLET);
+	else if (strcmp(mode, "epoll-oneshot") == 0)
+		run_epoll(EPOLLONESHOT);
+	else {
+		fprintf(stderr, "rock-io: unknown mode %s\n", mode);
+		return 2;
+	}
+	printf("%s: %zu bytes echoed byte-exact\n", mode, total);
+	return 0;
+}
