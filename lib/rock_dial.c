@@ -268,6 +268,22 @@ cache_put(struct rock_engine *e, const struct sockaddr *addr, socklen_t len,
 		memcpy(p->announcement, ann, ROCK_ANNOUNCE_LEN);
 }
 
+int
+rock_probe(const struct sockaddr *addr, socklen_t len, int timeout_ms,
+    uint8_t ann[ROCK_ANNOUNCE_LEN])
+{
+	return probe(addr, len, rock_now_ms() + timeout_ms, ann);
+}
+
+void
+rock_probe_remember(struct rock_engine *e, const struct sockaddr *addr,
+    socklen_t len, const uint8_t ann[ROCK_ANNOUNCE_LEN])
+{
+	rock_engine_enter(e);
+	cache_put(e, addr, len, ann);
+	rock_engine_leave(e);
+}
+
 void
 rock_probe_forget(struct rock_engine *e, const struct sockaddr *addr,
     socklen_t len)
@@ -278,9 +294,8 @@ rock_probe_forget(struct rock_engine *e, const struct sockaddr *addr,
 		p->len = 0;
 }
 
-/* A probe that found no rockd: refused, timed out or an ordinary server. */
-static int
-probe_says_plain(int r)
+int
+rock_probe_found_plain(int r)
 {
 	return r == ROCK_ERR_NOT_ENHANCED || r == ROCK_ERR_TIMEOUT ||
 	    (r == ROCK_ERR_SYSTEM && (errno == ECONNREFUSED ||
@@ -310,7 +325,7 @@ announcement_for(struct rock_engine *e, const struct sockaddr *addr,
 	r = probe(addr, len, deadline, ann);
 	err = errno;
 	rock_engine_enter(e);
-	if (r == 0 || probe_says_plain(r))
+	if (r == 0 || rock_probe_found_plain(r))
 		cache_put(e, addr, len, r == 0 ? ann : NULL);
 	rock_engine_leave(e);
 	errno = err;

@@ -48,19 +48,87 @@ struct attempt {
 	socklen_t len;
 };
 
+/* Destinations found plain before the engine ever started; after that
+ * the engine's probe cache remembers. Lock held. */
+#define PLAIN_CACHE 16
+#define PLAIN_CACHE_MS (60 * 1000)
+static struct {
+	struct sockaddr_storage addr;
+	socklen_t len;
+	int64_t expires_ms;
+} plain_cache[PLAIN_CACHE];
+static unsigned plain_next;
+
+static int
+known_plain(const struct sockaddr_storage *addr, socklen_t len)
+{
+	int64_t now = shim_now_ms();
+	unsigned i;
+
+	for (i = 0; i < PLAIN_CACHE; i++)
+		if (plain_cache[i].len == len && plain_cache[i].expires_ms > now &&
+		    memcmp(&plain_cache[i].addr, addr, len) == 0)
+			return 1;
+	return 0;
+}
+
+static void
+remember_plain(const struct sockaddr_storage *addr, socklen_t len)
+{
+	unsigned i = plain_next++ % PLAIN_CACHE;
+
+	memcpy(&plain_cache[i].addr, addr, len);
+	plain_cache[i].len = len;
+	plain_cache[i].expires_ms = shim_now_ms() + PLAIN_CACHE_MS;
+}
+
+/* The EDP without an engine: a program that only ever meets ordinary
+ * servers gets no thread and no extra descriptor. 0: enhanced, and the
+ * engine is running and knows it. */
+static int
+first_probe(struct attempt *a, struct rock_engine **e)
+{
+	uint8_t ann[ROCK_ANNOUNCE_LEN];
+	int rc, plain;
+
+	shim_lock();
+	plain = known_plain(&a->target, a->len);
+	shim_unlock();
+	if (plain)
+		return ROCK_ERR_NOT_ENHANCED;
+	rc = rock_probe((struct sockaddr *)&a->target, a->len,
+	    shim_state()->cfg.probe_timeout_ms, ann);
+	if (rc != 0) {
+		if (rock_probe_found_plain(rc)) {
+			int err = errno;
+
+			shim_lock();
+			remember_plain(&a->target, a->len);
+			shim_unlock();
+			errno = err;
+		}
+		return rc;
+	}
+	if ((*e = shim_engine()) == NULL)
+		return ROCK_ERR_NOT_ENHANCED;
+	rock_probe_remember(*e, (struct sockaddr *)&a->target, a->len, ann);
+	return 0;
+}
+
 /* The EDP and handshake; 0 with r->s set, or why not. */
 static int
 open_rock(struct attempt *a)
 {
 	const struct shim_state *st = shim_state();
-	struct rock_engine *e = shim_engine();
-	int busy = shim_busy, rc, err;
+	struct rock_engine *e = shim_engine_running();
+	int busy = shim_busy, rc = 0, err;
 
-	if (e == NULL)
-		return ROCK_ERR_NOT_ENHANCED;
 	shim_busy = 1;
-	rc = rock_client_open(e, (struct sockaddr *)&a->target, a->len,
-	    st->cfg.probe_timeout_ms, shim_rock_cbs(), a->r, &a->r->s);
+	if (e == NULL)
+		rc = first_probe(a, &e);
+	if (rc == 0)
+		rc = rock_client_open(e, (struct sockaddr *)&a->target, a->len,
+		    st->cfg.probe_timeout_ms, shim_rock_cbs(), a->r, &a->r->s);
 	err = errno;
 	shim_busy = busy;
 	if (rc != 0)
@@ -166,6 +234,7 @@ connect_thread(void *arg)
 		shim_rock_install(r, a->fd, rock_direct_fd(r->s));
 		shim_rock_set_ready(r, 1);
 		shim_epoll_resume(r);
+		rlog_debug(&shim_state()->log, "fd %d: a rock", a->fd);
 	} else {
 		go_plain(a);
 	}

@@ -265,6 +265,12 @@ engine_start(const struct shim_state *st)
 	return pthread_create(&eng.thread, NULL, engine_main, NULL) == 0 ? 0 : -1;
 }
 
+struct rock_engine *
+shim_engine_running(void)
+{
+	return __atomic_load_n(&eng.state, __ATOMIC_ACQUIRE) == 1 ? eng.e : NULL;
+}
+
 /* The engine, started on first use; NULL if it cannot run (then the
  * program's connections stay plain TCP). */
 struct rock_engine *

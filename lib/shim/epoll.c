@@ -215,6 +215,8 @@ keep_event(int epfd, struct epoll_event *ev)
 			break;
 	if (g == NULL)
 		return 1;
+	if (shim_rock_error_event(g->fd, ev->events & EPOLLERR, ev->events & EPOLLHUP))
+		return 0;
 	if (!live(g->r))
 		return 0;
 	if (g->r->s != NULL && rock_direct_space(g->r->s) == 0)

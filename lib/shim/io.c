@@ -3,6 +3,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <string.h>
 
 #include "shim.h"
@@ -129,6 +131,19 @@ engine_gone(struct shim_rock *r, ssize_t *ret)
 	return 0;
 }
 
+/* A read of 0 is the peer's FIN only if the socket says so: after a reset
+ * (whose error another thread may have taken) it reads 0 too. */
+static int
+peer_finished(int fd)
+{
+	struct tcp_info ti;
+	socklen_t len = sizeof(ti);
+
+	if (shim_real.getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0)
+		return 0;
+	return ti.tcpi_state != TCP_CLOSE;
+}
+
 /* Lock held, a call inside the kernel on r ended. */
 static void
 leave_kernel(struct shim_rock *r)
@@ -156,11 +171,17 @@ recv_once(struct shim_rock *r, struct call *c, struct msghdr *m, ssize_t *ret,
 		*ret = n;
 		return 1;
 	}
-	if (n == 0) {
+	if (n == 0 && iov_total(m->msg_iov, m->msg_iovlen) > 0) {
 		if (!r->ready)
 			return 0;	/* our own SHUT_RD at a suspension */
-		if (r->s != NULL && iov_total(m->msg_iov, m->msg_iovlen) > 0)
+		if (r->s != NULL && !peer_finished(c->fd)) {
+			shim_rock_failed(r);
+			return 0;
+		}
+		if (r->s != NULL)
 			shim_post(r, SHIM_CMD_EOF);
+	}
+	if (n == 0) {
 		*ret = 0;
 		return 1;
 	}

@@ -64,6 +64,21 @@ mask_rocks(const struct pollfd *fds, struct pollfd *cp, nfds_t n)
 	return hidden;
 }
 
+/* Lock held. An error or hang-up on a rock's socket is a broken
+ * connection, the engine's business: the rock is suspended, not shown. */
+int
+shim_rock_error_event(int fd, int err, int hup)
+{
+	struct shim_rock *r;
+
+	if (!(err || hup) || shim_fd_state_of(shim_fd_get(fd)) != SHIM_FD_ROCK ||
+	    (r = shim_rock_of(fd)) == NULL || r->s == NULL || !r->ready ||
+	    (hup && !err && r->wr_shut))
+		return 0;
+	shim_rock_failed(r);
+	return 1;
+}
+
 /* Results back; a rock suspended during the wait shows nothing. */
 static int
 unmask(struct pollfd *fds, const struct pollfd *cp, nfds_t n)
@@ -74,6 +89,9 @@ unmask(struct pollfd *fds, const struct pollfd *cp, nfds_t n)
 	shim_lock();
 	for (i = 0; i < n; i++) {
 		fds[i].revents = cp[i].fd < 0 ? 0 : cp[i].revents;
+		if (fds[i].revents != 0 && fds[i].fd >= 0)
+			(void)shim_rock_error_event(fds[i].fd,
+			    fds[i].revents & POLLERR, fds[i].revents & POLLHUP);
 		if (fds[i].revents != 0 && rock_view(fds[i].fd) == HIDE)
 			fds[i].revents = 0;
 		if (fds[i].revents != 0)

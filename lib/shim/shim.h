@@ -180,6 +180,7 @@ extern int shim_nsuspended, shim_nring_blocked;
 
 /* The engine on its own thread, started at the first rock. */
 struct rock_engine *shim_engine(void);
+struct rock_engine *shim_engine_running(void);	/* NULL: not started */
 const struct rock_session_cbs *shim_rock_cbs(void);
 void shim_post(struct shim_rock *r, int cmd);		/* lock held */
 struct shim_rock *shim_rock_new(void);			/* lock held */
@@ -206,6 +207,8 @@ void shim_epoll_resume(struct shim_rock *r);
 void shim_epoll_forget_fd(int fd);
 void shim_epoll_kick(struct shim_rock *r);
 void shim_epoll_forget_epfd(int epfd);
+/* poll.c: 1 if an error event on fd suspended its rock (hide it). */
+int shim_rock_error_event(int fd, int err, int hup);
 int shim_nregs_hint(void);
 
 /* I/O on a rock (io.c): recvmsg- and sendmsg-shaped. */

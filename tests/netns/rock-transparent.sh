@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# rock-transparent.sh: unmodified clients under `rock`, one per I/O style, stay byte-exact through rockd while the path is blackholed, reset and renumbered; plain peers stay plain.
+# shellcheck source-path=SCRIPTDIR
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=../lib.sh
+. "$here/../lib.sh"
+# shellcheck source=netns.sh
+. "$here/netns.sh"
+# shellcheck source=rock-lib.sh
+. "$here/rock-lib.sh"
+
+trap t_finish EXIT
+trap 'exit 129' HUP
+trap 'exit 130' INT
+trap 'exit 143' TERM
+ROCKD="$top_builddir/daemon/rockd"
+IO="$top_builddir/tests/rock-io"
+[ -x "$ROCKD" ] && [ -x "$IO" ] || t_skip_all "rockd or tests/rock-io not built"
+command -v socat >/dev/null || t_skip_all "socat not installed"
+nn_require_root
+pids=()
+nn_setup >/dev/null || t_skip_all "could not build the namespaces"
+nn_on_cleanup stop_pids
+
+modes="blocking waitall sendfile halfclose threads poll select epoll-lt epoll-et epoll-oneshot"
+bytes=${ROCK_IO_BYTES:-3000000}
+echo_port=7100 rock_port=7101 plain_port=7102
+
+# A slow path, so that every fault lands mid-stream; a short queue, so
+# that the chunk-by-chunk styles are not starved by the streaming ones.
+for dev in "$NN_R_CIF" "$NN_R_SIF"; do
+	nn_r tc qdisc replace dev "$dev" root tbf rate 16mbit burst 32kb latency 50ms ||
+		t_skip_all "tbf not available"
+done
+
+nn_s socat "TCP4-LISTEN:$echo_port,bind=127.0.0.1,reuseaddr,fork" EXEC:cat 2>"$t_tmp/echo.log" &
+pids+=($!)
+nn_s socat "TCP4-LISTEN:$plain_port,reuseaddr,fork" EXEC:cat 2>"$t_tmp/plain-echo.log" &
+pids+=($!)
+nn_s "$ROCKD" -F -v --listen "$rock_port" --backend "127.0.0.1:$echo_port" 2>"$t_tmp/rockd.log" &
+pids+=($!)
+nn_wait_port "$NN_S" 127.0.0.1 "$echo_port" 5 && nn_wait_port "$NN_S" "$NN_S_ADDR" "$rock_port" 5 &&
+	nn_wait_port "$NN_S" "$NN_S_ADDR" "$plain_port" 5 || t_skip_all "servers did not start"
+
+# MODE PORT TAG: one client under rock, its output and library log kept.
+client() {
+	ROCK_DEBUG=1 ROCK_LOG="$t_tmp/$3.log" nn_c "$ROCK" "$IO" "$1" "$NN_S_ADDR" "$2" "$bytes" \
+		>"$t_tmp/$3.out" 2>"$t_tmp/$3.err"
+}
+
+declare -A cpid
+for m in $modes; do
+	client "$m" "$rock_port" "$m" &
+	cpid[$m]=$!
+	pids+=($!)
+done
+
+nap 2
+nn_log "blackhole, 5 s"
+nn_blackhole both
+nap 5
+nn_restore
+nap 3
+nn_log "RSTs, 2 s"
+nn_rst_inject both
+nap 2
+nn_restore
+nap 2
+nn_log "client address change"
+nn_change_client_addr >/dev/null
+
+for m in $modes; do
+	if ! wait_pid "${cpid[$m]}" 180; then
+		t_bad "$m: still running 3 minutes after the faults"
+		tail -3 "$t_tmp/$m.log" | sed 's/^/    /'
+		continue
+	fi
+	t_eq "$m: exit status" "$waited" 0
+	t_eq "$m: output" "$(cat "$t_tmp/$m.out")" "$m: $bytes bytes echoed byte-exact"
+	[ ! -s "$t_tmp/$m.err" ] || sed 's/^/    /' "$t_tmp/$m.err"
+	t_check "$m: its connection was a rock" grep -q ': a rock$' "$t_tmp/$m.log"
+	n=$(grep -c ': reconnected; resending' "$t_tmp/$m.log")
+	if [ "$n" -ge 2 ]; then
+		t_ok "$m: it reconnected $n times while the program saw nothing"
+	else
+		t_bad "$m: it reconnected $n times (the faults missed it: the test proved little)"
+	fi
+done
+t_eq "rockd: one backend connection per client" \
+	"$(grep -c 'client connected, backend' "$t_tmp/rockd.log")" "$(echo "$modes" | wc -w)"
+
+# No rockd at the destination: plain TCP, untouched, nothing left behind.
+bytes=200000
+client blocking "$plain_port" plain
+t_eq "plain peer: exit status" "$?" 0
+t_eq "plain peer: output" "$(cat "$t_tmp/plain.out")" "blocking: $bytes bytes echoed byte-exact"
+t_check "plain peer: the library fell back to plain TCP" grep -q 'no rock (.*); plain TCP' "$t_tmp/plain.log"
+if grep -q 'engine thread started' "$t_tmp/plain.log"; then
+	t_bad "plain peer: an engine thread was started for it"
+else
+	t_ok "plain peer: no engine thread started for it"
+fi
+
+# A port map whose rockd port answers nothing: the original port, plain.
+ROCK_PORT_MAP="$plain_port=7199" client poll "$plain_port" mapped
+t_eq "mapped port without rockd: exit status" "$?" 0
+t_eq "mapped port without rockd: output" "$(cat "$t_tmp/mapped.out")" "poll: $bytes bytes echoed byte-exact"
+t_check "mapped port without rockd: probe refused, plain TCP" \
+	grep -q 'no rock (system error: Connection refused); plain TCP' "$t_tmp/mapped.log"
+t_done
