@@ -22,10 +22,11 @@ static void
 usage(FILE *f)
 {
 	fprintf(f,
-	    "usage: rockd [-F] [-v] [-p PIDFILE] --listen [ADDR:]PORT --backend HOST:PORT\n"
+	    "usage: rockd [-F] [-v] [-p PIDFILE] [--listen [ADDR:]PORT --backend HOST:PORT]\n"
 	    "       rockd [-F] [-v] [-p PIDFILE] -f CONFIG\n"
 	    "       rockd -t [-f CONFIG | --listen ... --backend ...]\n"
 	    "Front an unmodified TCP server for rock clients; plain clients pass through.\n"
+	    "With no service given: --listen 4022 --backend 127.0.0.1:22 (sshd).\n"
 	    "  -l, --listen [ADDR:]PORT   where clients connect (repeatable, each with -b)\n"
 	    "  -b, --backend HOST:PORT    the server the preceding --listen fronts\n"
 	    "  -f, --config FILE          services from a file (see rockd(8))\n"
@@ -90,9 +91,17 @@ parse_options(int argc, char **argv, struct options *o, struct rockd_config *cfg
 	}
 	if (o->pending_listen != NULL || optind != argc)
 		goto unpaired;
-	if ((o->config != NULL) == (cfg->services != NULL)) {
+	if (o->config != NULL && cfg->services != NULL) {
 		fprintf(stderr, "rockd: give either -f CONFIG or --listen/--backend\n");
 		usage(stderr);
+		return 2;
+	}
+	/* Neither: the default service fronts the local sshd on the port
+	 * librock's default ROCK_PORT_MAP sends `rock ssh` to. */
+	if (o->config == NULL && cfg->services == NULL &&
+	    rockd_config_add(cfg, ROCKD_DEFAULT_LISTEN, ROCKD_DEFAULT_BACKEND,
+	    err, sizeof(err)) != 0) {
+		fprintf(stderr, "rockd: %s\n", err);
 		return 2;
 	}
 	return 0;

@@ -12,6 +12,9 @@
 #include "rock_log.h"
 
 #define ROCKD_DEFAULT_SNIFF_MS 300
+/* With no service given: front the local sshd (librock maps port 22 here). */
+#define ROCKD_DEFAULT_LISTEN "4022"
+#define ROCKD_DEFAULT_BACKEND "127.0.0.1:22"
 
 /* Where a service relays to; copied into each connection, so a reload
  * can free the service while its connections live on. */

@@ -429,7 +429,8 @@ clierr "--backend before --listen" "rockd: each --listen needs one --backend aft
 conf good2 "listen 127.0.0.1:7001 $svc"
 clierr "both -f and --listen" "rockd: give either -f CONFIG or --listen/--backend" \
 	-t -f "$cf" --listen 127.0.0.1:7003 --backend 127.0.0.1:7004
-clierr "neither -f nor --listen" "rockd: give either -f CONFIG or --listen/--backend" -t
+"$ROCKD" -t >"$t_tmp/out" 2>"$t_tmp/err"
+t_eq "neither -f nor --listen: the default service (4022 to sshd) is valid" "$?" 0
 clierr "unknown option" "$ROCKD: unrecognized option '--bogus'" -t --bogus -f "$cf"
 clierr "bad --listen port" "rockd: \"127.0.0.1:99999\": port must be 1 to 65535" \
 	-t --listen 127.0.0.1:99999 --backend 127.0.0.1:7002
