@@ -1,0 +1,163 @@
+#!/usr/bin/env bash
+# rock-ssh.sh: `rock ssh` through a default rockd in front of sshd outlives a 30 s blackhole and an address change, streamed and interactive; plain ssh and ssh without rockd still work.
+# shellcheck source-path=SCRIPTDIR
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=../lib.sh
+. "$here/../lib.sh"
+# shellcheck source=netns.sh
+. "$here/netns.sh"
+# shellcheck source=rock-lib.sh
+. "$here/rock-lib.sh"
+
+trap t_finish EXIT
+trap 'exit 129' HUP
+trap 'exit 130' INT
+trap 'exit 143' TERM
+ROCKD="$top_builddir/daemon/rockd"
+SSHD=$(command -v sshd || echo /usr/sbin/sshd)
+[ -x "$ROCKD" ] || t_skip_all "rockd not built"
+[ -x "$SSHD" ] || t_skip_all "sshd not installed (openssh-server)"
+for t in ssh ssh-keygen tmux; do
+	command -v "$t" >/dev/null || t_skip_all "$t not installed"
+done
+nn_require_root
+pids=()
+nn_setup >/dev/null || t_skip_all "could not build the namespaces"
+nn_on_cleanup stop_pids
+nn_on_cleanup stop_tmux
+
+# sshd's privilege separation directory; made (and removed) only if missing.
+made_run_sshd=
+if [ ! -d /run/sshd ]; then
+	mkdir -p /run/sshd && made_run_sshd=1
+fi
+# shellcheck disable=SC2317 # run by nn_cleanup
+rm_run_sshd() { [ -z "$made_run_sshd" ] || rmdir /run/sshd 2>/dev/null; }
+nn_on_cleanup rm_run_sshd
+
+# Keys and a self-contained sshd: key authentication only, for root, with
+# everything under the test's directory.
+ssh-keygen -q -t ed25519 -N '' -f "$t_tmp/host_key" || t_skip_all "ssh-keygen failed"
+ssh-keygen -q -t ed25519 -N '' -f "$t_tmp/id" || t_skip_all "ssh-keygen failed"
+cp "$t_tmp/id.pub" "$t_tmp/authorized_keys"
+chmod 700 "$t_tmp"
+cat >"$t_tmp/sshd_config" <<EOF
+ListenAddress 0.0.0.0:22
+HostKey $t_tmp/host_key
+AuthorizedKeysFile $t_tmp/authorized_keys
+PidFile $t_tmp/sshd.pid
+PermitRootLogin prohibit-password
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+UsePAM no
+StrictModes no
+LogLevel VERBOSE
+EOF
+nn_s "$SSHD" -D -e -f "$t_tmp/sshd_config" 2>"$t_tmp/sshd.log" &
+pids+=($!)
+# rockd with default settings: port 4022 in front of 127.0.0.1:22.
+nn_s "$ROCKD" -F -v -p "$t_tmp/rockd.pid" 2>"$t_tmp/rockd.log" &
+pids+=($!)
+nn_wait_port "$NN_S" 127.0.0.1 22 5 && nn_wait_port "$NN_S" "$NN_S_ADDR" 4022 5 ||
+	t_skip_all "sshd or rockd did not start"
+
+ssh_opts=(-F /dev/null -i "$t_tmp/id" -o BatchMode=yes -o StrictHostKeyChecking=no
+	-o UserKnownHostsFile="$t_tmp/known_hosts" -o LogLevel=ERROR)
+# LOGTAG SSH-ARGS...: ssh from the client namespace under rock.
+rock_ssh() {
+	local tag=$1
+	shift
+	ROCK_DEBUG=1 ROCK_LOG="$t_tmp/$tag.rock.log" nn_c "$ROCK" ssh "${ssh_opts[@]}" "$@"
+}
+
+# --- a minute of streamed output through a 30 s blackhole and a new address
+lines=${ROCK_SSH_LINES:-600}
+rock_ssh stream "root@$NN_S_ADDR" \
+	"i=1; while [ \$i -le $lines ]; do echo \"line \$i\"; i=\$((i + 1)); sleep 0.1; done" \
+	>"$t_tmp/stream.out" 2>"$t_tmp/stream.err" &
+spid=$!
+pids+=("$spid")
+nap 10
+t_check "stream: output is flowing" test -s "$t_tmp/stream.out"
+nn_log "blackhole, 30 s, at line $(wc -l <"$t_tmp/stream.out")"
+nn_blackhole both
+nap 30
+t_check "stream: ssh still running after 30 s of blackhole" kill -0 "$spid"
+nn_restore
+nap 5
+nn_log "client address change, at line $(wc -l <"$t_tmp/stream.out")"
+nn_change_client_addr >/dev/null
+if wait_pid "$spid" 90; then
+	t_eq "stream: ssh exit status" "$waited" 0
+else
+	t_bad "stream: ssh still running 90 s after the faults"
+fi
+expect=$(seq 1 "$lines" | sed 's/^/line /')
+if [ "$(cat "$t_tmp/stream.out")" = "$expect" ]; then
+	t_ok "stream: all $lines lines, complete and in order"
+else
+	t_bad "stream: output differs ($(wc -l <"$t_tmp/stream.out") lines)"
+	diff <(echo "$expect") "$t_tmp/stream.out" | head -5 | sed 's/^/    /'
+fi
+[ ! -s "$t_tmp/stream.err" ] || sed 's/^/    ssh: /' "$t_tmp/stream.err"
+t_check "stream: ssh's connection was a rock (via port 4022)" grep -q ': a rock$' "$t_tmp/stream.rock.log"
+n=$(grep -c ': reconnected; resending' "$t_tmp/stream.rock.log")
+if [ "$n" -ge 2 ]; then
+	t_ok "stream: the rock reconnected $n times"
+else
+	t_bad "stream: the rock reconnected $n times, want 2 (blackhole, address)"
+fi
+
+# --- interactive, through tmux: type, blackhole 20 s, type, see the output
+tmux_sock="$t_tmp/tmux.sock"
+# shellcheck disable=SC2317 # run by nn_cleanup
+stop_tmux() { tmux -S "$tmux_sock" kill-server 2>/dev/null; }
+tmux -S "$tmux_sock" -f /dev/null new-session -d -x 120 -y 40 \
+	"ROCK_DEBUG=1 ROCK_LOG='$t_tmp/tmux.rock.log' ip netns exec '$NN_C' '$ROCK' ssh -tt ${ssh_opts[*]} root@$NN_S_ADDR; sleep 600"
+screen() { tmux -S "$tmux_sock" capture-pane -p -t 0; }
+# TEXT TIMEOUT_S: wait until the pane shows TEXT.
+wait_screen() {
+	local end
+	end=$(($(now_ms) + $2 * 1000))
+	until screen | grep -q -- "$1"; do
+		[ "$(now_ms)" -lt "$end" ] || return 1
+		sleep 0.2
+	done
+}
+type_line() { tmux -S "$tmux_sock" send-keys -t 0 "$1" Enter; }
+if wait_screen '[#$] *$' 20; then
+	type_line 'echo "first-$((6 * 7))"'
+	t_check "interactive: typed before the outage, answered" wait_screen '^first-42' 10
+	nn_blackhole both
+	nap 2
+	type_line 'echo "second-$((6 * 9))"'
+	nap 18
+	t_check "interactive: nothing answers during the blackhole" \
+		sh -c "! tmux -S '$tmux_sock' capture-pane -p -t 0 | grep -q '^second-54'"
+	nn_restore
+	t_check "interactive: typed during the outage, answered after it" wait_screen '^second-54' 15
+	type_line 'echo "third-$((6 * 11))"'
+	t_check "interactive: typed after the outage, answered" wait_screen '^third-66' 10
+	type_line 'exit'
+else
+	t_bad "interactive: no shell prompt"
+	screen | tail -5 | sed 's/^/    /'
+fi
+t_check "interactive: the session was a rock" grep -q ': a rock$' "$t_tmp/tmux.rock.log"
+
+# --- plain ssh to rockd's port: passed through to sshd
+nn_c ssh "${ssh_opts[@]}" -p 4022 "root@$NN_S_ADDR" echo plain-through-rockd >"$t_tmp/plain.out" 2>&1
+t_eq "plain ssh to port 4022: exit status" "$?" 0
+t_eq "plain ssh to port 4022: output" "$(cat "$t_tmp/plain.out")" plain-through-rockd
+
+# --- rock ssh to a host without rockd: plain ssh to port 22
+rockd_pid=$(cat "$t_tmp/rockd.pid")
+kill -KILL "$rockd_pid"
+while kill -0 "$rockd_pid" 2>/dev/null; do sleep 0.05; done
+rock_ssh norockd "root@$NN_S_ADDR" echo no-rockd-here >"$t_tmp/norockd.out" 2>&1
+t_eq "rock ssh without rockd: exit status" "$?" 0
+t_eq "rock ssh without rockd: output" "$(cat "$t_tmp/norockd.out")" no-rockd-here
+t_check "rock ssh without rockd: plain TCP to port 22" \
+	grep -q 'no rock (system error: Connection refused); plain TCP' "$t_tmp/norockd.rock.log"
+t_done
