@@ -26,6 +26,12 @@ rock_direct_fd(const struct rock_session *s)
 	return s->fd;
 }
 
+int
+rock_direct_peer_shut(const struct rock_session *s)
+{
+	return (s->peer_flags & ROCK_FLAG_WR_SHUT) != 0;
+}
+
 void
 rock_direct_consumed(struct rock_session *s, size_t n)
 {
@@ -91,10 +97,10 @@ rock_direct_shutdown(struct rock_session *s, int connected)
 	s->want_shut = 1;
 	if (!connected || s->state != ROCK_ST_CONNECTED || s->shut_sent)
 		return;
-	shutdown(s->fd, SHUT_WR);
-	s->shut_sent = 1;
 	s->flags |= ROCK_FLAG_WR_SHUT;
 	rock_control_ack_now(s);
+	shutdown(s->fd, SHUT_WR);
+	s->shut_sent = 1;
 }
 
 void

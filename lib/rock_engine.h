@@ -151,6 +151,8 @@ int rock_direct_sent(struct rock_session *s, const struct iovec *iov,
 size_t rock_direct_space(struct rock_session *s);
 /* The descriptor the engine holds on the current data connection. */
 int rock_direct_fd(const struct rock_session *s);
+/* The peer said (authenticated) that it shut its write side. */
+int rock_direct_peer_shut(const struct rock_session *s);
 /* These run on the engine's loop only: the application's read saw the
  * peer's end of stream; see whether both ends are done; its I/O failed. */
 void rock_direct_eof(struct rock_session *s);

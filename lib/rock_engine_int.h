@@ -61,6 +61,7 @@ struct rock_session {
 	uint64_t stall_mark;		/* peer_consumed at the previous tick */
 	int connect_rtt_ms;		/* client: the first data connect's time */
 	int64_t suspended_at_ms;
+	int64_t connected_at_ms;	/* last SUSPENDED -> CONNECTED */
 
 	struct evbuffer *outq;		/* owner's bytes not yet written */
 	struct event *ev_read, *ev_write;

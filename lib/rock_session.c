@@ -179,6 +179,8 @@ rock_session_set_state(struct rock_session *s, enum rock_state to,
 	    rock_state_name(from), rock_state_name(to), why);
 	if (to == ROCK_ST_SUSPENDED)
 		s->suspended_at_ms = rock_now_ms();
+	if (to == ROCK_ST_CONNECTED)
+		s->connected_at_ms = rock_now_ms();
 	if (s->cbs != NULL && s->cbs->on_state != NULL) {
 		s->in_callback++;
 		s->cbs->on_state(s, from, to, s->arg);
@@ -213,8 +215,10 @@ rock_session_fail(struct rock_session *s, const char *why)
 		s->fd = -1;
 	}
 	rock_session_set_state(s, ROCK_ST_SUSPENDED, why);
+	/* A connection that fails as soon as it is up is not helped by
+	 * redialling at once, again and again: then the back-off applies. */
 	if (s->role == ROCK_ROLE_CLIENT && (s->features & ROCK_FEAT_RECONNECT))
-		rock_dial_schedule(s, 1);
+		rock_dial_schedule(s, s->suspended_at_ms - s->connected_at_ms >= 1000);
 	else if (!(s->features & ROCK_FEAT_RECONNECT))
 		rock_session_close(s, ROCK_ERR_SYSTEM, "reconnect not granted");
 }

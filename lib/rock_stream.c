@@ -165,10 +165,12 @@ maybe_shut(struct rock_session *s)
 	    evbuffer_get_length(s->outq) > 0 ||
 	    s->replay_from < rock_ring_end(&s->ring))
 		return;
-	shutdown(s->fd, SHUT_WR);
-	s->shut_sent = 1;
+	/* The word on the control channel first, then the FIN: a direct-mode
+	 * peer reading end of file on a closed socket looks for that word. */
 	s->flags |= ROCK_FLAG_WR_SHUT;
 	rock_control_ack_now(s);
+	shutdown(s->fd, SHUT_WR);
+	s->shut_sent = 1;
 }
 
 /* Write what can be written; arm the write event only when blocked. */

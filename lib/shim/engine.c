@@ -193,20 +193,33 @@ shim_post(struct shim_rock *r, int cmd)
 static void
 run_cmds(struct shim_rock *r, int cmds)
 {
-	struct rock_session *s = r->s;
-
-	if (s == NULL)
-		return;
-	if (cmds & SHIM_CMD_FAIL)
-		rock_direct_fail(s, "the program's I/O failed");
+	/* Each step may end the session (r->s NULL) or free r: r is held. */
+	shim_rock_hold(r);
+	if ((cmds & SHIM_CMD_FAIL) && r->s != NULL)
+		rock_direct_fail(r->s, "the program's I/O failed");
 	if ((cmds & SHIM_CMD_EOF) && r->s != NULL)
-		rock_direct_eof(s);
-	if ((cmds & SHIM_CMD_RELEASE) && r->s != NULL) {
-		rock_direct_release(s, &released_cbs, r);
+		rock_direct_eof(r->s);
+	if ((cmds & SHIM_CMD_RELEASE) && r->s != NULL)
+		rock_direct_release(r->s, &released_cbs, r);
+	else if ((cmds & SHIM_CMD_FINISH) && r->s != NULL)
+		rock_direct_finish(r->s);
+	shim_rock_release(r);
+}
+
+/* r is being freed: out of the queue. */
+void
+shim_cmd_forget(struct shim_rock *r)
+{
+	struct shim_rock **p;
+
+	if (r->cmds == 0)
 		return;
-	}
-	if ((cmds & SHIM_CMD_FINISH) && r->s != NULL)
-		rock_direct_finish(s);
+	for (p = &eng.cmds; *p != NULL; p = &(*p)->next_cmd)
+		if (*p == r) {
+			*p = r->next_cmd;
+			break;
+		}
+	r->cmds = 0;
 }
 
 static void

@@ -148,6 +148,7 @@ shim_rock_free(struct shim_rock *r)
 {
 	if (r->dead)
 		return;
+	shim_cmd_forget(r);
 	if (!r->ready && !r->released)
 		shim_nsuspended--;
 	if (r->ring_blocked)

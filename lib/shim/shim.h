@@ -183,6 +183,7 @@ struct rock_engine *shim_engine(void);
 struct rock_engine *shim_engine_running(void);	/* NULL: not started */
 const struct rock_session_cbs *shim_rock_cbs(void);
 void shim_post(struct shim_rock *r, int cmd);		/* lock held */
+void shim_cmd_forget(struct shim_rock *r);		/* lock held */
 struct shim_rock *shim_rock_new(void);			/* lock held */
 void shim_rock_free(struct shim_rock *r);		/* lock held */
 /* A program call keeps r while it waits or is in the kernel; release

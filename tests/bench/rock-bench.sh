@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# rock-bench.sh: throughput, round-trip latency and connect time through one rockd on loopback, rock client vs plain TCP client; prints a table, never a verdict.
+# rock-bench.sh: throughput, round-trip latency and connect time through one rockd on loopback, rock clients vs plain TCP client; prints a table, never a verdict.
 #
 # Usage: rock-bench.sh [ROUNDS]          (ROUNDS defaults to 5)
 #
@@ -8,12 +8,17 @@
 #                     script); uses $BUILDDIR/tests/bench/rock-bench and
 #                     $BUILDDIR/daemon/rockd
 #   ROCK_BENCH        path of the rock-bench binary (overrides BUILDDIR)
+#   ROCK_WRAPPER      path of the rock wrapper (default $BUILDDIR/tools/rock)
 #   ROCKD             path of rockd (overrides BUILDDIR)
 #   ROCK_BENCH_EXTRA  1: two more columns: "plain-nd", a plain client with
 #                     TCP_NODELAY (as the engine sets on its data
 #                     connection), and "direct", a plain client straight to
 #                     the backend without rockd
 #
+# Client kinds: "plain", an ordinary TCP client through rockd's plain relay;
+# "under-rock", the very same client program run under the rock wrapper
+# (librock.so makes its socket a rock: issue 4's transparent client); and
+# "engine", a client built on the engine's own API (rockcat's way).
 # One sink backend (reads to EOF, closes), one echo backend and one rockd
 # fronting both are started on 127.0.0.1 with free ports. Every figure is the
 # median of ROUNDS runs; each round runs every client kind back to back, the
@@ -43,10 +48,12 @@ script_dir=$(CDPATH='' cd -- "$(dirname -- "$0")" && pwd) ||
 builddir=${BUILDDIR:-$script_dir/../..}
 bench=${ROCK_BENCH:-$builddir/tests/bench/rock-bench}
 rockd=${ROCKD:-$builddir/daemon/rockd}
+wrapper=${ROCK_WRAPPER:-$builddir/tools/rock}
 [ -x "$bench" ] || die "$bench not built (make tests/bench/rock-bench, or set BUILDDIR/ROCK_BENCH)"
 [ -x "$rockd" ] || die "$rockd not built (set BUILDDIR/ROCKD)"
+[ -x "$wrapper" ] || die "$wrapper not built (set BUILDDIR/ROCK_WRAPPER)"
 
-kinds=(plain rock)
+kinds=(plain under-rock engine)
 if [ "${ROCK_BENCH_EXTRA:-0}" = 1 ]; then
 	kinds+=(plain-nd direct)
 fi
@@ -142,10 +149,19 @@ done
 # MEASURE is throughput or latency (ARGS: BLOCK COUNT) or connect (ARGS: N).
 run_one() {
 	local kind=$1 what=$2 mode port out
+	local -a pre=()
 	shift 2
 	mode=$kind
 	if [ "$what" = latency ]; then port=$echo_front; else port=$sink_front; fi
 	case $kind in
+	engine) mode=rock ;;
+	under-rock) mode=plain pre=("$wrapper") ;;
+	connect-first)
+		# A fresh process per connection: the probe and the engine's
+		# start are in every one of them.
+		mode=plain pre=("$wrapper")
+		;;
+	plain-first) mode=plain ;;
 	plain-nd) mode=plain-nodelay ;;
 	direct)
 		mode=plain
@@ -153,7 +169,7 @@ run_one() {
 		;;
 	*) ;;
 	esac
-	if ! out=$("$bench" "$what" "$mode" 127.0.0.1 "$port" "$@" 2>"$tmp/run.err"); then
+	if ! out=$("${pre[@]}" "$bench" "$what" "$mode" 127.0.0.1 "$port" "$@" 2>"$tmp/run.err"); then
 		die "'rock-bench $what $mode 127.0.0.1 $port $*' failed: $(cat "$tmp/run.err")"
 	fi
 	[ -s "$tmp/run.err" ] && sed "s/^/  ($kind $what $*) /" "$tmp/run.err" >&2
@@ -228,11 +244,30 @@ for b in "${blocks[@]}"; do
 	measure "latency $b" latency "$b" "$trips"
 done
 measure connect connect "$conns"
+# First connections, each in a new process: under rock, probe (cache miss)
+# and engine start included; medians of 15 such processes per round.
+first_conn() {
+	local kind=$1 i v vals=()
+	for ((i = 0; i < 15; i++)); do
+		v=$(run_one "$kind" connect 1) || exit 1
+		vals+=("${v%% *}")
+	done
+	median "${vals[@]}"
+}
+fvals_rock=() fvals_plain=()
+for ((r = 1; r <= rounds; r++)); do
+	fvals_rock+=("$(first_conn connect-first)")
+	fvals_plain+=("$(first_conn plain-first)")
+	printf '%-22s round %d/%d: under-rock %s plain %s\n' "first connect" "$r" "$rounds" \
+		"${fvals_rock[-1]}" "${fvals_plain[-1]}"
+done
+result["first/under-rock"]=$(median "${fvals_rock[@]}")
+result["first/plain"]=$(median "${fvals_plain[@]}")
 rockd_fds=$(find "/proc/$rockd_pid/fd" -mindepth 1 2>/dev/null | wc -l)
 
 # ---- the table
 ratio() {
-	awk -v a="$1" -v b="$2" 'BEGIN { if (a > 0) printf "%.3g", b / a; else printf "-" }'
+	awk -v a="$1" -v b="$2" 'BEGIN { if (a > 0 && b > 0) printf "%.3g", b / a; else printf "-" }'
 }
 
 row() {
@@ -241,7 +276,8 @@ row() {
 	for kind in "${kinds[@]}"; do
 		printf ' %10s' "${result["$name/$kind"]:--}"
 	done
-	printf ' %10s\n' "$(ratio "${result["$name/plain"]}" "${result["$name/rock"]}")"
+	printf ' %10s %10s\n' "$(ratio "${result["$name/plain"]}" "${result["$name/under-rock"]:-0}")" \
+		"$(ratio "${result["$name/plain"]}" "${result["$name/engine"]:-0}")"
 }
 
 header() {
@@ -250,11 +286,11 @@ header() {
 	for kind in "${kinds[@]}"; do
 		printf ' %10s' "$kind"
 	done
-	printf ' %10s\n' "rock/plain"
+	printf ' %10s %10s\n' "under/plain" "engine/plain"
 }
 
 echo
-echo "medians of $rounds rounds; rock and plain both through rockd on loopback"
+echo "medians of $rounds rounds; every client through rockd on loopback"
 header "throughput MB/s"
 for b in "${blocks[@]}"; do
 	row "throughput $b" "  $b B blocks"
@@ -266,7 +302,8 @@ for b in "${blocks[@]}"; do
 done
 echo
 header "connect us"
-row connect "  $conns connections"
+row connect "  $conns in one process (cache hit)"
+row first "  first in a process (probe)"
 echo "  paper: rock 3908 us vs raw 221 us = 17.7x"
 echo
 echo "bytes per throughput run: $(for b in "${blocks[@]}"; do printf '%s B: %s\n' "$b" "${total[$b]}"; done | paste -sd, - | sed 's/,/, /g')"
