@@ -5,11 +5,10 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 . "$top/tests/netns/netns.sh"
 ROCK="$top/tools/rock"
 ROCKD="$top/daemon/rockd"
-ROCKCAT="$top/tools/rockcat"
 say() { printf '\n\033[1m%s\033[0m\n' "$*"; }
 last_line() { tail -n 1 "$1" 2>/dev/null; }
 
-for b in "$ROCK" "$ROCKD" "$ROCKCAT"; do
+for b in "$ROCK" "$ROCKD"; do
 	[ -x "$b" ] || { echo "demo: build first (make)"; exit 1; }
 done
 nn_require_root
@@ -18,6 +17,7 @@ nn_on_cleanup "rm -rf '$out'"
 nn_setup >/dev/null 2>&1 || { echo "demo: could not create network namespaces"; exit 1; }
 
 say "1. A laptop ($NN_C_ADDR) and a server ($NN_S_ADDR), joined through a router."
+echo "   (network namespaces on this machine; nothing outside them is touched)"
 # The service: numbered lines, five a second, forever.
 nn_s socat TCP-LISTEN:9000,bind=127.0.0.1,reuseaddr,fork \
 	SYSTEM:'i=0; while i=$((i+1)); do echo "line $i"; sleep 0.2; done' 2>/dev/null &
@@ -28,16 +28,16 @@ nn_wait_port "$NN_S" 0.0.0.0 7000 5 || nn_wait_port "$NN_S" "::" 7000 5
 echo "   On the server, an unmodified service prints numbered lines; rockd fronts it:"
 echo "     rockd --listen 7000 --backend 127.0.0.1:9000"
 
-say "2. Two clients on the laptop read the stream: plain socat, and rockcat (a reliable socket)."
-echo "     socat -u TCP:$NN_S_ADDR:7000 -        (rockd relays it as a plain client)"
-echo "     rockcat $NN_S_ADDR 7000"
+say "2. Two copies of the same unmodified program on the laptop read the stream:"
+echo "     socat -u TCP:$NN_S_ADDR:7000 -         plain: rockd relays it untouched"
+echo "     rock socat -u TCP:$NN_S_ADDR:7000 -    the same, under rock: its socket is a rock"
 nn_c bash -c "socat -u TCP:$NN_S_ADDR:7000 - >'$out/plain' 2>'$out/plain.err'; echo \"exit \$?\" >>'$out/plain.err'" 2>/dev/null &
 disown
-nn_c bash -c "'$ROCKCAT' -s $NN_S_ADDR 7000 </dev/zero >'$out/rock' 2>'$out/rock.err'" 2>/dev/null &
+nn_c bash -c "ROCK_DEBUG=1 ROCK_LOG='$out/rock.log' '$ROCK' socat -u TCP:$NN_S_ADDR:7000 - >'$out/rock' 2>'$out/rock.err'" 2>/dev/null &
 disown
 sleep 2
-echo "   plain client is at: $(last_line "$out/plain")"
-echo "   rock client is at:  $(last_line "$out/rock")"
+echo "   plain socat is at:      $(last_line "$out/plain")"
+echo "   socat under rock is at: $(last_line "$out/rock")"
 
 say "3. A middlebox resets the connections (the router answers with TCP RSTs for 2 s)."
 nn_rst_inject both
@@ -45,12 +45,12 @@ sleep 2
 nn_restore
 sleep 1
 if grep -q 'Connection reset by peer' "$out/plain.err"; then
-	echo "   plain client: died with 'Connection reset by peer' at $(last_line "$out/plain")"
+	echo "   plain socat: died with 'Connection reset by peer' at $(last_line "$out/plain")"
 else
-	echo "   plain client: stuck at $(last_line "$out/plain"): the resets killed its connection"
+	echo "   plain socat: stuck at $(last_line "$out/plain"): the resets killed its connection"
 	echo "                 at the server end, and it will wait for more lines forever"
 fi
-echo "   rock client:  at $(last_line "$out/rock") and counting"
+echo "   socat under rock: at $(last_line "$out/rock") and counting"
 
 say "4. The laptop moves: the network is gone for 10 s, then it comes back with a new address."
 nn_blackhole both
@@ -58,19 +58,20 @@ sleep 10
 nn_change_client_addr >/dev/null
 nn_restore
 sleep 2
-echo "   rock client:  at $(last_line "$out/rock")"
+echo "   socat under rock: at $(last_line "$out/rock")"
 
-say "5. Was anything lost or duplicated? The rock client's lines must be 1, 2, 3, ... with no gap."
+say "5. Was anything lost or duplicated? The lines socat under rock printed must be 1, 2, 3, ... with no gap."
 n=$(wc -l <"$out/rock")
 if [ "$n" -gt 0 ] && awk '$2 != NR { bad = 1 } END { exit bad }' "$out/rock"; then
 	echo "   yes: $n lines, every number once, in order, through a reset storm,"
 	echo "   a 10 s outage and an address change."
-	echo "   rockd opened $(grep -c 'client connected, backend' "$out/rockd.log") connection(s) to the service for the rock client."
+	echo "   rockd opened $(grep -c 'client connected, backend' "$out/rockd.log") connection(s) to the service for socat under rock."
 else
 	echo "   NO: the stream has a gap or a duplicate (see $out)"
 fi
-echo "   What the rock client went through (rockcat -s):"
-sed -n 's/^rockcat: [0-9]* [0-9a-f]* /     /p' "$out/rock.err"
+echo "   What socat's connection went through underneath (ROCK_DEBUG=1 ROCK_LOG=FILE):"
+sed -n 's/^[0-9T:.-]*Z librock\[[0-9]*\]: [a-z]*: rock_session_set_state: rock [0-9a-f]*: /     /p' "$out/rock.log"
+echo "   socat itself saw none of it: no error, no reconnect, one connection."
 
 say "6. Also: rock --keepalive-only CMD is a drop-in for libdontdie:"
 echo "   every TCP socket of CMD gets keepalive with ROCK_KEEPALIVE_TIME/INTVL/PROBES,"
