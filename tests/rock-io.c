@@ -337,6 +337,41 @@ run_poll(int use_select)
 	close(s.fd);
 }
 
+/* Many rocks in one process, one poll over all of them. */
+#define MANY 8
+
+static void
+run_many(void)
+{
+	struct nb s[MANY];
+	struct pollfd p[MANY];
+	int i, done = 0;
+
+	for (i = 0; i < MANY; i++)
+		s[i] = (struct nb){ dial(1), 0, 0 };
+	while (done < MANY) {
+		for (i = 0; i < MANY; i++)
+			p[i] = (struct pollfd){ s[i].got < total ? s[i].fd : -1,
+			    (short)(POLLIN | (s[i].sent < total &&
+			    s[i].sent - s[i].got < (1u << 20) ? POLLOUT : 0)), 0 };
+		if (poll(p, MANY, -1) <= 0)
+			die("poll");
+		for (i = 0; i < MANY; i++) {
+			if (p[i].revents & (POLLERR | POLLHUP | POLLNVAL))
+				fail("poll reported an error on rock %d", i);
+			if (p[i].revents & POLLOUT)
+				nb_write(&s[i]);
+			if (p[i].revents & POLLIN) {
+				nb_read(&s[i]);
+				if (s[i].got == total)
+					done++;
+			}
+		}
+	}
+	for (i = 0; i < MANY; i++)
+		close(s[i].fd);
+}
+
 static void
 run_epoll(uint32_t how)
 {
@@ -406,6 +441,8 @@ main(int argc, char **argv)
 		run_poll(0);
 	else if (strcmp(mode, "select") == 0)
 		run_poll(1);
+	else if (strcmp(mode, "many") == 0)
+		run_many();
 	else if (strcmp(mode, "epoll-lt") == 0)
 		run_epoll(0);
 	else if (strcmp(mode, "epoll-et") == 0)
@@ -416,6 +453,7 @@ main(int argc, char **argv)
 		fprintf(stderr, "rock-io: unknown mode %s\n", mode);
 		return 2;
 	}
-	printf("%s: %zu bytes echoed byte-exact\n", mode, total);
+	printf("%s: %zu bytes echoed byte-exact%s\n", mode, total,
+	    strcmp(mode, "many") == 0 ? " on each of 8 connections" : "");
 	return 0;
 }
