@@ -347,6 +347,11 @@ handshake_once(struct rock_engine *e, const struct sockaddr *addr,
 	if ((r = announcement_for(e, addr, len, deadline, ann)) != 0)
 		return r;
 	t0 = rock_now_ms();
+	/* The timeout bounds the search for a rockd. One found gets as long
+	 * for the handshake as a server gives any (its backend dial is in it):
+	 * giving up early would make a rock of nothing but a plain fallback. */
+	if (deadline < t0 + e->cfg.handshake_timeout_ms)
+		deadline = t0 + e->cfg.handshake_timeout_ms;
 	if ((r = dial_blocking(addr, len, deadline, &fd)) != 0)
 		return r;
 	rtt = (int)(rock_now_ms() - t0);

@@ -97,7 +97,8 @@ struct rock_engine_stats {
 };
 const struct rock_engine_stats *rock_engine_stats(const struct rock_engine *e);
 
-/* Client: EDP probe, then the handshake, blocking up to timeout_ms.
+/* Client: EDP probe, then the handshake; timeout_ms bounds the probe, the
+ * handshake with a server found enhanced gets cfg.handshake_timeout_ms.
  * Returns 0 and a CONNECTED session, ROCK_ERR_NOT_ENHANCED when the peer
  * is an ordinary server, or another error (errno kept for ROCK_ERR_SYSTEM). */
 int rock_client_open(struct rock_engine *e, const struct sockaddr *addr,

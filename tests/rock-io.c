@@ -16,10 +16,12 @@
 #include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 /*
  * Usage: rock-io MODE HOST PORT BYTES
+ *        rock-io connect HOST PORT WAIT_MS
  * It knows nothing of rocks: run under `rock`, every call it makes must
  * behave as on a healthy TCP connection while the harness breaks the path.
  * Prints "MODE: N bytes echoed byte-exact" and exits 0, or says what broke.
@@ -78,6 +80,59 @@ check(const uint8_t *p, size_t off, size_t n)
 }
 
 static struct sockaddr_in dst;
+
+/* connect's outcome, blocking and non-blocking, as errno names: it must
+ * read the same under rock as without it. A non-blocking attempt is
+ * given wait_ms (its own connect timeout), then abandoned. */
+static const char *
+errname(int e)
+{
+	switch (e) {
+	case 0: return "ok";
+	case ECONNREFUSED: return "ECONNREFUSED";
+	case ETIMEDOUT: return "ETIMEDOUT";
+	case ENETUNREACH: return "ENETUNREACH";
+	case EHOSTUNREACH: return "EHOSTUNREACH";
+	case EINPROGRESS: return "EINPROGRESS";
+	}
+	return strerror(e);
+}
+
+static void run_connect(int wait_ms) __attribute__((noreturn));
+
+static void
+run_connect(int wait_ms)
+{
+	int fd = socket(AF_INET, SOCK_STREAM, 0), err = 0, r;
+	socklen_t len = sizeof(err);
+	struct pollfd p;
+	struct timespec t0, t1;
+
+	r = connect(fd, (struct sockaddr *)&dst, sizeof(dst));
+	printf("blocking: %s\n", errname(r == 0 ? 0 : errno));
+	close(fd);
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	r = connect(fd, (struct sockaddr *)&dst, sizeof(dst));
+	printf("non-blocking connect: %s\n", errname(r == 0 ? 0 : errno));
+	if (r != 0 && errno == EINPROGRESS) {
+		p = (struct pollfd){ fd, POLLOUT, 0 };
+		r = poll(&p, 1, wait_ms);
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		if (r == 0) {
+			long ms = (t1.tv_sec - t0.tv_sec) * 1000 +
+			    (t1.tv_nsec - t0.tv_nsec) / 1000000;
+
+			printf("non-blocking: own timeout%s\n",
+			    ms >= wait_ms && ms < wait_ms + 500 ? " kept" : " NOT kept");
+		} else {
+			getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
+			printf("non-blocking: SO_ERROR %s\n", errname(err));
+		}
+	}
+	close(fd);
+	exit(0);
+}
 
 static int
 dial(int nonblock)
@@ -427,6 +482,8 @@ main(int argc, char **argv)
 		fail("bad address %s", argv[2]);
 	total = strtoull(argv[4], NULL, 10);
 	alarm(600);
+	if (strcmp(mode, "connect") == 0)
+		run_connect((int)total);
 	if (strcmp(mode, "blocking") == 0)
 		run_blocking(0, 0, 0);
 	else if (strcmp(mode, "waitall") == 0)

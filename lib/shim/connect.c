@@ -133,7 +133,8 @@ open_rock(struct attempt *a)
 	shim_busy = busy;
 	if (rc != 0)
 		rlog_debug(&st->log, "fd %d: no rock (%s%s%s); plain TCP", a->fd,
-		    rock_err(rc), rc == ROCK_ERR_SYSTEM ? ": " : "",
+		    rc == ROCK_ERR_TIMEOUT ? "timed out" : rock_err(rc),
+		    rc == ROCK_ERR_SYSTEM ? ": " : "",
 		    rc == ROCK_ERR_SYSTEM ? strerror(err) : "");
 	return rc;
 }
@@ -244,17 +245,36 @@ connect_thread(void *arg)
 	return NULL;
 }
 
+/* A destination without a route fails a non-blocking connect at once,
+ * not later through SO_ERROR: a UDP socket's connect asks the routing
+ * table the same question, without a packet. */
+static int
+unroutable(const struct sockaddr *addr, socklen_t len)
+{
+	int fd = shim_real.socket(addr->sa_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	int r;
+
+	if (fd < 0)
+		return 0;
+	r = shim_real.connect(fd, addr, len) != 0 &&
+	    (errno == ENETUNREACH || errno == EHOSTUNREACH || errno == EACCES ||
+	    errno == EPERM);
+	shim_real.close(fd);
+	return r;
+}
+
 /* EINPROGRESS now; the descriptor turns writable when the EDP has given
  * a rock or the plain connect has finished (poll.c, epoll.c). */
 static int
 connect_async(int fd, const struct sockaddr *addr, socklen_t len)
 {
-	struct attempt *a = attempt_new(fd, addr, len);
+	struct attempt *a;
 	pthread_attr_t attr;
 	pthread_t t;
 	int rc;
 
-	if (a == NULL)
+	if (unroutable(addr, len) ||
+	    (a = attempt_new(fd, addr, len)) == NULL)
 		return shim_real.connect(fd, addr, len);
 	shim_lock();
 	a->r->connecting = 1;

@@ -56,7 +56,8 @@ for m in $modes; do
 	pids+=($!)
 done
 
-nap 2
+# Connected before the first fault (many's eight take a couple of seconds).
+nap 4
 nn_log "blackhole, 5 s"
 nn_blackhole both
 nap 5
@@ -115,4 +116,21 @@ t_eq "mapped port without rockd: exit status" "$?" 0
 t_eq "mapped port without rockd: output" "$(cat "$t_tmp/mapped.out")" "poll: $bytes bytes echoed byte-exact"
 t_check "mapped port without rockd: probe refused, plain TCP" \
 	grep -q 'no rock (system error: Connection refused); plain TCP' "$t_tmp/mapped.log"
+
+# connect() fails under rock exactly as without it: refused, unreachable,
+# timed out; and a non-blocking connect's own timeout (500 ms) holds.
+nn_c ip route add unreachable 192.0.2.0/24
+nn_c sysctl -qw net.ipv4.tcp_syn_retries=1 # a blocking SYN gives up after 3 s
+# NAME HOST PORT: the outcome under rock must equal the plain one.
+same_connect() {
+	local plain rock
+	plain=$(ROCK_MODE=off nn_c "$ROCK" "$IO" connect "$2" "$3" 500 2>&1)
+	rock=$(ROCK_DEBUG=1 ROCK_LOG="$t_tmp/connect-$1.log" nn_c "$ROCK" "$IO" connect "$2" "$3" 500 2>&1)
+	t_eq "connect, $1: as plain TCP ($(echo "$plain" | paste -sd' ' -))" "$rock" "$plain"
+}
+same_connect refused "$NN_S_ADDR" 7199
+same_connect unreachable 192.0.2.1 80
+nn_blackhole both
+same_connect "timed out" "$NN_S_ADDR" 7198
+nn_restore
 t_done
