@@ -3,6 +3,8 @@
 
 #include <errno.h>
 #include <string.h>
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -41,15 +43,21 @@ rock_direct_consumed(struct rock_session *s, size_t n)
 }
 
 /* With the ring full and no ack coming (UDP blocked, say), the TCP bound
- * says which bytes the peer has surely consumed. */
+ * says which bytes the peer has surely consumed: all but those still in
+ * our send queue (SIOCOUTQ: autotuning grows it past the SO_SNDBUF seen
+ * at the handshake) and what the peer's receive buffer can hold. */
 size_t
 rock_direct_space(struct rock_session *s)
 {
-	uint64_t end = rock_ring_end(&s->ring);
+	uint64_t end = rock_ring_end(&s->ring), keep;
+	int outq = 0;
 
-	if (rock_ring_space(&s->ring) == 0 && s->tcp_bound > 0 &&
-	    end - rock_ring_base(&s->ring) > s->tcp_bound)
-		(void)rock_ring_ack(&s->ring, end - s->tcp_bound);
+	if (rock_ring_space(&s->ring) > 0 || s->tcp_bound == 0 ||
+	    s->state != ROCK_ST_CONNECTED || ioctl(s->fd, SIOCOUTQ, &outq) != 0)
+		return rock_ring_space(&s->ring);
+	keep = s->tcp_bound + (uint64_t)(outq > 0 ? outq : 0);
+	if (end - rock_ring_base(&s->ring) > keep)
+		(void)rock_ring_ack(&s->ring, end - keep);
 	return rock_ring_space(&s->ring);
 }
 

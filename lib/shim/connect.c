@@ -188,6 +188,8 @@ connect_blocking(int fd, const struct sockaddr *addr, socklen_t len)
 	rc = open_rock(a);
 	shim_lock();
 	a->r->connecting = 0;
+	if (rc == 0 && a->r->s == NULL)
+		rc = ROCK_ERR_RESET;	/* ended between the handshake and now */
 	if (rc == 0)
 		adopt(a);
 	else
@@ -223,6 +225,9 @@ connect_thread(void *arg)
 
 	shim_lock();
 	r->connecting = 0;
+	/* The session may have ended between the handshake and now. */
+	if (rc == 0 && r->s == NULL)
+		rc = ROCK_ERR_RESET;
 	if (r->released) {
 		/* The program closed the descriptor meanwhile. */
 		if (r->s != NULL) {

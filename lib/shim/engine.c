@@ -7,7 +7,9 @@
 #include <netinet/tcp.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/kcmp.h>
 #include <sys/eventfd.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <event2/event.h>
@@ -90,8 +92,15 @@ shim_rock_install(struct shim_rock *r, int old_fd, int new_fd)
 	for (i = 0; i < r->nfds; i++) {
 		int fdfl = shim_real.fcntl(r->fds[i], F_GETFD);
 
+		/* A number closed behind our back (fclose of an fdopen'ed
+		 * rock) and reused for something else is left alone. */
+		if (syscall(SYS_kcmp, getpid(), getpid(), KCMP_FILE, r->fds[i],
+		    old_fd) > 0)
+			continue;
 		shim_real.dup3(new_fd, r->fds[i], fdfl >= 0 && (fdfl & FD_CLOEXEC) ?
 		    O_CLOEXEC : 0);
+		if (r->rd_shut)
+			shim_real.shutdown(r->fds[i], SHUT_RD);
 	}
 }
 
@@ -114,7 +123,6 @@ on_drain(struct rock_session *s, void *arg)
 	(void)s;
 	if (r->ring_blocked) {
 		r->ring_blocked = 0;
-		shim_nring_blocked--;
 		shim_epoll_kick(r);
 	}
 	shim_wake();
@@ -140,13 +148,12 @@ on_closed(struct rock_session *s, int err, void *arg)
 	r->s = NULL;
 	r->err = err == 0 ? 0 : err == ROCK_ERR_TIMEOUT ? ETIMEDOUT : ECONNRESET;
 	shim_rock_set_ready(r, 1);
-	if (r->ring_blocked) {
-		r->ring_blocked = 0;
-		shim_nring_blocked--;
-	}
+	r->ring_blocked = 0;
+	/* A program waiting in epoll must hear of the end too. */
+	shim_epoll_resume(r);
 	rock_session_free(s);
-	if (r->released)
-		shim_rock_free(r);
+	if (r->released && !r->connecting)
+		shim_rock_free(r);	/* else the connecting thread does */
 	shim_wake();
 }
 
@@ -332,6 +339,7 @@ after_fork_child(void)
 	eng.state = -1;
 	shim_rock_orphan_all();
 	shim_unlock();
+	shim_reinit_after_fork();
 }
 
 /* Bytes of released rocks the peers have not consumed yet. */

@@ -219,8 +219,11 @@ keep_event(int epfd, struct epoll_event *ev)
 		return 0;
 	if (!live(g->r))
 		return 0;
-	if (g->r->s != NULL && rock_direct_space(g->r->s) == 0)
+	if (g->r->s != NULL && rock_direct_space(g->r->s) == 0 &&
+	    (ev->events & EPOLLOUT)) {
 		ev->events &= ~(uint32_t)EPOLLOUT;
+		g->r->ring_blocked = 1;		/* room again: a new edge */
+	}
 	if (ev->events == 0)
 		return 0;
 	if (g->ev.events & EPOLLONESHOT)

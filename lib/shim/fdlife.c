@@ -67,11 +67,29 @@ refuse(int fd2)
 	return -1;
 }
 
+/* Copies of a rock are made under the lock: a swap in between would put
+ * the new socket under the old numbers but not under the copy. */
+static int
+dup_rock(int fd, int cmd, int arg)
+{
+	int r;
+
+	shim_lock();
+	r = cmd < 0 ? shim_real.dup(fd) : shim_real.fcntl(fd, cmd, arg);
+	shim_unlock();
+	if (r < 0)
+		return r;
+	return share(fd, r) == 0 ? r : refuse(r);
+}
+
 SHIM_EXPORT int
 dup(int fd)
 {
-	int r = shim_real.dup(fd);
+	int r;
 
+	if (shim_is_rock(fd))
+		return dup_rock(fd, -1, 0);
+	r = shim_real.dup(fd);
 	if (r < 0 || shim_busy || !shim_state()->active)
 		return r;
 	return share(fd, r) == 0 ? r : refuse(r);
@@ -88,7 +106,11 @@ dup_onto(int fd, int fd2, int flags, int three)
 		return -1;	/* EBADF, and fd2 stays open */
 	if (shim_is_rock(fd2) || shim_nregs_hint())
 		forget(fd2);
+	if (shim_is_rock(fd))
+		shim_lock();
 	r = three ? shim_real.dup3(fd, fd2, flags) : shim_real.dup2(fd, fd2);
+	if (shim_is_rock(fd))
+		shim_unlock();
 	if (r < 0)
 		return r;
 	return share(fd, fd2) == 0 ? r : refuse(fd2);
@@ -109,7 +131,11 @@ dup3(int fd, int fd2, int flags)
 static int
 do_fcntl(int fd, int cmd, void *arg)
 {
-	int r = shim_real.fcntl(fd, cmd, arg);
+	int r;
+
+	if ((cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) && shim_is_rock(fd))
+		return dup_rock(fd, cmd, (int)(intptr_t)arg);
+	r = shim_real.fcntl(fd, cmd, arg);
 
 	if (r >= 0 && (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) &&
 	    !shim_busy && shim_state()->active)

@@ -148,6 +148,20 @@ peer_finished(int fd, const struct shim_rock *r)
 	    rock_direct_peer_shut(r->s);
 }
 
+/* Errors that say the connection is gone: the engine's business. Any
+ * other (EINVAL for MSG_OOB, EFAULT, EBADF) is the program's. */
+static int
+link_error(int e)
+{
+	switch (e) {
+	case ECONNRESET: case EPIPE: case ETIMEDOUT: case ECONNABORTED:
+	case EHOSTUNREACH: case ENETUNREACH: case ENETDOWN: case ENOTCONN:
+	case EHOSTDOWN: case ENETRESET:
+		return 1;
+	}
+	return 0;
+}
+
 /* Lock held, a call inside the kernel on r ended. */
 static void
 leave_kernel(struct shim_rock *r)
@@ -175,7 +189,7 @@ recv_once(struct shim_rock *r, struct call *c, struct msghdr *m, ssize_t *ret,
 		*ret = n;
 		return 1;
 	}
-	if (n == 0 && iov_total(m->msg_iov, m->msg_iovlen) > 0) {
+	if (n == 0 && iov_total(m->msg_iov, m->msg_iovlen) > 0 && !r->rd_shut) {
 		if (!r->ready)
 			return 0;	/* our own SHUT_RD at a suspension */
 		if (r->s != NULL && !peer_finished(c->fd, r)) {
@@ -189,7 +203,7 @@ recv_once(struct shim_rock *r, struct call *c, struct msghdr *m, ssize_t *ret,
 		*ret = 0;
 		return 1;
 	}
-	if (*err == EAGAIN || *err == EINTR || r->dead || r->s == NULL) {
+	if (!link_error(*err) || r->dead || r->s == NULL || r->released) {
 		*ret = -1;
 		return 1;
 	}
@@ -262,7 +276,7 @@ shim_rock_recv(int fd, struct msghdr *m, int flags)
 	struct msghdr mm = *m;
 	struct shim_rock *r;
 	ssize_t ret;
-	int err;
+	int err, cancel;
 
 	/* MSG_WAITALL advances through a copy of the program's iovec. */
 	if ((flags & MSG_WAITALL) && m->msg_iovlen <= IOV_LOCAL) {
@@ -274,11 +288,14 @@ shim_rock_recv(int fd, struct msghdr *m, int flags)
 		shim_unlock();
 		return shim_real.recvmsg(fd, m, flags);
 	}
+	/* A cancelled thread would leave the lock or a count behind. */
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
 	shim_rock_hold(r);
 	ret = recv_loop(r, &c, &mm);
 	err = errno;
 	shim_rock_release(r);
 	shim_unlock();
+	pthread_setcancelstate(cancel, NULL);
 	m->msg_flags = mm.msg_flags;
 	m->msg_namelen = mm.msg_namelen;
 	m->msg_controllen = mm.msg_controllen;
@@ -313,10 +330,12 @@ writable(struct shim_rock *r, struct call *c)
 {
 	if (r->ready && !r->writer && rock_direct_space(r->s) > 0)
 		return 1;
-	if (r->ready && !r->writer && !r->ring_blocked) {
-		r->ring_blocked = 1;
-		shim_nring_blocked++;
-	}
+	if (r->ready && !r->writer)
+		r->ring_blocked = 1;	/* room again: a new EPOLLOUT edge */
+	/* Another writer is inside a non-blocking send: a moment, not an
+	 * EAGAIN the socket's readiness would never explain. */
+	if (r->ready && r->writer)
+		return wait_rock(c) == 0 ? 0 : -1;
 	if (nonblocking(c)) {
 		errno = EAGAIN;
 		return -1;
@@ -335,6 +354,8 @@ send_once(struct shim_rock *r, struct call *c, const struct msghdr *m)
 	int err;
 
 	iov_clip(m, space, &mm, iov);
+	if (iov_total(iov, mm.msg_iovlen) < iov_total(m->msg_iov, m->msg_iovlen))
+		r->ring_blocked = 1;	/* cut short by the ring */
 	r->writer = 1;
 	r->inflight++;
 	rock_direct_sending(r->s, iov_total(iov, mm.msg_iovlen));
@@ -347,7 +368,7 @@ send_once(struct shim_rock *r, struct call *c, const struct msghdr *m)
 	if (r->s != NULL)
 		rock_direct_sent(r->s, iov, (int)mm.msg_iovlen, n > 0 ? (size_t)n : 0);
 	shim_wake();
-	if (n >= 0 || err == EAGAIN || err == EINTR || r->s == NULL || r->dead) {
+	if (n >= 0 || !link_error(err) || r->s == NULL || r->dead || r->released) {
 		errno = err;
 		return n < 0 ? -1 : n;
 	}
@@ -414,7 +435,7 @@ shim_rock_send(int fd, const struct msghdr *m, int flags)
 	struct msghdr mm = *m;
 	struct shim_rock *r;
 	ssize_t ret;
-	int err;
+	int err, cancel;
 
 	if (m->msg_iovlen > IOV_LOCAL) {
 		/* Rare: the first IOV_LOCAL segments this time; a short
@@ -428,11 +449,13 @@ shim_rock_send(int fd, const struct msghdr *m, int flags)
 		shim_unlock();
 		return shim_real.sendmsg(fd, m, flags);
 	}
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
 	shim_rock_hold(r);
 	ret = send_loop(r, &c, &mm);
 	err = errno;
 	shim_rock_release(r);
 	shim_unlock();
+	pthread_setcancelstate(cancel, NULL);
 	errno = err;
 	return ret;
 }

@@ -82,8 +82,11 @@ shutdown(int fd, int how)
 		errno = ENOTCONN;
 		return -1;
 	}
-	if (how != SHUT_WR)
+	if (how != SHUT_WR && !r->rd_shut) {
 		r->rd_shut = 1;
+		/* Wakes readers and pollers; sends nothing. The swap repeats it. */
+		shim_real.shutdown(fd, SHUT_RD);
+	}
 	if (how != SHUT_RD && !r->wr_shut) {
 		r->wr_shut = 1;
 		rock_direct_shutdown(r->s, r->ready);

@@ -25,6 +25,8 @@ rock_view(int fd)
 		return SHOW;
 	if (!r->ready)
 		return HIDE;
+	if (r->s == NULL)
+		return SHOW;
 	return rock_direct_space(r->s) == 0 ? HIDE_POLLOUT : SHOW;
 }
 

@@ -14,7 +14,6 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t changed;
 static pthread_once_t cond_once = PTHREAD_ONCE_INIT;
 
-int shim_nsuspended, shim_nring_blocked;
 static struct shim_rock *all;
 
 #define MAP_BITS 10
@@ -53,6 +52,13 @@ void
 shim_unlock(void)
 {
 	pthread_mutex_unlock(&lock);
+}
+
+/* The parent's waiters are not the child's. */
+void
+shim_reinit_after_fork(void)
+{
+	cond_init();
 }
 
 void
@@ -120,7 +126,6 @@ shim_rock_new(void)
 
 	if (r == NULL)
 		return NULL;
-	shim_nsuspended++;	/* not ready until connected */
 	r->next = all;
 	if (all != NULL)
 		all->prev = r;
@@ -149,10 +154,6 @@ shim_rock_free(struct shim_rock *r)
 	if (r->dead)
 		return;
 	shim_cmd_forget(r);
-	if (!r->ready && !r->released)
-		shim_nsuspended--;
-	if (r->ring_blocked)
-		shim_nring_blocked--;
 	if (r->prev != NULL)
 		r->prev->next = r->next;
 	else
@@ -173,7 +174,6 @@ shim_rock_set_ready(struct shim_rock *r, int ready)
 	if (r->ready == ready || r->released)
 		return;
 	r->ready = ready;
-	shim_nsuspended += ready ? -1 : 1;
 	shim_wake();
 }
 
@@ -204,8 +204,6 @@ shim_rock_drop_fd(struct shim_rock *r, int fd)
 		shim_rock_free(r);
 		return;
 	}
-	if (!r->ready)
-		shim_nsuspended--;
 	r->released = 1;
 	/* A connecting thread finds it released and lets go itself. */
 	if (!r->connecting)
@@ -246,8 +244,8 @@ shim_rock_orphan_all(void)
 		r->s = NULL;
 		r->released = 1;
 		r->ready = 1;
+		r->connecting = r->inflight = r->writer = r->ring_blocked = 0;
 	}
-	shim_nsuspended = shim_nring_blocked = 0;
 }
 
 uint64_t

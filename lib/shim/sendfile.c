@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <sys/sendfile.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "shim.h"
@@ -57,8 +58,15 @@ sendfile_rock(int out, int in, off_t *offset, size_t count)
 SHIM_EXPORT ssize_t
 sendfile(int out, int in, off_t *offset, size_t count)
 {
-	if (!shim_is_rock(out))
+	struct stat st;
+
+	if (!shim_is_rock(out) && !shim_is_rock(in))
 		return shim_real.sendfile(out, in, offset, count);
+	/* The kernel's sendfile reads only what can be mapped: a file. */
+	if (fstat(in, &st) != 0 || !(S_ISREG(st.st_mode) || S_ISBLK(st.st_mode))) {
+		errno = EINVAL;
+		return -1;
+	}
 	return sendfile_rock(out, in, offset, count);
 }
 

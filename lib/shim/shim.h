@@ -170,13 +170,11 @@ void shim_unlock(void);
  * change (or a spurious wake), ETIMEDOUT. */
 int shim_wait(int64_t deadline_ms);
 void shim_wake(void);
+void shim_reinit_after_fork(void);
 
 struct shim_rock *shim_rock_of(int fd);		/* lock held */
 void shim_rock_bind(int fd, struct shim_rock *r);	/* lock held */
 void shim_rock_unbind(int fd);			/* lock held */
-/* Counts of rocks whose readiness the shim must correct: suspended (or
- * connecting), or with a full ring. Read without the lock as a hint. */
-extern int shim_nsuspended, shim_nring_blocked;
 
 /* The engine on its own thread, started at the first rock. */
 struct rock_engine *shim_engine(void);
