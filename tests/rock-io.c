@@ -134,6 +134,22 @@ run_connect(int wait_ms)
 	exit(0);
 }
 
+/* getpeername shows what the program connected to. */
+static int
+check_peer(int fd)
+{
+	struct sockaddr_in peer;
+	socklen_t len = sizeof(peer);
+
+	if (getpeername(fd, (struct sockaddr *)&peer, &len) != 0)
+		die("getpeername");
+	if (len != sizeof(peer) || peer.sin_port != dst.sin_port ||
+	    peer.sin_addr.s_addr != dst.sin_addr.s_addr)
+		fail("getpeername says port %u, connected to %u",
+		    ntohs(peer.sin_port), ntohs(dst.sin_port));
+	return fd;
+}
+
 static int
 dial(int nonblock)
 {
@@ -146,7 +162,7 @@ dial(int nonblock)
 	if (nonblock && fcntl(fd, F_SETFL, O_NONBLOCK) != 0)
 		die("fcntl");
 	if (connect(fd, (struct sockaddr *)&dst, sizeof(dst)) == 0)
-		return fd;
+		return check_peer(fd);
 	if (!nonblock || errno != EINPROGRESS)
 		die("connect");
 	p = (struct pollfd){ fd, POLLOUT, 0 };
@@ -156,7 +172,7 @@ dial(int nonblock)
 		errno = err;
 		die("SO_ERROR after connect");
 	}
-	return fd;
+	return check_peer(fd);
 }
 
 /* ---- blocking styles: write a chunk, read it back */
@@ -243,6 +259,40 @@ run_blocking(int waitall, int use_sendfile, int halfclose)
 	if (file >= 0)
 		close(file);
 	close(fd);
+}
+
+/* ---- copies of the descriptor: dup, F_DUPFD_CLOEXEC, dup2, and closes */
+
+static void
+run_dup(void)
+{
+	uint8_t out[CHUNK], in[CHUNK];
+	int fd = dial(0), w = dup(fd), r = fcntl(fd, F_DUPFD_CLOEXEC, 100);
+	int late = dup2(fd, 200);
+	size_t off, n;
+
+	if (w < 0 || r < 100 || late != 200)
+		die("dup");
+	if (!(fcntl(r, F_GETFD) & FD_CLOEXEC) || (fcntl(late, F_GETFD) & FD_CLOEXEC))
+		fail("descriptor flags of the copies are wrong");
+	for (off = 0; off < total; off += n) {
+		n = total - off < CHUNK ? total - off : CHUNK;
+		if (off >= total / 2 && fd >= 0) {
+			/* Half way: the original and one copy go; the rest carry on. */
+			close(fd);
+			close(w);
+			fd = -1;
+			w = late;
+		}
+		fill(out, off, n);
+		write_all(w, out, n);
+		read_exact(r, in, n, 0);
+		check(in, off, n);
+	}
+	if (!(fcntl(r, F_GETFD) & FD_CLOEXEC))
+		fail("FD_CLOEXEC of a copy lost (after %zu bytes)", total);
+	close(r);
+	close(late);
 }
 
 /* ---- two threads on one descriptor: one writes, one reads */
@@ -498,6 +548,8 @@ main(int argc, char **argv)
 		run_poll(0);
 	else if (strcmp(mode, "select") == 0)
 		run_poll(1);
+	else if (strcmp(mode, "dup") == 0)
+		run_dup();
 	else if (strcmp(mode, "many") == 0)
 		run_many();
 	else if (strcmp(mode, "epoll-lt") == 0)

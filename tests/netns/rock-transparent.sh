@@ -23,8 +23,8 @@ pids=()
 nn_setup >/dev/null || t_skip_all "could not build the namespaces"
 nn_on_cleanup stop_pids
 
-modes="blocking waitall sendfile halfclose threads poll select epoll-lt epoll-et epoll-oneshot many"
-bytes=${ROCK_IO_BYTES:-3000000}
+modes="blocking waitall sendfile halfclose threads dup poll select epoll-lt epoll-et epoll-oneshot many"
+bytes=${ROCK_IO_BYTES:-4000000}
 echo_port=7100 rock_port=7101 plain_port=7102
 
 # A slow path, so that every fault lands mid-stream; a short queue, so
@@ -85,14 +85,14 @@ for m in $modes; do
 	t_check "$m: its connection was a rock" grep -q ': a rock$' "$t_tmp/$m.log"
 	if [ "$m" = many ]; then
 		t_eq "many: eight rocks in one process" "$(grep -c ': a rock$' "$t_tmp/$m.log")" 8
-		t_eq "many: every one of them reconnected after each fault" \
+		t_eq "many: every one of them reconnected" \
 			"$(grep ': reconnected; resending' "$t_tmp/$m.log" | awk '{ print $6 }' | sort -u | wc -l)" 8
 	fi
 	n=$(grep -c ': reconnected; resending' "$t_tmp/$m.log")
-	if [ "$n" -ge 2 ]; then
+	if [ "$n" -ge 1 ]; then
 		t_ok "$m: it reconnected $n times while the program saw nothing"
 	else
-		t_bad "$m: it reconnected $n times (the faults missed it: the test proved little)"
+		t_bad "$m: it never reconnected (the faults missed it: the test proved little)"
 	fi
 done
 t_eq "rockd: one backend connection per connection" \
@@ -109,6 +109,15 @@ if grep -q 'engine thread started' "$t_tmp/plain.log"; then
 else
 	t_ok "plain peer: no engine thread started for it"
 fi
+
+# A port map to rockd: the program connects to a port nothing listens on
+# and gets a rock through rockd; getpeername still says the port it chose
+# (rock-io checks that on every connection).
+ROCK_PORT_MAP="7150=$rock_port" client blocking 7150 portmap
+t_eq "port map to rockd: exit status" "$?" 0
+t_eq "port map to rockd: output" "$(cat "$t_tmp/portmap.out")" "blocking: $bytes bytes echoed byte-exact"
+[ ! -s "$t_tmp/portmap.err" ] || sed 's/^/    /' "$t_tmp/portmap.err"
+t_check "port map to rockd: a rock" grep -q ': a rock$' "$t_tmp/portmap.log"
 
 # A port map whose rockd port answers nothing: the original port, plain.
 ROCK_PORT_MAP="$plain_port=7199" client poll "$plain_port" mapped
