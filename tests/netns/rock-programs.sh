@@ -53,7 +53,7 @@ nn_wait_port "$NN_S" 127.0.0.1 8000 10 && nn_wait_port "$NN_S" 127.0.0.1 7000 5 
 under_rock() {
 	local tag=$1
 	shift
-	ROCK_DEBUG=1 ROCK_LOG="$t_tmp/$tag.rock.log" nn_c "$ROCK" "$@"
+	ROCK_DEBUG=1 ROCK_LOG="$t_tmp/$tag.rock.log" t_foreign nn_c "$ROCK" "$@"
 }
 
 # TAG: the program's connection was a rock and came back after the fault.
@@ -90,6 +90,10 @@ else
 fi
 
 # --- socat and python3 (selectors) stream through the echo, 5 s blackhole --
+# A slower path, so that the blackhole lands mid-stream.
+for dev in "$NN_R_CIF" "$NN_R_SIF"; do
+	nn_r tc qdisc replace dev "$dev" root tbf rate 16mbit burst 32kb latency 50ms
+done
 head -c 8388608 /dev/urandom >"$t_tmp/send.bin"
 send_sum=$(sha256sum <"$t_tmp/send.bin")
 under_rock socat socat -t 30 - "TCP:$NN_S_ADDR:7001" <"$t_tmp/send.bin" \

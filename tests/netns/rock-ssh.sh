@@ -68,7 +68,7 @@ ssh_opts=(-F /dev/null -i "$t_tmp/id" -o BatchMode=yes -o StrictHostKeyChecking=
 rock_ssh() {
 	local tag=$1
 	shift
-	ROCK_DEBUG=1 ROCK_LOG="$t_tmp/$tag.rock.log" nn_c "$ROCK" ssh "${ssh_opts[@]}" "$@"
+	ROCK_DEBUG=1 ROCK_LOG="$t_tmp/$tag.rock.log" t_foreign nn_c "$ROCK" ssh "${ssh_opts[@]}" "$@"
 }
 
 # --- a minute of streamed output through a 30 s blackhole and a new address
@@ -114,7 +114,7 @@ tmux_sock="$t_tmp/tmux.sock"
 # shellcheck disable=SC2317 # run by nn_cleanup
 stop_tmux() { tmux -S "$tmux_sock" kill-server 2>/dev/null; }
 tmux -S "$tmux_sock" -f /dev/null new-session -d -x 120 -y 40 \
-	"ROCK_DEBUG=1 ROCK_LOG='$t_tmp/tmux.rock.log' ip netns exec '$NN_C' '$ROCK' ssh -tt ${ssh_opts[*]} root@$NN_S_ADDR; sleep 600"
+	"ASAN_OPTIONS='${ASAN_OPTIONS:-}:detect_leaks=0' ROCK_DEBUG=1 ROCK_LOG='$t_tmp/tmux.rock.log' ip netns exec '$NN_C' '$ROCK' ssh -tt ${ssh_opts[*]} root@$NN_S_ADDR; sleep 600"
 screen() { tmux -S "$tmux_sock" capture-pane -p -t 0; }
 # TEXT TIMEOUT_S: wait until the pane shows TEXT.
 wait_screen() {
