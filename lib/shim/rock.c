@@ -218,8 +218,14 @@ shim_rock_release_all(void)
 
 	for (r = all; r != NULL; r = next) {
 		next = r->next;
-		while (r->nfds > 0 && !r->released)
+		/* Dropping the last descriptor may free r: stop touching it. */
+		while (!r->released && r->nfds > 0) {
+			int last = r->nfds == 1;
+
 			shim_rock_drop_fd(r, r->fds[r->nfds - 1]);
+			if (last)
+				break;
+		}
 	}
 }
 
