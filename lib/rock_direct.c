@@ -210,16 +210,9 @@ failed:
 static void
 on_replay(evutil_socket_t fd, short what, void *arg)
 {
-	struct rock_session *s = arg;
-	struct rock_engine *e = s->e;
-
 	(void)fd;
 	(void)what;
-	rock_engine_enter(e);
-	rock_session_hold(s);
-	replay_step(s);
-	rock_session_release(s);
-	rock_engine_leave(e);
+	rock_session_callback(arg, replay_step);
 }
 
 /* An authenticated new connection; rock_stream_replay() has set the

@@ -172,6 +172,9 @@ void rock_session_maybe_finish(struct rock_session *s);
 /* Keep s alive across calls that may end it; release returns 0 if it was
  * freed meanwhile (the caller must not touch it then). */
 void rock_session_hold(struct rock_session *s);
+/* An event callback's body: fn(s) under the owner's lock, s held. */
+void rock_session_callback(struct rock_session *s,
+    void (*fn)(struct rock_session *));
 int rock_session_release(struct rock_session *s);
 
 /* The data connection (rock_stream.c). */

@@ -306,6 +306,18 @@ rock_session_resume_counts(struct rock_session *s, uint64_t peer_consumed,
 }
 
 void
+rock_session_callback(struct rock_session *s, void (*fn)(struct rock_session *))
+{
+	struct rock_engine *e = s->e;
+
+	rock_engine_enter(e);
+	rock_session_hold(s);
+	fn(s);
+	rock_session_release(s);
+	rock_engine_leave(e);
+}
+
+void
 rock_session_hold(struct rock_session *s)
 {
 	s->in_callback++;

@@ -216,16 +216,9 @@ rock_stream_kick(struct rock_session *s)
 static void
 on_write(evutil_socket_t fd, short what, void *arg)
 {
-	struct rock_session *s = arg;
-	struct rock_engine *e = s->e;
-
 	(void)fd;
 	(void)what;
-	rock_engine_enter(e);
-	rock_session_hold(s);
-	flush(s);
-	rock_session_release(s);
-	rock_engine_leave(e);
+	rock_session_callback(arg, flush);
 }
 
 static void

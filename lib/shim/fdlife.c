@@ -156,14 +156,5 @@ fcntl(int fd, int cmd, ...)
 	return do_fcntl(fd, cmd, arg);
 }
 
-SHIM_EXPORT int
-fcntl64(int fd, int cmd, ...)
-{
-	va_list ap;
-	void *arg;
-
-	va_start(ap, cmd);
-	arg = va_arg(ap, void *);
-	va_end(ap);
-	return do_fcntl(fd, cmd, arg);
-}
+/* The name newer glibc headers give fcntl. */
+SHIM_EXPORT int fcntl64(int fd, int cmd, ...) __attribute__((alias("fcntl")));

@@ -70,8 +70,5 @@ sendfile(int out, int in, off_t *offset, size_t count)
 	return sendfile_rock(out, in, offset, count);
 }
 
-SHIM_EXPORT ssize_t
-sendfile64(int out, int in, off_t *offset, size_t count)
-{
-	return sendfile(out, in, offset, count);
-}
+SHIM_EXPORT ssize_t sendfile64(int out, int in, off_t *offset, size_t count)
+    __attribute__((alias("sendfile")));

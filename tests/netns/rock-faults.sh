@@ -3,19 +3,8 @@
 # shellcheck source-path=SCRIPTDIR
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
-# shellcheck source=../lib.sh
-. "$here/../lib.sh"
-# shellcheck source=netns.sh
-. "$here/netns.sh"
 # shellcheck source=rock-lib.sh
 . "$here/rock-lib.sh"
-
-# nn_setup adopts this trap as its last cleanup.
-trap t_finish EXIT
-trap 'exit 129' HUP
-trap 'exit 130' INT
-trap 'exit 143' TERM
-ROCKD="$top_builddir/daemon/rockd"
 ROCKCAT="$top_builddir/tools/rockcat"
 if [ ! -x "$ROCKD" ] || [ ! -x "$ROCKCAT" ]; then
 	t_skip_all "rockd or rockcat not built"

@@ -1,5 +1,18 @@
-# rock-lib.sh: process and timing helpers shared by the netns rock tests; source it after lib.sh.
+# rock-lib.sh: what every netns rock test starts with: lib.sh, the harness, the traps, process and timing helpers.
 # shellcheck shell=bash
+
+# shellcheck source=../lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
+# shellcheck source=netns.sh
+. "$(dirname "${BASH_SOURCE[0]}")/netns.sh"
+# nn_setup adopts the EXIT trap as its last cleanup; a signal ends the
+# test through it.
+trap t_finish EXIT
+trap 'exit 129' HUP
+trap 'exit 130' INT
+trap 'exit 143' TERM
+# shellcheck disable=SC2034 # used by the sourcing tests
+ROCKD="$top_builddir/daemon/rockd"
 
 napper=
 now_ms() { date +%s%3N; }

@@ -3,18 +3,8 @@
 # shellcheck source-path=SCRIPTDIR
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
-# shellcheck source=../lib.sh
-. "$here/../lib.sh"
-# shellcheck source=netns.sh
-. "$here/netns.sh"
 # shellcheck source=rock-lib.sh
 . "$here/rock-lib.sh"
-
-trap t_finish EXIT
-trap 'exit 129' HUP
-trap 'exit 130' INT
-trap 'exit 143' TERM
-ROCKD="$top_builddir/daemon/rockd"
 [ -x "$ROCKD" ] || t_skip_all "rockd not built"
 for t in socat python3 sha256sum; do
 	command -v "$t" >/dev/null || t_skip_all "$t not installed"

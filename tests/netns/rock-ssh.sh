@@ -3,18 +3,8 @@
 # shellcheck source-path=SCRIPTDIR
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
-# shellcheck source=../lib.sh
-. "$here/../lib.sh"
-# shellcheck source=netns.sh
-. "$here/netns.sh"
 # shellcheck source=rock-lib.sh
 . "$here/rock-lib.sh"
-
-trap t_finish EXIT
-trap 'exit 129' HUP
-trap 'exit 130' INT
-trap 'exit 143' TERM
-ROCKD="$top_builddir/daemon/rockd"
 SSHD=$(command -v sshd || echo /usr/sbin/sshd)
 [ -x "$ROCKD" ] || t_skip_all "rockd not built"
 [ -x "$SSHD" ] || t_skip_all "sshd not installed (openssh-server)"

@@ -3,18 +3,8 @@
 # shellcheck source-path=SCRIPTDIR
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
-# shellcheck source=../lib.sh
-. "$here/../lib.sh"
-# shellcheck source=netns.sh
-. "$here/netns.sh"
 # shellcheck source=rock-lib.sh
 . "$here/rock-lib.sh"
-
-trap t_finish EXIT
-trap 'exit 129' HUP
-trap 'exit 130' INT
-trap 'exit 143' TERM
-ROCKD="$top_builddir/daemon/rockd"
 IO="$top_builddir/tests/rock-io"
 [ -x "$ROCKD" ] && [ -x "$IO" ] || t_skip_all "rockd or tests/rock-io not built"
 command -v socat >/dev/null || t_skip_all "socat not installed"
