@@ -297,7 +297,9 @@ rock_probe_forget(struct rock_engine *e, const struct sockaddr *addr,
 int
 rock_probe_found_plain(int r)
 {
-	return r == ROCK_ERR_NOT_ENHANCED || r == ROCK_ERR_TIMEOUT ||
+	/* Not a timeout: a rockd slow to answer (a loaded host) must not
+	 * make its clients plain for the cache's lifetime. */
+	return r == ROCK_ERR_NOT_ENHANCED ||
 	    (r == ROCK_ERR_SYSTEM && (errno == ECONNREFUSED ||
 	    errno == EHOSTUNREACH || errno == ENETUNREACH));
 }
@@ -383,6 +385,10 @@ rock_client_open(struct rock_engine *e, const struct sockaddr *addr,
 	hit = cache_find(e, addr, len) != NULL;
 	rock_engine_leave(e);
 	r = handshake_once(e, addr, len, deadline, cbs, arg, out);
+	/* A known rockd that misread us (its sniff gave up on a hello that
+	 * came late, on a loaded host): once more as it is. */
+	if (hit && r == ROCK_ERR_PROTOCOL)
+		r = handshake_once(e, addr, len, deadline, cbs, arg, out);
 	/* The server restarted since the probe (STALE), or a cached answer no
 	 * longer holds: forget it, probe again, once. */
 	if (r == ROCK_ERR_LOST || (hit && r == ROCK_ERR_PROTOCOL)) {
