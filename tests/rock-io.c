@@ -246,6 +246,16 @@ run_blocking(int waitall, int use_sendfile, int halfclose)
 		}
 		if (halfclose && off + n == total && shutdown(fd, SHUT_WR) != 0)
 			die("shutdown(SHUT_WR)");
+		if (waitall) {
+			/* A peek, not waiting: what is there (or EAGAIN), not
+			 * consumed, then the same bytes again for real. */
+			ssize_t k = recv(fd, in, n, MSG_PEEK | MSG_DONTWAIT);
+
+			if (k < 0 && errno != EAGAIN)
+				die("recv(MSG_PEEK | MSG_DONTWAIT)");
+			if (k > 0)
+				check(in, off, (size_t)k);
+		}
 		read_exact(fd, in, n, waitall);
 		check(in, off, n);
 	}
@@ -283,6 +293,12 @@ run_dup(void)
 			close(w);
 			fd = -1;
 			w = late;
+			/* O_NONBLOCK belongs to the open socket, shared by copies. */
+			if (fcntl(w, F_SETFL, fcntl(w, F_GETFL) | O_NONBLOCK) != 0 ||
+			    !(fcntl(r, F_GETFL) & O_NONBLOCK) ||
+			    fcntl(w, F_SETFL, fcntl(w, F_GETFL) & ~O_NONBLOCK) != 0 ||
+			    (fcntl(r, F_GETFL) & O_NONBLOCK))
+				fail("O_NONBLOCK not shared by the copies at %zu", off);
 		}
 		fill(out, off, n);
 		write_all(w, out, n);
