@@ -4,10 +4,12 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 
 #include "shim.h"
 
-/* While a rock is hidden its change is noticed within one slice. */
+/* Without an eventfd to wake it (none to be had), a poll that hides a
+ * rock looks again after this long. */
 #define SLICE_MS 10
 
 enum { SHOW, HIDE, HIDE_POLLOUT };
@@ -41,14 +43,21 @@ any_rock(struct pollfd *fds, nfds_t n)
 	return 0;
 }
 
-/* Copy fds into cp with hidden rocks taken out; 1 if any was. */
+/* Copy fds into cp with hidden rocks taken out; 1 if any was. The
+ * waiter, once it has its eventfd, is registered first, under the same
+ * lock: no change between the look and the wait goes unnoticed. */
 static int
-mask_rocks(const struct pollfd *fds, struct pollfd *cp, nfds_t n)
+mask_rocks(const struct pollfd *fds, struct pollfd *cp, nfds_t n,
+    struct shim_waiter *w)
 {
 	int hidden = 0;
 	nfds_t i;
 
 	shim_lock();
+	if (w->fd >= 0 && !w->added) {
+		shim_waiter_add(w);
+		w->added = 1;
+	}
 	for (i = 0; i < n; i++) {
 		cp[i] = fds[i];
 		switch (fds[i].fd < 0 ? SHOW : rock_view(fds[i].fd)) {
@@ -103,33 +112,46 @@ unmask(struct pollfd *fds, const struct pollfd *cp, nfds_t n)
 	return count;
 }
 
-/* deadline_ms -1: none. sigmask non-NULL: ppoll's. */
+/* deadline_ms -1: none. sigmask non-NULL: ppoll's. A hidden rock's
+ * change (swap, end, room in the ring) wakes the wait through an eventfd
+ * polled along with the program's descriptors. */
 static int
 poll_rocks(struct pollfd *fds, nfds_t n, int64_t deadline_ms,
     const sigset_t *sigmask)
 {
-	struct pollfd local[64], *cp = n <= 64 ? local : calloc(n, sizeof(*cp));
+	struct pollfd local[65], *cp = n < 65 ? local : calloc(n + 1, sizeof(*cp));
+	struct shim_waiter w = { -1, 0, NULL };
 	int r, count, hidden;
+	nfds_t extra;
 	int64_t left;
+	uint64_t v;
 
 	if (cp == NULL) {
 		errno = ENOMEM;
 		return -1;
 	}
 	for (;;) {
-		hidden = mask_rocks(fds, cp, n);
+		hidden = mask_rocks(fds, cp, n, &w);
+		if (hidden && w.fd < 0 &&
+		    (w.fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) >= 0)
+			continue;	/* look again, registered */
+		extra = hidden && w.fd >= 0;
+		if (extra)
+			cp[n] = (struct pollfd){ w.fd, POLLIN, 0 };
 		left = deadline_ms < 0 ? -1 : deadline_ms - shim_now_ms();
 		if (left < -1 || (deadline_ms >= 0 && left < 0))
 			left = 0;
-		if (hidden && (left < 0 || left > SLICE_MS))
+		if (hidden && !extra && (left < 0 || left > SLICE_MS))
 			left = SLICE_MS;
 		if (sigmask != NULL) {
 			struct timespec ts = { left / 1000, (left % 1000) * 1000000 };
 
-			r = shim_real.ppoll(cp, n, left < 0 ? NULL : &ts, sigmask);
+			r = shim_real.ppoll(cp, n + extra, left < 0 ? NULL : &ts, sigmask);
 		} else {
-			r = shim_real.poll(cp, n, (int)left);
+			r = shim_real.poll(cp, n + extra, (int)left);
 		}
+		if (extra && (cp[n].revents & POLLIN))
+			(void)!shim_real.read(w.fd, &v, sizeof(v));
 		if (r < 0)
 			break;
 		count = unmask(fds, cp, n);
@@ -137,6 +159,16 @@ poll_rocks(struct pollfd *fds, nfds_t n, int64_t deadline_ms,
 			r = count;
 			break;
 		}
+	}
+	if (w.fd >= 0) {
+		int err = errno;
+
+		shim_lock();
+		if (w.added)
+			shim_waiter_remove(&w);
+		shim_unlock();
+		shim_real.close(w.fd);
+		errno = err;
 	}
 	if (cp != local)
 		free(cp);

@@ -61,10 +61,37 @@ shim_reinit_after_fork(void)
 	cond_init();
 }
 
+/* poll/select callers waiting on hidden rocks, each with an eventfd. */
+static struct shim_waiter *waiters;
+
+void
+shim_waiter_add(struct shim_waiter *w)
+{
+	w->next = waiters;
+	waiters = w;
+}
+
+void
+shim_waiter_remove(struct shim_waiter *w)
+{
+	struct shim_waiter **p;
+
+	for (p = &waiters; *p != NULL; p = &(*p)->next)
+		if (*p == w) {
+			*p = w->next;
+			break;
+		}
+}
+
 void
 shim_wake(void)
 {
+	struct shim_waiter *w;
+	uint64_t one = 1;
+
 	pthread_cond_broadcast(&changed);
+	for (w = waiters; w != NULL; w = w->next)
+		(void)!shim_real.write(w->fd, &one, sizeof(one));
 }
 
 int

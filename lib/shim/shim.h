@@ -170,6 +170,14 @@ void shim_unlock(void);
  * change (or a spurious wake), ETIMEDOUT. */
 int shim_wait(int64_t deadline_ms);
 void shim_wake(void);
+/* A poll or select waiting on rocks it hides: shim_wake() writes to fd. */
+struct shim_waiter {
+	int fd;
+	int added;
+	struct shim_waiter *next;
+};
+void shim_waiter_add(struct shim_waiter *w);		/* lock held */
+void shim_waiter_remove(struct shim_waiter *w);		/* lock held */
 void shim_reinit_after_fork(void);
 
 struct shim_rock *shim_rock_of(int fd);		/* lock held */
