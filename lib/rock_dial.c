@@ -108,24 +108,35 @@ read_exact(int fd, uint8_t *p, size_t n, int64_t deadline)
 }
 
 /* EDP probe: connect, shut our side, read to EOF. Exactly an announcement
- * means enhanced; anything else, an ordinary server. */
+ * means enhanced; anything else, an ordinary server. Silence past the wait
+ * is reported as not enhanced too, with *silent set: a rockd may just be
+ * slow, so that answer is not worth remembering. The wait scales with the
+ * connect's round trip, at least 500 ms: what a silent ordinary server
+ * costs on first contact. */
 static int
 probe(const struct sockaddr *addr, socklen_t len, int64_t deadline,
-    uint8_t ann[ROCK_ANNOUNCE_LEN])
+    uint8_t ann[ROCK_ANNOUNCE_LEN], int *silent)
 {
 	int64_t t0 = rock_now_ms(), wait;
 	struct rock_announce a;
 	uint8_t extra;
 	int fd, r;
 
+	*silent = 0;
 	if ((r = dial_blocking(addr, len, deadline, &fd)) != 0)
 		return r;
 	wait = 4 * (rock_now_ms() - t0);
-	wait = wait < 200 ? 200 : wait > 2000 ? 2000 : wait;
+	wait = wait < 500 ? 500 : wait > 2000 ? 2000 : wait;
 	if (t0 + wait < deadline)
 		deadline = rock_now_ms() + wait;
 	shutdown(fd, SHUT_WR);
-	r = read_exact(fd, ann, ROCK_ANNOUNCE_LEN, deadline);
+	/* The magic first: an ordinary server's first bytes end it early. */
+	r = read_exact(fd, ann, ROCK_MAGIC_LEN, deadline);
+	if (r == 0 && memcmp(ann, rock_magic_announce, ROCK_MAGIC_LEN) != 0)
+		r = ROCK_ERR_NOT_ENHANCED;
+	if (r == 0)
+		r = read_exact(fd, ann + ROCK_MAGIC_LEN,
+		    ROCK_ANNOUNCE_LEN - ROCK_MAGIC_LEN, deadline);
 	if (r == 0)
 		r = read_exact(fd, &extra, 1, deadline) == ROCK_ERR_SHORT ? 0 :
 		    ROCK_ERR_NOT_ENHANCED;
@@ -134,8 +145,10 @@ probe(const struct sockaddr *addr, socklen_t len, int64_t deadline,
 	    rock_version_pick(ROCK_VERSION, ROCK_VERSION, a.version_min,
 	    a.version_max) != 0)
 		return 0;
-	return r == ROCK_ERR_SYSTEM && errno != ECONNRESET ? r :
-	    ROCK_ERR_NOT_ENHANCED;
+	if (r == ROCK_ERR_SYSTEM && errno != ECONNRESET)
+		return r;
+	*silent = r == ROCK_ERR_TIMEOUT;
+	return ROCK_ERR_NOT_ENHANCED;
 }
 
 static int
@@ -270,9 +283,9 @@ cache_put(struct rock_engine *e, const struct sockaddr *addr, socklen_t len,
 
 int
 rock_probe(const struct sockaddr *addr, socklen_t len, int timeout_ms,
-    uint8_t ann[ROCK_ANNOUNCE_LEN])
+    uint8_t ann[ROCK_ANNOUNCE_LEN], int *silent)
 {
-	return probe(addr, len, rock_now_ms() + timeout_ms, ann);
+	return probe(addr, len, rock_now_ms() + timeout_ms, ann, silent);
 }
 
 void
@@ -297,8 +310,6 @@ rock_probe_forget(struct rock_engine *e, const struct sockaddr *addr,
 int
 rock_probe_found_plain(int r)
 {
-	/* Not a timeout: a rockd slow to answer (a loaded host) must not
-	 * make its clients plain for the cache's lifetime. */
 	return r == ROCK_ERR_NOT_ENHANCED ||
 	    (r == ROCK_ERR_SYSTEM && (errno == ECONNREFUSED ||
 	    errno == EHOSTUNREACH || errno == ENETUNREACH));
@@ -311,7 +322,7 @@ announcement_for(struct rock_engine *e, const struct sockaddr *addr,
     socklen_t len, int64_t deadline, uint8_t ann[ROCK_ANNOUNCE_LEN])
 {
 	struct probe_entry *p;
-	int r, err;
+	int r, err, silent;
 
 	rock_engine_enter(e);
 	if ((p = cache_find(e, addr, len)) != NULL) {
@@ -324,10 +335,10 @@ announcement_for(struct rock_engine *e, const struct sockaddr *addr,
 	}
 	e->stats.probes++;
 	rock_engine_leave(e);
-	r = probe(addr, len, deadline, ann);
+	r = probe(addr, len, deadline, ann, &silent);
 	err = errno;
 	rock_engine_enter(e);
-	if (r == 0 || rock_probe_found_plain(r))
+	if (r == 0 || (rock_probe_found_plain(r) && !silent))
 		cache_put(e, addr, len, r == 0 ? ann : NULL);
 	rock_engine_leave(e);
 	errno = err;

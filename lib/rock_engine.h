@@ -110,12 +110,14 @@ int rock_client_open(struct rock_engine *e, const struct sockaddr *addr,
 int rock_engine_make_room(struct rock_engine *e, size_t max);
 
 /* The EDP probe alone, without an engine (so a program that never makes
- * a rock never starts one): 0 and the announcement, ROCK_ERR_NOT_ENHANCED,
- * ROCK_ERR_TIMEOUT or ROCK_ERR_SYSTEM. */
+ * a rock never starts one): 0 and the announcement, ROCK_ERR_NOT_ENHANCED
+ * (*silent: the server only said nothing in time, maybe a slow rockd),
+ * ROCK_ERR_TIMEOUT (no connection) or ROCK_ERR_SYSTEM. */
 int rock_probe(const struct sockaddr *addr, socklen_t len, int timeout_ms,
-    uint8_t ann[ROCK_ANNOUNCE_LEN]);
+    uint8_t ann[ROCK_ANNOUNCE_LEN], int *silent);
 /* A probe result (errno as it left it) that says: no rockd there, the
- * destination is refused, unreachable, silent or an ordinary server. */
+ * destination is refused, unreachable or an ordinary server (but see
+ * rock_probe's *silent). Not a connect that timed out. */
 int rock_probe_found_plain(int r);
 /* What such a probe found, for the engine's cache (ann NULL: plain). */
 void rock_probe_remember(struct rock_engine *e, const struct sockaddr *addr,

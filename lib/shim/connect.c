@@ -89,7 +89,7 @@ static int
 first_probe(struct attempt *a, struct rock_engine **e)
 {
 	uint8_t ann[ROCK_ANNOUNCE_LEN];
-	int rc, plain;
+	int rc, plain, silent;
 
 	shim_lock();
 	plain = known_plain(&a->target, a->len);
@@ -97,9 +97,9 @@ first_probe(struct attempt *a, struct rock_engine **e)
 	if (plain)
 		return ROCK_ERR_NOT_ENHANCED;
 	rc = rock_probe((struct sockaddr *)&a->target, a->len,
-	    shim_state()->cfg.probe_timeout_ms, ann);
+	    shim_state()->cfg.probe_timeout_ms, ann, &silent);
 	if (rc != 0) {
-		if (rock_probe_found_plain(rc)) {
+		if (rock_probe_found_plain(rc) && !silent) {
 			int err = errno;
 
 			shim_lock();
