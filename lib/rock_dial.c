@@ -127,7 +127,7 @@ probe(const struct sockaddr *addr, socklen_t len, int64_t deadline,
 		return r;
 	wait = 4 * (rock_now_ms() - t0);
 	wait = wait < 500 ? 500 : wait > 2000 ? 2000 : wait;
-	if (t0 + wait < deadline)
+	if (rock_now_ms() + wait < deadline)
 		deadline = rock_now_ms() + wait;
 	shutdown(fd, SHUT_WR);
 	/* The magic first: an ordinary server's first bytes end it early. */
@@ -137,9 +137,12 @@ probe(const struct sockaddr *addr, socklen_t len, int64_t deadline,
 	if (r == 0)
 		r = read_exact(fd, ann + ROCK_MAGIC_LEN,
 		    ROCK_ANNOUNCE_LEN - ROCK_MAGIC_LEN, deadline);
-	if (r == 0)
-		r = read_exact(fd, &extra, 1, deadline) == ROCK_ERR_SHORT ? 0 :
+	if (r == 0) {
+		/* Then the end: anything more is not an announcement. */
+		r = read_exact(fd, &extra, 1, deadline);
+		r = r == ROCK_ERR_SHORT ? 0 : r == ROCK_ERR_TIMEOUT ? r :
 		    ROCK_ERR_NOT_ENHANCED;
+	}
 	close(fd);
 	if (r == 0 && rock_announce_decode(&a, ann) == 0 &&
 	    rock_version_pick(ROCK_VERSION, ROCK_VERSION, a.version_min,
@@ -310,7 +313,8 @@ rock_probe_forget(struct rock_engine *e, const struct sockaddr *addr,
 int
 rock_probe_found_plain(int r)
 {
-	return r == ROCK_ERR_NOT_ENHANCED ||
+	/* A timeout here is the connect's: nothing answered the SYN. */
+	return r == ROCK_ERR_NOT_ENHANCED || r == ROCK_ERR_TIMEOUT ||
 	    (r == ROCK_ERR_SYSTEM && (errno == ECONNREFUSED ||
 	    errno == EHOSTUNREACH || errno == ENETUNREACH));
 }
@@ -373,10 +377,10 @@ handshake_once(struct rock_engine *e, const struct sockaddr *addr,
 	    (r = rock_keys_client(&keys, &kp, sh.pk)) == 0) {
 		rock_engine_enter(e);
 		r = make_session(e, fd, addr, len, &sh, &keys, cbs, arg, out);
+		if (r == 0)
+			(*out)->connect_rtt_ms = rtt;
 		rock_engine_leave(e);
 	}
-	if (r == 0)
-		(*out)->connect_rtt_ms = rtt;
 	rock_keypair_wipe(&kp);
 	rock_keys_wipe(&keys);
 	if (r != 0 && fd >= 0)

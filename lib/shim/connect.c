@@ -244,7 +244,7 @@ connect_thread(void *arg)
 	} else {
 		go_plain(a);
 	}
-	shim_wake();
+	shim_wake_pollers();
 	shim_unlock();
 	free(a);
 	return NULL;

@@ -125,7 +125,7 @@ on_drain(struct rock_session *s, void *arg)
 		r->ring_blocked = 0;
 		shim_epoll_kick(r);
 	}
-	shim_wake();
+	shim_wake_pollers();
 }
 
 static void
@@ -147,14 +147,15 @@ on_closed(struct rock_session *s, int err, void *arg)
 
 	r->s = NULL;
 	r->err = err == 0 ? 0 : err == ROCK_ERR_TIMEOUT ? ETIMEDOUT : ECONNRESET;
-	shim_rock_set_ready(r, 1);
+	if (!r->connecting)	/* else the connecting thread decides */
+		shim_rock_set_ready(r, 1);
 	r->ring_blocked = 0;
 	/* A program waiting in epoll must hear of the end too. */
 	shim_epoll_resume(r);
 	rock_session_free(s);
 	if (r->released && !r->connecting)
 		shim_rock_free(r);	/* else the connecting thread does */
-	shim_wake();
+	shim_wake_pollers();
 }
 
 static const struct rock_direct_ops direct_ops = { on_suspend, on_swap };

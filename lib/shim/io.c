@@ -328,6 +328,12 @@ iov_clip(const struct msghdr *m, size_t limit, struct msghdr *out,
 static int
 writable(struct shim_rock *r, struct call *c)
 {
+	if (r->s == NULL && nonblocking(c)) {
+		errno = EAGAIN;		/* still connecting */
+		return -1;
+	}
+	if (r->s == NULL)
+		return wait_rock(c) == 0 ? 0 : -1;
 	if (r->ready && !r->writer && rock_direct_space(r->s) > 0)
 		return 1;
 	if (r->ready && !r->writer)
@@ -339,6 +345,17 @@ writable(struct shim_rock *r, struct call *c)
 	if (nonblocking(c)) {
 		errno = EAGAIN;
 		return -1;
+	}
+	if (r->ready) {
+		/* Room may come from the TCP bound, which nothing announces. */
+		int64_t d = deadline(c), slice = shim_now_ms() + 10;
+
+		if (shim_wait(d >= 0 && d < slice ? d : slice) == ETIMEDOUT &&
+		    d >= 0 && shim_now_ms() >= d) {
+			errno = EAGAIN;
+			return -1;
+		}
+		return 0;
 	}
 	return wait_rock(c) == 0 ? 0 : -1;
 }

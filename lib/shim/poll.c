@@ -8,8 +8,8 @@
 
 #include "shim.h"
 
-/* Without an eventfd to wake it (none to be had), a poll that hides a
- * rock looks again after this long. */
+/* Without an eventfd to wake it (none to be had), or when a full ring is
+ * what it hides, a poll looks again after this long. */
 #define SLICE_MS 10
 
 enum { SHOW, HIDE, HIDE_POLLOUT };
@@ -48,7 +48,7 @@ any_rock(struct pollfd *fds, nfds_t n)
  * lock: no change between the look and the wait goes unnoticed. */
 static int
 mask_rocks(const struct pollfd *fds, struct pollfd *cp, nfds_t n,
-    struct shim_waiter *w)
+    struct shim_waiter *w, int *full)
 {
 	int hidden = 0;
 	nfds_t i;
@@ -68,6 +68,7 @@ mask_rocks(const struct pollfd *fds, struct pollfd *cp, nfds_t n,
 		case HIDE_POLLOUT:
 			cp[i].events &= ~POLLOUT;
 			hidden = 1;
+			*full = 1;
 			break;
 		}
 	}
@@ -121,7 +122,7 @@ poll_rocks(struct pollfd *fds, nfds_t n, int64_t deadline_ms,
 {
 	struct pollfd local[65], *cp = n < 65 ? local : calloc(n + 1, sizeof(*cp));
 	struct shim_waiter w = { -1, 0, NULL };
-	int r, count, hidden;
+	int r, count, hidden, cancel, full;
 	nfds_t extra;
 	int64_t left;
 	uint64_t v;
@@ -130,8 +131,11 @@ poll_rocks(struct pollfd *fds, nfds_t n, int64_t deadline_ms,
 		errno = ENOMEM;
 		return -1;
 	}
+	/* The waiter lives on this stack: no unwinding past it. */
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
 	for (;;) {
-		hidden = mask_rocks(fds, cp, n, &w);
+		full = 0;
+		hidden = mask_rocks(fds, cp, n, &w, &full);
 		if (hidden && w.fd < 0 &&
 		    (w.fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) >= 0)
 			continue;	/* look again, registered */
@@ -141,7 +145,9 @@ poll_rocks(struct pollfd *fds, nfds_t n, int64_t deadline_ms,
 		left = deadline_ms < 0 ? -1 : deadline_ms - shim_now_ms();
 		if (left < -1 || (deadline_ms >= 0 && left < 0))
 			left = 0;
-		if (hidden && !extra && (left < 0 || left > SLICE_MS))
+		/* A full ring can gain room from the TCP bound (no ack coming),
+		 * which nothing announces: look again after a slice. */
+		if (hidden && (!extra || full) && (left < 0 || left > SLICE_MS))
 			left = SLICE_MS;
 		if (sigmask != NULL) {
 			struct timespec ts = { left / 1000, (left % 1000) * 1000000 };
@@ -172,6 +178,7 @@ poll_rocks(struct pollfd *fds, nfds_t n, int64_t deadline_ms,
 	}
 	if (cp != local)
 		free(cp);
+	pthread_setcancelstate(cancel, NULL);
 	return r;
 }
 

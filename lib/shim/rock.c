@@ -86,6 +86,12 @@ shim_waiter_remove(struct shim_waiter *w)
 void
 shim_wake(void)
 {
+	pthread_cond_broadcast(&changed);
+}
+
+void
+shim_wake_pollers(void)
+{
 	struct shim_waiter *w;
 	uint64_t one = 1;
 
@@ -191,7 +197,7 @@ shim_rock_free(struct shim_rock *r)
 	r->s = NULL;
 	if (r->holds == 0)
 		free(r);
-	shim_wake();
+	shim_wake_pollers();
 }
 
 /* The counts the readiness hooks use as a fast-path hint. */
@@ -201,7 +207,7 @@ shim_rock_set_ready(struct shim_rock *r, int ready)
 	if (r->ready == ready || r->released)
 		return;
 	r->ready = ready;
-	shim_wake();
+	shim_wake_pollers();
 }
 
 void
@@ -272,7 +278,12 @@ void
 shim_rock_orphan_all(void)
 {
 	struct shim_rock *r;
+	struct shim_waiter *w;
 
+	/* The parent's pollers: their eventfds are not the child's business. */
+	for (w = waiters; w != NULL; w = w->next)
+		shim_real.close(w->fd);
+	waiters = NULL;
 	for (r = all; r != NULL; r = r->next) {
 		r->s = NULL;
 		r->released = 1;

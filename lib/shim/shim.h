@@ -170,6 +170,7 @@ void shim_unlock(void);
  * change (or a spurious wake), ETIMEDOUT. */
 int shim_wait(int64_t deadline_ms);
 void shim_wake(void);
+void shim_wake_pollers(void);	/* also pollers hiding rocks: visibility changed */
 /* A poll or select waiting on rocks it hides: shim_wake() writes to fd. */
 struct shim_waiter {
 	int fd;
