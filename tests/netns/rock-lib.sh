@@ -17,6 +17,15 @@ ROCKD="$top_builddir/daemon/rockd"
 napper=
 now_ms() { date +%s%3N; }
 
+# As root, the namespaces up, and every process in pids=() stopped by pid
+# on the way out (then nn_cleanup sweeps the namespaces); else SKIP.
+rock_netns_up() {
+	nn_require_root
+	pids=()
+	nn_setup >/dev/null || t_skip_all "could not build the namespaces"
+	nn_on_cleanup stop_pids
+}
+
 nap() {
 	sleep "$1" &
 	napper=$!

@@ -9,10 +9,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 for t in socat python3 sha256sum; do
 	command -v "$t" >/dev/null || t_skip_all "$t not installed"
 done
-nn_require_root
-pids=()
-nn_setup >/dev/null || t_skip_all "could not build the namespaces"
-nn_on_cleanup stop_pids
+rock_netns_up
 # shellcheck disable=SC2317 # run by nn_cleanup
 rm_bins() { rm -f "$t_tmp"/*.bin; }
 nn_on_cleanup rm_bins

@@ -11,10 +11,7 @@ SSHD=$(command -v sshd || echo /usr/sbin/sshd)
 for t in ssh ssh-keygen tmux; do
 	command -v "$t" >/dev/null || t_skip_all "$t not installed"
 done
-nn_require_root
-pids=()
-nn_setup >/dev/null || t_skip_all "could not build the namespaces"
-nn_on_cleanup stop_pids
+rock_netns_up
 nn_on_cleanup stop_tmux
 
 # sshd's privilege separation directory; made (and removed) only if missing.

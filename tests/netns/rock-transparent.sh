@@ -8,10 +8,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 IO="$top_builddir/tests/rock-io"
 [ -x "$ROCKD" ] && [ -x "$IO" ] || t_skip_all "rockd or tests/rock-io not built"
 command -v socat >/dev/null || t_skip_all "socat not installed"
-nn_require_root
-pids=()
-nn_setup >/dev/null || t_skip_all "could not build the namespaces"
-nn_on_cleanup stop_pids
+rock_netns_up
 
 modes="blocking waitall sendfile halfclose threads dup poll select epoll-lt epoll-et epoll-oneshot many"
 bytes=${ROCK_IO_BYTES:-4000000}
