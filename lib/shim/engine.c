@@ -343,13 +343,6 @@ after_fork_child(void)
 	shim_reinit_after_fork();
 }
 
-/* Bytes of released rocks the peers have not consumed yet. */
-static uint64_t
-unacked(void)
-{
-	return shim_rock_unacked_all();
-}
-
 /* Decision 8: at exit the peer gets every byte written, within a bound;
  * once all is consumed, a moment more for the ends to close cleanly. */
 __attribute__((destructor)) static void
@@ -364,7 +357,7 @@ linger_at_exit(void)
 	shim_lock();
 	shim_rock_release_all();
 	while (shim_rock_count() > 0) {
-		if (grace < 0 && unacked() == 0)
+		if (grace < 0 && shim_rock_unacked_all() == 0)
 			grace = shim_now_ms() + 200;
 		if (shim_wait(grace >= 0 && grace < deadline ? grace : deadline)
 		    == ETIMEDOUT && (shim_now_ms() >= deadline ||

@@ -70,16 +70,6 @@ wait_state() {
 	done
 }
 
-# LOG AFTER_MS TRANSITION: the same for rockd's log, whose lines start with
-# an ISO 8601 UTC timestamp with milliseconds.
-rockd_ms() {
-	local ts ms
-	while read -r ts; do
-		ms=$(date -u -d "$ts" +%s%3N) || continue
-		[ "$ms" -lt "$2" ] || { echo "$ms"; return; }
-	done < <(grep -- "rock [0-9a-f]*: $3" "$1" | awk '{ print $1 }')
-}
-
 # MS FROM: "N ms" (MS - FROM), or "none" when MS is empty.
 ms_or_none() {
 	if [ -n "$1" ]; then echo "$(($1 - $2)) ms"; else echo none; fi

@@ -37,16 +37,6 @@ bare() {
 
 
 
-# LOG AFTER_MS TRANSITION: the same for rockd's log, whose lines start with
-# an ISO 8601 UTC timestamp with milliseconds.
-rockd_ms() {
-	local ts ms
-	while read -r ts; do
-		ms=$(date -u -d "$ts" +%s%3N) || continue
-		[ "$ms" -lt "$2" ] || { echo "$ms"; return; }
-	done < <(grep -- "on_rock_state: rock [0-9a-f]*: $3" "$1" | awk '{ print $1 }')
-}
-
 # FN LOG AFTER_MS TRANSITION TIMEOUT_S: wait until FN (cat_ms or rockd_ms)
 # finds the line; print its time. Fails (printing nothing) on timeout.
 wait_ms() {

@@ -68,3 +68,15 @@ cat_ms() {
 	awk -v t="$2" -v tr="$3" '$1 == "rockcat:" && $2 ~ /^[0-9]+$/ && $2 >= t &&
 		index($0, " " tr) { print $2; exit }' "$1"
 }
+
+# LOG AFTER_MS TRANSITION: wall-clock ms of rockd's first state change
+# TRANSITION ("CONNECTED -> SUSPENDED") at or after AFTER_MS; empty if none.
+# rockd's lines start with an ISO 8601 UTC timestamp with milliseconds.
+# shellcheck disable=SC2317 # called through wait_ms
+rockd_ms() {
+	local ts ms
+	while read -r ts; do
+		ms=$(date -u -d "$ts" +%s%3N) || continue
+		[ "$ms" -lt "$2" ] || { echo "$ms"; return; }
+	done < <(grep -- "rock [0-9a-f]*: $3" "$1" | awk '{ print $1 }')
+}
