@@ -394,15 +394,15 @@ rock_client_open(struct rock_engine *e, const struct sockaddr *addr,
     void *arg, struct rock_session **out)
 {
 	int64_t deadline = rock_now_ms() + timeout_ms;
-	int hit, r, err;
+	int hit, r, err, tries;
 
 	rock_engine_enter(e);
 	hit = cache_find(e, addr, len) != NULL;
 	rock_engine_leave(e);
 	r = handshake_once(e, addr, len, deadline, cbs, arg, out);
 	/* A known rockd that misread us (its sniff gave up on a hello that
-	 * came late, on a loaded host): once more as it is. */
-	if (hit && r == ROCK_ERR_PROTOCOL)
+	 * came late, on a loaded host): twice more as it is. */
+	for (tries = 0; hit && r == ROCK_ERR_PROTOCOL && tries < 2; tries++)
 		r = handshake_once(e, addr, len, deadline, cbs, arg, out);
 	/* The server restarted since the probe (STALE), or a cached answer no
 	 * longer holds: forget it, probe again, once. */
@@ -410,7 +410,10 @@ rock_client_open(struct rock_engine *e, const struct sockaddr *addr,
 		rock_engine_enter(e);
 		rock_probe_forget(e, addr, len);
 		rock_engine_leave(e);
-		r = handshake_once(e, addr, len, deadline, cbs, arg, out);
+		/* A probe of its own time: the handshakes may have used it all,
+		 * and a probe cut short would pass for a plain server. */
+		r = handshake_once(e, addr, len, rock_now_ms() + timeout_ms, cbs,
+		    arg, out);
 	}
 	err = errno;
 	if (r == ROCK_ERR_PROTOCOL || r == ROCK_ERR_LOST) {
