@@ -6,13 +6,14 @@ usage() { echo "usage: sh tools/bootstrap.sh demo|check|deps" >&2; exit 2; }
 case $1 in demo|check|deps) ;; *) usage ;; esac
 cd "$(dirname "$0")/.."
 
-# Build tools, the libraries (libsodium, libevent, Check), and what the
-# tests drive: socat, iproute2/iptables for network namespaces, the real
-# programs run under rock (python3, curl, a JDK), ssh and tmux.
+# Build tools, the libraries (libsodium, libevent, Check; libnetfilter_queue
+# for the tests' netem on kernels without one), and what the tests drive:
+# socat, iproute2/iptables for network namespaces, ping, the real programs
+# run under rock (python3, curl, a JDK), ssh and tmux.
 PACKAGES="build-essential autoconf automake libtool pkg-config
-libsodium-dev libevent-dev check
-socat iproute2 iptables procps psmisc python3 curl default-jdk-headless
-openssh-server openssh-client tmux"
+libsodium-dev libevent-dev check libnetfilter-queue-dev
+socat iproute2 iptables iputils-ping procps psmisc python3 curl
+default-jdk-headless openssh-server openssh-client tmux"
 
 as_root() {
 	if [ "$(id -u)" -eq 0 ]; then "$@"
@@ -47,7 +48,9 @@ run_check() {
 
 case $1 in
 demo)
-	exec sh tools/demo.sh
+	# The demo is a bash script (arrays, the harness): never sh, which is
+	# dash on Debian.
+	exec bash tools/demo.sh
 	;;
 check)
 	echo "== make check"

@@ -70,6 +70,11 @@ nn_setup() {
 		return 1
 	fi
 	nn_log "topology up: $NN_C <-> $NN_R <-> $NN_S"
+	# NN_PROFILE=NAME runs any test on that path (profiles.sh).
+	if [ -n "${NN_PROFILE:-}" ]; then
+		nn_profile "$NN_PROFILE" || return
+		nn_log "path profile $NN_PROFILE"
+	fi
 }
 
 # Wait (max 3 s) until every veth reports carrier: the kernel's linkwatch can
@@ -163,11 +168,16 @@ nn__routes() {
 		ip -n "$1" -6 route replace default via "$3"
 }
 
-# Create the harness's own fault chain in the router, jumped to from FORWARD.
+# Create the harness's chains in the router, jumped to from FORWARD: the
+# faults (NNFAULT, emptied by nn_restore), then the path (NNPATH: what the
+# profile drops and what goes to nfq-netem), so a blackhole drops before
+# the path delays and packets already on the path still arrive.
 nn__mk_chains() {
-	local ipt
+	local ipt c
 	for ipt in iptables ip6tables; do
-		nn_r "$ipt" -w -N "$NN_CHAIN" && nn_r "$ipt" -w -A FORWARD -j "$NN_CHAIN" || return 1
+		for c in "$NN_CHAIN" NNPATH; do
+			nn_r "$ipt" -w -N "$c" && nn_r "$ipt" -w -A FORWARD -j "$c" || return 1
+		done
 	done
 }
 
@@ -286,15 +296,176 @@ nn__probe_netem() {
 	return "$rc"
 }
 
-# ARGS...: netem on the router's server-facing egress (client->server), or
-# print a SKIP line and return 77 when the kernel has no netem.
+# DIR: the router's egress device for that direction (c2s leaves toward
+# the server, s2c toward the client), and the NFQUEUE number nfq-netem uses.
+nn__egress() { if [ "$1" = c2s ]; then echo "$NN_R_SIF"; else echo "$NN_R_CIF"; fi; }
+nn__ingress() { if [ "$1" = c2s ]; then echo "$NN_R_CIF"; else echo "$NN_R_SIF"; fi; }
+nn__queue() { if [ "$1" = c2s ]; then echo 0; else echo 1; fi; }
+
+# both|c2s|s2c: the directions named, one per line (status 2 if bad).
+nn__dirs() {
+	case $1 in
+	both) printf 'c2s\ns2c\n' ;;
+	c2s | s2c) echo "$1" ;;
+	*) nn_log "bad direction '$1' (want both, c2s or s2c)"; return 2 ;;
+	esac
+}
+
+# DIR OPTIONS...: netem with tc-netem(8)'s OPTIONS on the router's egress in
+# direction DIR (both, c2s, s2c), replacing what that direction had. The
+# kernel's netem where it exists, else nfq-netem (NFQUEUE, the same options
+# and meaning); 77 with a SKIP line when neither can run.
 nn_netem() {
-	if ! nn_has_netem; then
-		echo "SKIP: netem not available in this kernel"
+	local dir=$1 d dirs
+	shift
+	dirs=$(nn__dirs "$dir") || return 2
+	if nn_has_netem; then
+		for d in $dirs; do
+			tc -n "$NN_R" qdisc replace dev "$(nn__egress "$d")" root netem "$@" || return 1
+		done
+		return 0
+	fi
+	nn__nfq_start || return $?
+	local -A old=()
+	for d in c2s s2c; do
+		[ -z "${NN__NFQ_OPTS[$d]+x}" ] || old[$d]=${NN__NFQ_OPTS[$d]}
+	done
+	for d in $dirs; do
+		NN__NFQ_OPTS[$d]="$*"
+	done
+	nn__nfq_apply && return 0
+	# Refused: the path stays as it was.
+	for d in $dirs; do
+		if [ -n "${old[$d]+x}" ]; then NN__NFQ_OPTS[$d]=${old[$d]}; else unset "NN__NFQ_OPTS[$d]"; fi
+	done
+	nn__nfq_apply
+	return 1
+}
+
+# [DIR]: no netem in direction DIR (default both).
+nn_netem_clear() {
+	local d dirs
+	dirs=$(nn__dirs "${1:-both}") || return 2
+	if nn_has_netem; then
+		for d in $dirs; do
+			tc -n "$NN_R" qdisc del dev "$(nn__egress "$d")" root 2>/dev/null
+		done
+		return 0
+	fi
+	[ -n "${NN__NFQ_DIR:-}" ] || return 0
+	for d in $dirs; do
+		unset "NN__NFQ_OPTS[$d]"
+	done
+	nn__nfq_apply
+}
+
+[ -n "${NN__NFQ_OPTS+x}" ] || declare -A NN__NFQ_OPTS=()
+
+# nfq-netem (tests/netem), from the build tree.
+nn__nfq_bin() {
+	echo "${NN_NFQ_NETEM:-${top_builddir:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}/tests/netem/nfq-netem}"
+}
+
+# Start nfq-netem in the router once; it dies with the namespace.
+nn__nfq_start() {
+	local bin i starter
+	[ -z "${NN__NFQ_DIR:-}" ] || return 0
+	bin=$(nn__nfq_bin)
+	if [ ! -x "$bin" ]; then
+		echo "SKIP: no netem in this kernel and $bin is not built (Debian package libnetfilter-queue-dev)"
 		return 77
 	fi
-	tc -n "$NN_R" qdisc replace dev "$NN_R_SIF" root netem "$@"
+	NN__NFQ_DIR=$(mktemp -d "${TMPDIR:-/tmp}/nfq-netem.XXXXXX") || return 1
+	nn_on_cleanup "rm -rf '$NN__NFQ_DIR'"
+	: >"$NN__NFQ_DIR/conf"
+	# ip netns exec may fork: nfq-netem writes its own pid when ready.
+	nn_r "$bin" -r "$NN__NFQ_DIR/ready" "$NN__NFQ_DIR/conf" 2>"$NN__NFQ_DIR/log" &
+	starter=$!
+	for ((i = 0; i < 100; i++)); do
+		NN__NFQ_PID=$(cat "$NN__NFQ_DIR/ready" 2>/dev/null)
+		[ -z "$NN__NFQ_PID" ] || return 0
+		kill -0 "$starter" 2>/dev/null || break
+		sleep 0.05
+	done
+	echo "SKIP: no netem in this kernel, and nfq-netem could not start: $(tail -n 1 "$NN__NFQ_DIR/log")"
+	NN__NFQ_DIR=
+	return 77
 }
+
+# Write nfq-netem's configuration from NN__NFQ_OPTS and make it re-read
+# it, then queue exactly the directions that have options: a queue must be
+# bound before a packet is sent to it (an unbound queue drops).
+nn__nfq_apply() {
+	local d conf="$NN__NFQ_DIR/conf" before
+	: >"$conf.new"
+	for d in c2s s2c; do
+		[ -z "${NN__NFQ_OPTS[$d]+x}" ] || echo "$(nn__queue "$d") ${NN__NFQ_OPTS[$d]}" >>"$conf.new"
+	done
+	mv "$conf.new" "$conf"
+	before=$(wc -l <"$NN__NFQ_DIR/log")
+	kill -HUP "$NN__NFQ_PID" && nn__nfq_wait_applied "$before" && nn__path_rules
+}
+
+# LINES: wait until nfq-netem has logged, after the first LINES lines of
+# its log, one line per queue of the configuration just written; fail if
+# it refused a line instead.
+nn__nfq_wait_applied() {
+	local i want new
+	want=$(grep -c . "$NN__NFQ_DIR/conf")
+	for ((i = 0; i < 250; i++)); do
+		new=$(tail -n +"$(($1 + 1))" "$NN__NFQ_DIR/log")
+		if grep -q 'not (fully) applied' <<<"$new"; then
+			nn_log "nfq-netem refused the options: $(grep -m1 ':[0-9]*: ' <<<"$new")"
+			return 1
+		fi
+		[ "$(grep -c '^nfq-netem: queue [0-9]*: limit' <<<"$new")" -lt "$want" ] || return 0
+		sleep 0.02
+	done
+	nn_log "nfq-netem did not take its new options"
+	return 1
+}
+
+# Rebuild the router's NNPATH chain from the harness's state: UDP dropped
+# (nn_udp_block), then each direction with nfq-netem options to its queue.
+nn__path_rules() {
+	local ipt d
+	for ipt in iptables ip6tables; do
+		nn_r "$ipt" -w -F NNPATH || return 1
+		[ -z "${NN__UDP_BLOCKED:-}" ] || nn_r "$ipt" -w -A NNPATH -p udp -j DROP || return 1
+		[ -n "${NN__NFQ_DIR:-}" ] || continue
+		for d in c2s s2c; do
+			[ -n "${NN__NFQ_OPTS[$d]+x}" ] || continue
+			nn_r "$ipt" -w -A NNPATH -i "$(nn__ingress "$d")" \
+				-j NFQUEUE --queue-num "$(nn__queue "$d")" || return 1
+		done
+	done
+}
+
+# Counters of nfq-netem's queues (in, lost, duplicated, reordered), on stdout.
+nn_netem_stats() {
+	[ -n "${NN__NFQ_PID:-}" ] || return 0
+	kill -USR1 "$NN__NFQ_PID" && sleep 0.1 && grep ': in [0-9]' "$NN__NFQ_DIR/log" | tail -n 2
+}
+
+# Drop UDP both ways in the router until nn_udp_unblock (nn_restore leaves
+# it in place): a path whose firewall passes only TCP.
+nn_udp_block() {
+	NN__UDP_BLOCKED=1
+	nn__path_rules
+}
+
+nn_udp_unblock() {
+	NN__UDP_BLOCKED=
+	nn__path_rules
+}
+
+# UDP packets the router dropped for nn_udp_block (IPv4), on stdout.
+nn_udp_dropped() {
+	nn_r iptables -w -L NNPATH -v -n -x | awk '$3 == "DROP" && $4 ~ /^(udp|17)$/ { print $1; exit }'
+}
+
+# shellcheck source=profiles.sh
+. "$(dirname "${BASH_SOURCE[0]}")/profiles.sh"
 
 # RATE BURST LATENCY: token-bucket rate limit on the router's server-facing egress.
 nn_tbf() {

@@ -10,5 +10,6 @@ Suite *keepalive_suite(void);
 Suite *ring_suite(void);
 Suite *wire_suite(void);
 Suite *session_suite(void);
+Suite *netem_suite(void);
 
 #endif
