@@ -60,6 +60,7 @@ struct rockd {
 	size_t max_rocks;		/* sessions before eviction or BUSY */
 	struct rock_engine_config engine_cfg;
 	int stopping;
+	int fast_open_told;		/* the host's Fast Open setting, logged */
 	struct event *sig_term, *sig_int, *sig_hup, *grace;
 };
 

@@ -2,7 +2,10 @@
 #include "config.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 
 #include "rockd.h"
 
@@ -53,6 +56,29 @@ accept_error_cb(struct evconnlistener *l, void *arg)
 	evtimer_add(svc->accept_retry, &pause);
 }
 
+/* TCP Fast Open lets a reconnect's request (and a new rock's hello) ride
+ * in the SYN: one round trip fewer. The kernel takes it only where the
+ * host allows servers to (net.ipv4.tcp_fastopen has bit 2): said once. */
+static void
+fast_open(struct rockd *d, evutil_socket_t fd)
+{
+	int qlen = 1024, mode = 0;
+	FILE *f;
+
+	(void)setsockopt(fd, IPPROTO_TCP, TCP_FASTOPEN, &qlen, sizeof(qlen));
+	if (d->fast_open_told++)
+		return;
+	if ((f = fopen("/proc/sys/net/ipv4/tcp_fastopen", "re")) != NULL) {
+		if (fscanf(f, "%d", &mode) != 1)
+			mode = 0;
+		fclose(f);
+	}
+	if (!(mode & 2))
+		rlog_info(&d->log, "TCP Fast Open is off for servers on this host "
+		    "(net.ipv4.tcp_fastopen=%d): reconnects take one round trip "
+		    "more; sysctl net.ipv4.tcp_fastopen=3 turns it on", mode);
+}
+
 static int
 start_one(struct rockd *d, struct rockd_service *s)
 {
@@ -66,6 +92,7 @@ start_one(struct rockd *d, struct rockd_service *s)
 		return -1;
 	}
 	evconnlistener_set_error_cb(s->listener, accept_error_cb);
+	fast_open(d, evconnlistener_get_fd(s->listener));
 	rlog_info(&d->log, "listening on %s, backend %s", s->listen_spec,
 	    s->backend.spec);
 	return 0;

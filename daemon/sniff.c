@@ -143,7 +143,8 @@ rockd_sniff_start(struct rockd *d, const struct rockd_service *svc,
     evutil_socket_t client)
 {
 	struct sniff *sn = calloc(1, sizeof(*sn));
-	struct timeval tv = { svc->sniff_ms / 1000, (svc->sniff_ms % 1000) * 1000 };
+	int ms = rock_first_bytes_ms(client, svc->sniff_ms);
+	struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
 
 	if (sn == NULL) {
 		close(client);

@@ -26,16 +26,13 @@ struct rock_handshake {
 	int delivered;			/* on_hello called with the handshake */
 };
 
-/* A reconnect in progress: the session is looked up by id at each step,
- * never held across the event loop (it may end meanwhile). */
+/* A reconnect request being read: the session is looked up by id once the
+ * request is whole, never held across the event loop (it may end). */
 struct reconnect {
 	struct rock_engine *e;
 	int fd;
-	int stage;		/* 0: reading the request, 1: reading the proof */
 	uint8_t buf[ROCK_RECONNECT_REQ_LEN];
 	size_t have;
-	struct rock_reconnect_req req;
-	uint8_t nonce[ROCK_NONCE_LEN];
 	struct event *ev, *deadline;
 };
 
@@ -128,7 +125,7 @@ hello_complete(struct rock_handshake *hs)
 	if (hs->hello.version != ROCK_VERSION) {
 		rlog_info(e->log, "handshake: client asked for version %u; refused",
 		    hs->hello.version);
-		rock_handshake_reject(hs, ROCK_WERR_VERSION, "version 1 only");
+		rock_handshake_reject(hs, ROCK_WERR_VERSION, "version 2 only");
 		return;
 	}
 	/* The owner answers now (rockd dials its backend, with its own
@@ -215,6 +212,15 @@ send_server_hello(struct rock_handshake *hs, const struct rock_keypair *kp,
 	    (ssize_t)sizeof(out) ? 0 : ROCK_ERR_SYSTEM;
 }
 
+/* The round trip TCP measured over its own handshake. */
+static int
+handshake_rtt_ms(int fd)
+{
+	struct rock_tcp_sample t;
+
+	return rock_tcp_sample(fd, &t) == 0 ? (int)(t.rtt_us / 1000) : 0;
+}
+
 int
 rock_handshake_accept(struct rock_handshake *hs,
     const struct rock_session_cbs *cbs, void *arg, struct rock_session **out)
@@ -242,6 +248,7 @@ rock_handshake_accept(struct rock_handshake *hs,
 		s->tcp_bound = rock_tcp_bound(snd, hs->hello.rcvbuf);
 		memcpy(&s->peer, &hs->peer, hs->peer_len);
 		s->peer_len = hs->peer_len;
+		rock_path_init(s, handshake_rtt_ms(hs->fd));
 		/* A first guess, so acks flow at once; the source of the
 		 * first authentic record (NAT) replaces it. */
 		rock_udp_peer_from_tcp(s, hs->hello.udp_port);
@@ -285,55 +292,50 @@ reconnect_reject(struct reconnect *rc, uint8_t code, const char *why)
 	reconnect_free(rc, 1);
 }
 
-static void
-send_challenge(struct reconnect *rc)
+/* The client tries several connections at once while the path is down;
+ * the first request to arrive wins, and one sent while that attempt was
+ * still open at the client (since <= it) does not replace it: the client
+ * takes whichever answers first. A request older than the winner is a
+ * straggler or a replay. Both are answered SUPERSEDED, which the client
+ * acts on only by dropping that connection. */
+static const char *
+superseded(const struct rock_session *s, const struct rock_reconnect_req *rq)
 {
-	struct rock_session *s;
-	uint8_t out[ROCK_CHALLENGE_LEN];
-	struct rock_resume c;
-
-	if (rock_reconnect_req_decode(&rc->req, rc->buf) != 0) {
-		reconnect_reject(rc, ROCK_WERR_PROTOCOL, "malformed request");
-		return;
-	}
-	if ((s = rock_engine_find(rc->e, rc->req.id)) == NULL ||
-	    s->state == ROCK_ST_CLOSED) {
-		reconnect_reject(rc, ROCK_WERR_UNKNOWN, "no such session");
-		return;
-	}
-	rock_random(rc->nonce, sizeof(rc->nonce));
-	memcpy(c.nonce, rc->nonce, ROCK_NONCE_LEN);
-	c.consumed = s->consumed;
-	c.flags = s->flags;
-	rock_challenge_encode(&c, out);
-	rock_challenge_tag(c.tag, s->keys.tx, s->id, rc->req.nonce, out);
-	rock_challenge_encode(&c, out);
-	if (send(rc->fd, out, sizeof(out), MSG_NOSIGNAL | MSG_DONTWAIT) !=
-	    (ssize_t)sizeof(out)) {
-		reconnect_free(rc, 1);
-		return;
-	}
-	rc->stage = 1;
-	rc->have = 0;
+	if (rq->attempt <= s->last_attempt)
+		return "an older attempt than the one in use";
+	if (rq->since <= s->last_attempt && s->state == ROCK_ST_CONNECTED)
+		return "sent while the attempt in use was open";
+	return NULL;
 }
 
+/* OK, then the replay at once: the request carried the client's count,
+ * so the server's bytes follow their acceptance on the same flight. */
 static void
 take_over(struct rock_session *s, struct reconnect *rc,
-    const struct rock_resume *p)
+    const struct rock_reconnect_req *rq)
 {
-	static const uint8_t ok = ROCK_MSG_RECONNECT_OK;
+	struct rock_reconnect_ok ok;
+	uint8_t out[ROCK_RECONNECT_OK_LEN];
 	int fd = rc->fd, r;
 
 	reconnect_free(rc, 0);
-	if (send(fd, &ok, 1, MSG_NOSIGNAL | MSG_DONTWAIT) != 1) {
+	ok.consumed = s->consumed;
+	ok.flags = s->flags;
+	memset(ok.tag, 0, sizeof(ok.tag));
+	rock_reconnect_ok_encode(&ok, out);
+	rock_ok_tag(ok.tag, s->keys.tx, s->id, rq->nonce, out);
+	rock_reconnect_ok_encode(&ok, out);
+	if (send(fd, out, sizeof(out), MSG_NOSIGNAL | MSG_DONTWAIT) !=
+	    (ssize_t)sizeof(out)) {
 		close(fd);
 		return;
 	}
+	s->last_attempt = rq->attempt;
 	s->e->stats.reconnects++;
 	rock_session_hold(s);
 	/* The client gave up on the old connection: so do we. */
 	rock_session_fail(s, "replaced by an authenticated reconnect");
-	rock_session_resume_counts(s, p->consumed, p->flags);
+	rock_session_resume_counts(s, rq->consumed, rq->flags);
 	if ((r = rock_stream_replay(s)) != 0) {
 		close(fd);
 		rock_session_close(s, r, "peer's count outside what we hold");
@@ -348,26 +350,32 @@ take_over(struct rock_session *s, struct reconnect *rc,
 }
 
 static void
-check_proof(struct reconnect *rc)
+check_request(struct reconnect *rc)
 {
-	struct rock_session *s = rock_engine_find(rc->e, rc->req.id);
+	struct rock_reconnect_req rq;
+	struct rock_session *s;
 	uint8_t tag[ROCK_TAG_LEN];
-	struct rock_resume p;
+	const char *why;
 
-	if (s == NULL || s->state == ROCK_ST_CLOSED) {
-		reconnect_reject(rc, ROCK_WERR_UNKNOWN, "session ended meanwhile");
+	if (rock_reconnect_req_decode(&rq, rc->buf) != 0) {
+		reconnect_reject(rc, ROCK_WERR_PROTOCOL, "malformed request");
 		return;
 	}
-	if (rock_proof_decode(&p, rc->buf) != 0) {
-		reconnect_reject(rc, ROCK_WERR_PROTOCOL, "malformed proof");
+	if ((s = rock_engine_find(rc->e, rq.id)) == NULL ||
+	    s->state == ROCK_ST_CLOSED) {
+		reconnect_reject(rc, ROCK_WERR_UNKNOWN, "no such session");
 		return;
 	}
-	rock_proof_tag(tag, s->keys.rx, s->id, rc->nonce, rc->buf);
-	if (!rock_equal(tag, p.tag, ROCK_TAG_LEN)) {
+	rock_request_tag(tag, s->keys.rx, rc->buf);
+	if (!rock_equal(tag, rq.tag, ROCK_TAG_LEN)) {
 		reconnect_reject(rc, ROCK_WERR_AUTH, "wrong key");
 		return;
 	}
-	take_over(s, rc, &p);
+	if ((why = superseded(s, &rq)) != NULL) {
+		reconnect_reject(rc, ROCK_WERR_SUPERSEDED, why);
+		return;
+	}
+	take_over(s, rc, &rq);
 }
 
 static void
@@ -377,7 +385,7 @@ on_reconnect_deadline(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
-	rlog_info(rc->e->log, "reconnect: timed out mid-handshake; dropped");
+	rlog_info(rc->e->log, "reconnect: timed out mid-request; dropped");
 	reconnect_free(rc, 1);
 }
 
@@ -385,18 +393,15 @@ static void
 on_reconnect_read(evutil_socket_t fd, short what, void *arg)
 {
 	struct reconnect *rc = arg;
-	size_t want = rc->stage == 0 ? ROCK_RECONNECT_REQ_LEN : ROCK_PROOF_LEN;
-	int r = fill(fd, rc->buf, &rc->have, want);
+	int r = fill(fd, rc->buf, &rc->have, ROCK_RECONNECT_REQ_LEN);
 
 	(void)what;
 	if (r < 0) {
-		rlog_info(rc->e->log, "reconnect: connection closed mid-handshake; "
+		rlog_info(rc->e->log, "reconnect: connection closed mid-request; "
 		    "dropped");
 		reconnect_free(rc, 1);
-	} else if (r > 0 && rc->stage == 0) {
-		send_challenge(rc);
 	} else if (r > 0) {
-		check_proof(rc);
+		check_request(rc);
 	}
 }
 
@@ -422,5 +427,5 @@ rock_server_reconnect(struct rock_engine *e, int fd, const uint8_t *early,
 		return;
 	}
 	if (rc->have == ROCK_RECONNECT_REQ_LEN)
-		send_challenge(rc);
+		check_request(rc);
 }

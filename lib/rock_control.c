@@ -3,7 +3,6 @@
 
 #include <errno.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -69,8 +68,10 @@ rock_control_open(struct rock_engine *e, const struct sockaddr *bind_to,
 {
 	struct sockaddr_storage ss;
 	socklen_t sl = sizeof(ss);
-	struct timeval tv = { e->cfg.hb_interval_ms / 1000,
-	    (e->cfg.hb_interval_ms % 1000) * 1000 };
+	/* Checks run twice per heartbeat interval: a dead path is seen half
+	 * an interval sooner; heartbeats go out on every other tick. */
+	int tick = e->cfg.hb_interval_ms / 2;
+	struct timeval tv = { tick / 1000, (tick % 1000) * 1000 };
 
 	e->udp_fd = open_socket(e, bind_to ? bind_to->sa_family : AF_INET6,
 	    bind_to, len);
@@ -218,50 +219,46 @@ send_heartbeats(struct rock_engine *e)
 		send_packet(e, &open[i]);
 }
 
-static int
-tcp_info(int fd, struct tcp_info *ti)
-{
-	socklen_t len = sizeof(*ti);
-
-	memset(ti, 0, sizeof(*ti));
-	return getsockopt(fd, IPPROTO_TCP, TCP_INFO, ti, &len);
-}
-
-/* Heartbeats silent: the data connection decides. It must have had an ACK
- * recently (the armed keepalive makes the peer's kernel send one). */
+/* Heartbeats missing: the data connection is asked to speak (kernel
+ * keepalive, both ways), and any segment it carries is a sign of life. A
+ * healthy TCP connection is never suspended only because UDP stopped, nor
+ * because its peer does not read (window probes and keepalives still
+ * come); a dead path is given up once neither channel has said anything
+ * for the path's dead time. */
 static void
-check_silence(struct rock_session *s, int64_t now)
+check_liveness(struct rock_session *s, int64_t now)
 {
-	int64_t silence = now - s->last_heard_ms;
-	int timeout = s->e->cfg.hb_timeout_ms;
-	struct tcp_info ti;
+	int64_t heard = s->last_heard_ms, tcp;
+	int quiet = 2 * s->e->cfg.hb_interval_ms;
 
-	if (silence >= timeout / 2)
-		rock_stream_keepalive(s, 1);
-	else if (s->udp_verified)
-		rock_stream_keepalive(s, 0);
-	if (silence < timeout || tcp_info(s->fd, &ti) != 0)
+	if (now - heard < quiet) {
+		if (s->udp_verified)
+			rock_stream_keepalive(s, 0);
+		s->tcp_watched = 0;
 		return;
-	if (ti.tcpi_last_ack_recv >= (unsigned)(timeout - timeout / 5))
-		rock_session_fail(s, "no heartbeat and no TCP acknowledgement");
+	}
+	rock_stream_keepalive(s, 1);
+	tcp = rock_path_tcp_heard(s, now);
+	if (tcp > heard)
+		heard = tcp;
+	if (now - heard >= rock_path_dead_ms(s))
+		rock_session_fail(s, "no heartbeat and no TCP segment");
 }
 
-/* Heartbeats pass but the peer's kernel has acknowledged none of our
- * outstanding data for a long time: the data connection's path is stuck
- * (a slow reader still gets its window probes acknowledged). */
+/* Heartbeats pass but TCP moves none of our outstanding data (see
+ * rock_path_stalled). The peer's count moving is progress enough, and
+ * costs no system call. */
 static void
-check_stall(struct rock_session *s)
+check_stall(struct rock_session *s, int64_t now)
 {
-	struct tcp_info ti;
 	uint64_t mark = s->stall_mark;
 
-	/* Cheap first: only a rock whose peer count has not moved since the
-	 * last tick while we hold unacknowledged bytes costs a system call. */
 	s->stall_mark = s->peer_consumed;
-	if (rock_ring_used(&s->ring) == 0 || s->peer_consumed != mark)
+	if (rock_ring_used(&s->ring) == 0 || s->peer_consumed != mark) {
+		rock_path_progress(s);
 		return;
-	if (tcp_info(s->fd, &ti) == 0 && ti.tcpi_unacked > 0 &&
-	    ti.tcpi_last_ack_recv >= (unsigned)s->e->cfg.stall_ms)
+	}
+	if (rock_path_stalled(s, now))
 		rock_session_fail(s, "data connection stalled");
 }
 
@@ -273,9 +270,9 @@ check_session(struct rock_session *s, int64_t now)
 	/* Off the data path: storage the in-flight bytes no longer need. */
 	rock_ring_compact(&s->ring);
 	if (s->state == ROCK_ST_CONNECTED) {
-		check_silence(s, now);
+		check_liveness(s, now);
 		if (s->state == ROCK_ST_CONNECTED)
-			check_stall(s);
+			check_stall(s, now);
 	} else if (s->state == ROCK_ST_SUSPENDED && limit > 0 &&
 	    now - s->suspended_at_ms >= (int64_t)limit * 1000) {
 		rock_session_close(s, ROCK_ERR_TIMEOUT, "suspend timeout");
@@ -319,7 +316,8 @@ rock_control_tick(struct rock_engine *e)
 		check_session(s, now);
 		rock_session_release(s);
 	}
-	send_heartbeats(e);
+	if (e->ticks++ % 2 == 0)
+		send_heartbeats(e);
 	log_drops(e);
 }
 

@@ -8,9 +8,9 @@
 #include "rock_crypto.h"
 #include "rock_err.h"
 
-#define LABEL_HB "rocks hb v1"
-#define LABEL_RC_S "rocks rc-s v1"
-#define LABEL_RC_C "rocks rc-c v1"
+#define LABEL_HB "rocks hb v2"
+#define LABEL_RQ "rocks rq v2"
+#define LABEL_OK "rocks ok v2"
 
 int
 rock_crypto_init(void)
@@ -98,29 +98,25 @@ rock_hb_tag(uint8_t out[ROCK_TAG_LEN], const uint8_t key[ROCK_KEY_LEN],
 }
 
 void
-rock_challenge_tag(uint8_t out[ROCK_TAG_LEN], const uint8_t key[ROCK_KEY_LEN],
-    const uint8_t id[ROCK_ID_LEN], const uint8_t client_nonce[ROCK_NONCE_LEN],
-    const uint8_t msg[ROCK_CHALLENGE_LEN - ROCK_TAG_LEN])
+rock_request_tag(uint8_t out[ROCK_TAG_LEN], const uint8_t key[ROCK_KEY_LEN],
+    const uint8_t msg[ROCK_RECONNECT_REQ_LEN - ROCK_TAG_LEN])
 {
-	const struct span s[] = {
-		{ id, ROCK_ID_LEN }, { client_nonce, ROCK_NONCE_LEN },
-		{ msg, ROCK_CHALLENGE_LEN - ROCK_TAG_LEN }
-	};
+	const struct span s[] = { { msg, ROCK_RECONNECT_REQ_LEN - ROCK_TAG_LEN } };
 
-	tag_spans(out, key, LABEL_RC_S, s, 3);
+	tag_spans(out, key, LABEL_RQ, s, 1);
 }
 
 void
-rock_proof_tag(uint8_t out[ROCK_TAG_LEN], const uint8_t key[ROCK_KEY_LEN],
-    const uint8_t id[ROCK_ID_LEN], const uint8_t server_nonce[ROCK_NONCE_LEN],
-    const uint8_t msg[ROCK_PROOF_LEN - ROCK_TAG_LEN])
+rock_ok_tag(uint8_t out[ROCK_TAG_LEN], const uint8_t key[ROCK_KEY_LEN],
+    const uint8_t id[ROCK_ID_LEN], const uint8_t client_nonce[ROCK_NONCE_LEN],
+    const uint8_t msg[ROCK_RECONNECT_OK_LEN - ROCK_TAG_LEN])
 {
 	const struct span s[] = {
-		{ id, ROCK_ID_LEN }, { server_nonce, ROCK_NONCE_LEN },
-		{ msg, ROCK_PROOF_LEN - ROCK_TAG_LEN }
+		{ id, ROCK_ID_LEN }, { client_nonce, ROCK_NONCE_LEN },
+		{ msg, ROCK_RECONNECT_OK_LEN - ROCK_TAG_LEN }
 	};
 
-	tag_spans(out, key, LABEL_RC_C, s, 3);
+	tag_spans(out, key, LABEL_OK, s, 3);
 }
 
 int

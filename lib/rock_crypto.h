@@ -39,12 +39,13 @@ void rock_random(void *buf, size_t n);
 /* Tags of doc/PROTOCOL.md: BLAKE2b-128 keyed, over a label and the bytes. */
 void rock_hb_tag(uint8_t out[ROCK_TAG_LEN], const uint8_t key[ROCK_KEY_LEN],
     const uint8_t record[ROCK_HB_RECORD_LEN - ROCK_TAG_LEN]);
-void rock_challenge_tag(uint8_t out[ROCK_TAG_LEN], const uint8_t key[ROCK_KEY_LEN],
+/* RECONNECT_REQUEST's tag, with K_cs, over its first bytes. */
+void rock_request_tag(uint8_t out[ROCK_TAG_LEN], const uint8_t key[ROCK_KEY_LEN],
+    const uint8_t msg[ROCK_RECONNECT_REQ_LEN - ROCK_TAG_LEN]);
+/* RECONNECT_OK's tag, with K_sc: fresh, for it covers the client's nonce. */
+void rock_ok_tag(uint8_t out[ROCK_TAG_LEN], const uint8_t key[ROCK_KEY_LEN],
     const uint8_t id[ROCK_ID_LEN], const uint8_t client_nonce[ROCK_NONCE_LEN],
-    const uint8_t msg[ROCK_CHALLENGE_LEN - ROCK_TAG_LEN]);
-void rock_proof_tag(uint8_t out[ROCK_TAG_LEN], const uint8_t key[ROCK_KEY_LEN],
-    const uint8_t id[ROCK_ID_LEN], const uint8_t server_nonce[ROCK_NONCE_LEN],
-    const uint8_t msg[ROCK_PROOF_LEN - ROCK_TAG_LEN]);
+    const uint8_t msg[ROCK_RECONNECT_OK_LEN - ROCK_TAG_LEN]);
 
 /* Constant-time comparison: 1 when equal. */
 int rock_equal(const void *a, const void *b, size_t n);

@@ -6,13 +6,17 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include "rock_engine_int.h"
 #include "rock_err.h"
 
-enum dial_stage { DIAL_CONNECTING, DIAL_CHALLENGE, DIAL_OK };
+#ifndef TCP_FASTOPEN_CONNECT
+#define TCP_FASTOPEN_CONNECT 30	/* Linux 4.11 */
+#endif
 
 /* ---- blocking helpers for the initial connection, bounded by a deadline */
 
@@ -33,33 +37,56 @@ wait_fd(int fd, short events, int64_t deadline)
 	return r == 0 ? ROCK_ERR_TIMEOUT : 0;
 }
 
+/* Connect fd within the deadline. With Fast Open where the kernel holds
+ * a cookie for the server, connect() only arms it and `data` (or an empty
+ * send, which still fetches a cookie for next time) goes with the SYN;
+ * *sent says how much of it did. */
+static int
+dial_connect(int fd, const struct sockaddr *addr, socklen_t len,
+    int64_t deadline, const uint8_t *data, size_t n, size_t *sent)
+{
+	int err = 0, one = 1, r;
+	socklen_t el = sizeof(err);
+	ssize_t w;
+
+	*sent = 0;
+	(void)setsockopt(fd, IPPROTO_TCP, TCP_FASTOPEN_CONNECT, &one, sizeof(one));
+	if (connect(fd, addr, len) == 0) {
+		w = send(fd, data, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (w > 0)
+			*sent = (size_t)w;
+		else if (w < 0 && errno != EINPROGRESS && errno != EAGAIN)
+			return ROCK_ERR_SYSTEM;
+	} else if (errno != EINPROGRESS) {
+		return ROCK_ERR_SYSTEM;
+	}
+	if ((r = wait_fd(fd, POLLOUT, deadline)) != 0)
+		return r;
+	if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) != 0 || err != 0) {
+		errno = err;
+		return ROCK_ERR_SYSTEM;
+	}
+	return 0;
+}
+
 static int
 dial_blocking(const struct sockaddr *addr, socklen_t len, int64_t deadline,
     int *out)
 {
 	int fd = socket(addr->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	int err = 0, r;
-	socklen_t el = sizeof(err);
+	int err, r;
+	size_t sent;
 
 	if (fd < 0)
 		return ROCK_ERR_SYSTEM;
-	if (connect(fd, addr, len) != 0 && errno != EINPROGRESS)
-		goto fail;
-	if ((r = wait_fd(fd, POLLOUT, deadline)) != 0) {
+	if ((r = dial_connect(fd, addr, len, deadline, NULL, 0, &sent)) != 0) {
+		err = errno;
 		close(fd);
-		return r;
-	}
-	if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) != 0 || err != 0) {
 		errno = err;
-		goto fail;
+		return r;
 	}
 	*out = fd;
 	return 0;
-fail:
-	err = errno;
-	close(fd);
-	errno = err;
-	return ROCK_ERR_SYSTEM;
 }
 
 static int
@@ -110,9 +137,10 @@ read_exact(int fd, uint8_t *p, size_t n, int64_t deadline)
 /* EDP probe: connect, shut our side, read to EOF. Exactly an announcement
  * means enhanced; anything else, an ordinary server. Silence past the wait
  * is reported as not enhanced too, with *silent set: a rockd may just be
- * slow, so that answer is not worth remembering. The wait scales with the
- * connect's round trip, at least 500 ms: what a silent ordinary server
- * costs on first contact. */
+ * slow, so that answer is not worth remembering. The deadline bounds the
+ * connect; the wait for the announcement then follows the connect's round
+ * trip and survives one lost segment (rock_exchange_ms), at least 500 ms:
+ * what a silent ordinary server costs on first contact. */
 static int
 probe(const struct sockaddr *addr, socklen_t len, int64_t deadline,
     uint8_t ann[ROCK_ANNOUNCE_LEN], int *silent)
@@ -125,10 +153,8 @@ probe(const struct sockaddr *addr, socklen_t len, int64_t deadline,
 	*silent = 0;
 	if ((r = dial_blocking(addr, len, deadline, &fd)) != 0)
 		return r;
-	wait = 4 * (rock_now_ms() - t0);
-	wait = wait < 500 ? 500 : wait > 2000 ? 2000 : wait;
-	if (rock_now_ms() + wait < deadline)
-		deadline = rock_now_ms() + wait;
+	wait = rock_exchange_ms((int)(rock_now_ms() - t0));
+	deadline = rock_now_ms() + (wait < 500 ? 500 : wait);
 	shutdown(fd, SHUT_WR);
 	/* The magic first: an ordinary server's first bytes end it early. */
 	r = read_exact(fd, ann, ROCK_MAGIC_LEN, deadline);
@@ -181,15 +207,12 @@ read_error_reply(int fd, uint8_t first, int64_t deadline)
 	return ROCK_ERR_PROTOCOL;
 }
 
-static int
-hello_exchange(const struct rock_engine *e, int fd,
+static void
+build_hello(const struct rock_engine *e, int fd,
     const uint8_t ann[ROCK_ANNOUNCE_LEN], const struct rock_keypair *kp,
-    int64_t deadline, struct rock_server_hello *sh)
+    uint8_t out[ROCK_ANNOUNCE_LEN + ROCK_CLIENT_HELLO_LEN])
 {
-	uint8_t out[ROCK_ANNOUNCE_LEN + ROCK_CLIENT_HELLO_LEN];
-	uint8_t in[ROCK_SERVER_HELLO_LEN];
 	struct rock_client_hello ch;
-	int r;
 
 	ch.version = ROCK_VERSION;
 	ch.features = ROCK_FEAT_ALL;
@@ -198,7 +221,17 @@ hello_exchange(const struct rock_engine *e, int fd,
 	ch.udp_port = e->udp_port;
 	memcpy(out, ann, ROCK_ANNOUNCE_LEN);
 	rock_client_hello_encode(&ch, out + ROCK_ANNOUNCE_LEN);
-	if ((r = write_all(fd, out, sizeof(out), deadline)) != 0 ||
+}
+
+/* The rest of the hello (what the SYN did not carry), then the answer. */
+static int
+hello_exchange(int fd, const uint8_t *hello, size_t n, int64_t deadline,
+    struct rock_server_hello *sh)
+{
+	uint8_t in[ROCK_SERVER_HELLO_LEN];
+	int r;
+
+	if ((r = write_all(fd, hello, n, deadline)) != 0 ||
 	    (r = read_exact(fd, in, 1, deadline)) != 0)
 		return r == ROCK_ERR_SHORT ? ROCK_ERR_PROTOCOL : r;
 	if (in[0] == ROCK_MSG_ERROR)
@@ -356,9 +389,11 @@ handshake_once(struct rock_engine *e, const struct sockaddr *addr,
 {
 	uint8_t ann[ROCK_ANNOUNCE_LEN];
 	struct rock_server_hello sh;
+	uint8_t hello[ROCK_ANNOUNCE_LEN + ROCK_CLIENT_HELLO_LEN];
 	struct rock_keypair kp;
 	struct rock_keys keys;
-	int fd = -1, r, rtt;
+	int fd = -1, r, rtt, err;
+	size_t sent;
 	int64_t t0;
 
 	if ((r = announcement_for(e, addr, len, deadline, ann)) != 0)
@@ -369,16 +404,27 @@ handshake_once(struct rock_engine *e, const struct sockaddr *addr,
 	 * giving up early would make a rock of nothing but a plain fallback. */
 	if (deadline < t0 + e->cfg.handshake_timeout_ms)
 		deadline = t0 + e->cfg.handshake_timeout_ms;
-	if ((r = dial_blocking(addr, len, deadline, &fd)) != 0)
-		return r;
-	rtt = (int)(rock_now_ms() - t0);
+	if ((fd = socket(addr->sa_family, SOCK_STREAM | SOCK_NONBLOCK |
+	    SOCK_CLOEXEC, 0)) < 0)
+		return ROCK_ERR_SYSTEM;
 	rock_keypair_new(&kp);
-	if ((r = hello_exchange(e, fd, ann, &kp, deadline, &sh)) == 0 &&
+	build_hello(e, fd, ann, &kp, hello);
+	if ((r = dial_connect(fd, addr, len, deadline, hello, sizeof(hello),
+	    &sent)) != 0) {
+		err = errno;
+		rock_keypair_wipe(&kp);
+		close(fd);
+		errno = err;
+		return r;
+	}
+	rtt = (int)(rock_now_ms() - t0);
+	if ((r = hello_exchange(fd, hello + sent, sizeof(hello) - sent, deadline,
+	    &sh)) == 0 &&
 	    (r = rock_keys_client(&keys, &kp, sh.pk)) == 0) {
 		rock_engine_enter(e);
 		r = make_session(e, fd, addr, len, &sh, &keys, cbs, arg, out);
 		if (r == 0)
-			(*out)->connect_rtt_ms = rtt;
+			rock_path_init(*out, rtt);
 		rock_engine_leave(e);
 	}
 	rock_keypair_wipe(&kp);
@@ -425,79 +471,308 @@ rock_client_open(struct rock_engine *e, const struct sockaddr *addr,
 	return r == ROCK_ERR_LOST ? ROCK_ERR_PROTOCOL : r;
 }
 
-/* ---- reconnect: asynchronous, on the engine's event loop */
+/* ---- reconnect: asynchronous, on the engine's event loop
+ *
+ * While the path is down, a fresh attempt every period: a new SYN finds the
+ * path's return within a period, where the kernel's own SYN retransmits
+ * wait 1 s, 3 s, 7 s... Each attempt's request goes with its SYN when the
+ * kernel holds a Fast Open cookie for the server, so the server's answer
+ * and its replay come back one round trip after the path does. Overlapping
+ * attempts are safe: the server takes the first request and refuses the
+ * others as SUPERSEDED (rock_accept.c), and the first authentic answer
+ * wins here. Only one suspended rock per server address dials (its scout);
+ * the others wait until it finds the path up, so the cost of an outage
+ * follows peers, not rocks. */
 
-static void on_dial(evutil_socket_t fd, short what, void *arg);
+static void on_attempt(evutil_socket_t fd, short what, void *arg);
+static void on_next(evutil_socket_t fd, short what, void *arg);
+static void attempt_failed(struct rock_attempt *a, const char *why);
+
+/* Short for the first half minute of an outage, then doubling to 2 s. */
+static int
+attempt_period_ms(const struct rock_session *s)
+{
+	int64_t down = rock_now_ms() - s->suspended_at_ms - 30000;
+	int ms = 250;
+
+	for (; down > 0 && ms < 2000; down -= 30000)
+		ms *= 2;
+	return ms;
+}
+
+/* One attempt: its SYN and its request answered, a loss in each allowed. */
+static int
+attempt_life_ms(const struct rock_session *s)
+{
+	int ms = 2 * rock_exchange_ms(s->rtt_ms);
+
+	return ms > s->e->cfg.dial_timeout_ms ? ms : s->e->cfg.dial_timeout_ms;
+}
+
+static int
+same_peer(const struct rock_session *a, const struct rock_session *b)
+{
+	return a->peer_len == b->peer_len &&
+	    memcmp(&a->peer, &b->peer, a->peer_len) == 0;
+}
+
+/* 1: s dials (it is its peer's scout, or no slot is left to coordinate);
+ * 0: another rock to the same server dials, s waits for it. */
+static int
+scout_claim(struct rock_session *s)
+{
+	struct rock_session **free_slot = NULL, *t;
+	unsigned i;
+
+	for (i = 0; i < ROCK_SCOUTS; i++) {
+		t = s->e->scouts[i];
+		if (t == s)
+			return 1;
+		if (t == NULL && free_slot == NULL)
+			free_slot = &s->e->scouts[i];
+		else if (t != NULL && same_peer(t, s)) {
+			s->parked = 1;
+			return 0;
+		}
+	}
+	if (free_slot != NULL)
+		*free_slot = s;
+	return 1;
+}
+
+/* s stops scouting (it found the path up, or it ends): the rocks waiting
+ * on it dial now, at once if the path is up, else one becomes the scout. */
+static void
+scout_release(struct rock_session *s)
+{
+	struct rock_session *t;
+	unsigned i;
+	int was = 0;
+
+	for (i = 0; i < ROCK_SCOUTS; i++) {
+		if (s->e->scouts[i] == s) {
+			s->e->scouts[i] = NULL;
+			was = 1;
+		}
+	}
+	if (!was)
+		return;
+	for (t = s->e->all; t != NULL; t = t->next) {
+		if (t->parked && same_peer(t, s)) {
+			t->parked = 0;
+			rock_dial_schedule(t, 1);
+		}
+	}
+}
+
+static void
+attempt_close(struct rock_attempt *a)
+{
+	if (a->ev != NULL)
+		event_free(a->ev);
+	if (a->fd >= 0)
+		close(a->fd);
+	a->ev = NULL;
+	a->fd = -1;
+}
+
+static int
+attempts_open(const struct rock_dial *d)
+{
+	int i, n = 0;
+
+	for (i = 0; i < ROCK_DIAL_ATTEMPTS; i++)
+		n += d->a[i].fd >= 0;
+	return n;
+}
 
 static void
 dial_free(struct rock_session *s)
 {
 	struct rock_dial *d = s->dial;
+	int i;
 
 	if (d == NULL)
 		return;
-	if (d->ev != NULL)
-		event_free(d->ev);
-	if (d->fd >= 0)
-		close(d->fd);
+	for (i = 0; i < ROCK_DIAL_ATTEMPTS; i++)
+		attempt_close(&d->a[i]);
+	if (d->ev_next != NULL)
+		event_free(d->ev_next);
 	free(d);
 	s->dial = NULL;
-}
-
-/* A SYN gets an answer within a couple of round trips or the path is still
- * down: then a fresh SYN at once beats the kernel's 1 s, 3 s retransmits.
- * The round trip measured at the first connect scales it for slow links. */
-static int
-connect_timeout_ms(const struct rock_session *s)
-{
-	int ms = 2 * s->connect_rtt_ms + 100;
-
-	if (ms < 500)
-		ms = 500;
-	return ms > s->e->cfg.dial_timeout_ms ? s->e->cfg.dial_timeout_ms : ms;
+	scout_release(s);
 }
 
 static int
-dial_arm(struct rock_session *s, short what)
+attempt_arm(struct rock_attempt *a, short what)
 {
-	struct rock_dial *d = s->dial;
-	int ms = d->stage == DIAL_CONNECTING ? connect_timeout_ms(s) :
-	    s->e->cfg.dial_timeout_ms;
+	struct rock_session *s = a->s;
+	int ms = attempt_life_ms(s) - (int)(rock_now_ms() - a->started_ms);
+	struct timeval tv;
+
+	if (ms < 1)
+		ms = 1;
+	tv.tv_sec = ms / 1000;
+	tv.tv_usec = (ms % 1000) * 1000;
+	if (a->ev != NULL)
+		event_free(a->ev);
+	a->ev = event_new(s->e->base, a->fd, what, on_attempt, a);
+	return a->ev == NULL ? -1 : event_add(a->ev, &tv);
+}
+
+/* The lowest attempt still open: the server does not let a request sent
+ * while the attempt it took was open replace that one. */
+static uint32_t
+lowest_open(const struct rock_dial *d, uint32_t n)
+{
+	int i;
+
+	for (i = 0; i < ROCK_DIAL_ATTEMPTS; i++)
+		if (d->a[i].fd >= 0 && d->a[i].number < n)
+			n = d->a[i].number;
+	return n;
+}
+
+static int
+send_request(struct rock_attempt *a)
+{
+	struct rock_session *s = a->s;
+	struct rock_reconnect_req rq;
+	uint8_t out[ROCK_RECONNECT_REQ_LEN];
+
+	memset(&rq, 0, sizeof(rq));
+	rq.version = ROCK_VERSION;
+	memcpy(rq.id, s->id, ROCK_ID_LEN);
+	rock_random(a->nonce, ROCK_NONCE_LEN);
+	memcpy(rq.nonce, a->nonce, ROCK_NONCE_LEN);
+	rq.attempt = a->number;
+	rq.since = lowest_open(s->dial, a->number);
+	rq.consumed = s->consumed;
+	rq.flags = s->flags;
+	rock_reconnect_req_encode(&rq, out);
+	rock_request_tag(rq.tag, s->keys.tx, out);
+	rock_reconnect_req_encode(&rq, out);
+	/* 77 bytes on a fresh connection always fit its send buffer. */
+	if (send(a->fd, out, sizeof(out), MSG_NOSIGNAL | MSG_DONTWAIT) !=
+	    (ssize_t)sizeof(out))
+		return -1;
+	a->requested = 1;
+	a->have = 0;
+	return attempt_arm(a, EV_READ);
+}
+
+static struct rock_attempt *
+attempt_slot(struct rock_dial *d)
+{
+	struct rock_attempt *oldest = &d->a[0];
+	int i;
+
+	for (i = 0; i < ROCK_DIAL_ATTEMPTS; i++) {
+		if (d->a[i].fd < 0)
+			return &d->a[i];
+		if (d->a[i].number < oldest->number)
+			oldest = &d->a[i];
+	}
+	attempt_close(oldest);
+	return oldest;
+}
+
+static void
+launch_attempt(struct rock_session *s)
+{
+	struct rock_attempt *a = attempt_slot(s->dial);
+	int one = 1;
+
+	a->s = s;
+	a->number = ++s->attempts;
+	a->started_ms = rock_now_ms();
+	a->requested = 0;
+	a->have = 0;
+	a->fd = socket(s->peer.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (a->fd < 0) {
+		attempt_failed(a, strerror(errno));
+		return;
+	}
+	(void)setsockopt(a->fd, IPPROTO_TCP, TCP_FASTOPEN_CONNECT, &one, sizeof(one));
+	if (connect(a->fd, (struct sockaddr *)&s->peer, s->peer_len) == 0) {
+		/* A Fast Open cookie is cached: the request rides in the SYN. */
+		if (send_request(a) != 0)
+			attempt_failed(a, strerror(errno));
+		return;
+	}
+	if (errno != EINPROGRESS)
+		attempt_failed(a, strerror(errno));
+	else if (attempt_arm(a, EV_WRITE) != 0)
+		attempt_failed(a, "no memory for an event");
+}
+
+static void
+arm_next(struct rock_session *s)
+{
+	int ms = attempt_period_ms(s);
 	struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
 
-	if (d->ev != NULL)
-		event_free(d->ev);
-	d->ev = event_new(s->e->base, d->fd, what, on_dial, s);
-	return d->ev == NULL ? -1 : event_add(d->ev, &tv);
+	evtimer_add(s->dial->ev_next, &tv);
 }
 
 static void
-attempt_failed(struct rock_session *s, const char *why)
+start_round(struct rock_session *s)
 {
-	rlog_debug(s->e->log, "rock %s: reconnect attempt failed: %s", s->name, why);
-	dial_free(s);
-	rock_dial_schedule(s, 0);
-}
+	struct rock_dial *d;
+	int i;
 
-static void
-start_attempt(struct rock_session *s)
-{
-	struct rock_dial *d = calloc(1, sizeof(*d));
-
-	if (d == NULL) {
+	if (!scout_claim(s))
+		return;
+	if ((d = calloc(1, sizeof(*d))) == NULL) {
 		rock_dial_schedule(s, 0);
 		return;
 	}
+	for (i = 0; i < ROCK_DIAL_ATTEMPTS; i++)
+		d->a[i].fd = -1;
 	s->dial = d;
-	d->stage = DIAL_CONNECTING;
-	d->fd = socket(s->peer.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (d->fd < 0 || (connect(d->fd, (struct sockaddr *)&s->peer,
-	    s->peer_len) != 0 && errno != EINPROGRESS)) {
-		attempt_failed(s, strerror(errno));
+	if ((d->ev_next = evtimer_new(s->e->base, on_next, s)) == NULL) {
+		dial_free(s);
+		rock_dial_schedule(s, 0);
 		return;
 	}
-	if (dial_arm(s, EV_WRITE) != 0)
-		attempt_failed(s, "no memory for an event");
+	launch_attempt(s);
+	if (s->dial != NULL)
+		arm_next(s);
+}
+
+static void
+on_next(evutil_socket_t fd, short what, void *arg)
+{
+	struct rock_session *s = arg;
+
+	(void)fd;
+	(void)what;
+	rock_engine_enter(s->e);
+	if (s->dial != NULL && !s->dial->path_up) {
+		rock_session_hold(s);
+		launch_attempt(s);
+		if (s->dial != NULL)
+			arm_next(s);
+		rock_session_release(s);
+	}
+	rock_engine_leave(s->e);
+}
+
+/* An attempt is over without success. While the path is down the round
+ * goes on; once the path was up and every attempt failed, the server
+ * itself is in trouble: back off before the next round. */
+static void
+attempt_failed(struct rock_attempt *a, const char *why)
+{
+	struct rock_session *s = a->s;
+
+	rlog_debug(s->e->log, "rock %s: reconnect attempt %u failed: %s",
+	    s->name, a->number, why);
+	attempt_close(a);
+	if (s->dial->path_up && attempts_open(s->dial) == 0) {
+		dial_free(s);
+		rock_dial_schedule(s, 0);
+	}
 }
 
 static void
@@ -509,7 +784,7 @@ on_retry(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	rock_engine_enter(s->e);
 	if (s->state == ROCK_ST_SUSPENDED && s->dial == NULL)
-		start_attempt(s);
+		start_round(s);
 	rock_engine_leave(s->e);
 }
 
@@ -520,7 +795,7 @@ rock_dial_schedule(struct rock_session *s, int now)
 	int ms;
 
 	if (s->role != ROCK_ROLE_CLIENT || s->state != ROCK_ST_SUSPENDED ||
-	    s->dial != NULL)
+	    s->dial != NULL || s->parked)
 		return;
 	if (s->ev_retry == NULL &&
 	    (s->ev_retry = evtimer_new(s->e->base, on_retry, s)) == NULL)
@@ -541,6 +816,7 @@ void
 rock_dial_cancel(struct rock_session *s)
 {
 	dial_free(s);
+	s->parked = 0;
 	if (s->ev_retry != NULL)
 		event_free(s->ev_retry);
 	s->ev_retry = NULL;
@@ -555,114 +831,60 @@ rock_dial_all_now(struct rock_engine *e)
 		if (s->role != ROCK_ROLE_CLIENT || s->state != ROCK_ST_SUSPENDED)
 			continue;
 		dial_free(s);
+		s->parked = 0;
 		rock_dial_schedule(s, 1);
 	}
-}
-
-static int
-send_request(struct rock_session *s)
-{
-	struct rock_dial *d = s->dial;
-	struct rock_reconnect_req rq;
-	uint8_t out[ROCK_RECONNECT_REQ_LEN];
-	int err = 0;
-	socklen_t el = sizeof(err);
-
-	if (getsockopt(d->fd, SOL_SOCKET, SO_ERROR, &err, &el) != 0 || err != 0) {
-		errno = err;
-		return -1;
-	}
-	rq.version = ROCK_VERSION;
-	memcpy(rq.id, s->id, ROCK_ID_LEN);
-	rock_random(d->nonce, ROCK_NONCE_LEN);
-	memcpy(rq.nonce, d->nonce, ROCK_NONCE_LEN);
-	rock_reconnect_req_encode(&rq, out);
-	/* 41 bytes on a fresh connection always fit the send buffer. */
-	if (send(d->fd, out, sizeof(out), MSG_NOSIGNAL) != (ssize_t)sizeof(out))
-		return -1;
-	d->stage = DIAL_CHALLENGE;
-	d->have = 0;
-	return dial_arm(s, EV_READ);
 }
 
 /* Read toward `want` bytes; an ERROR message is read whole instead.
  * 1: complete, 0: more to come, -1: connection failed or closed. */
 static int
-read_reply(struct rock_dial *d, size_t want)
+read_reply(struct rock_attempt *a, size_t want)
 {
 	size_t need = want;
 	ssize_t got;
 
-	if (d->have > 0 && d->buf[0] == ROCK_MSG_ERROR)
-		need = d->have < 3 ? 3 : 3 + (size_t)d->buf[2];
-	got = recv(d->fd, d->buf + d->have, need - d->have, MSG_DONTWAIT);
+	if (a->have > 0 && a->buf[0] == ROCK_MSG_ERROR)
+		need = a->have < 3 ? 3 : 3 + (size_t)a->buf[2];
+	got = recv(a->fd, a->buf + a->have, need - a->have, MSG_DONTWAIT);
 	if (got < 0)
 		return errno == EAGAIN || errno == EINTR ? 0 : -1;
 	if (got == 0)
 		return -1;
-	d->have += (size_t)got;
-	if (d->buf[0] == ROCK_MSG_ERROR)
-		return d->have >= 3 && d->have == 3 + (size_t)d->buf[2] ? 1 : 0;
-	return d->have == want ? 1 : 0;
+	a->have += (size_t)got;
+	if (a->buf[0] == ROCK_MSG_ERROR)
+		return a->have >= 3 && a->have == 3 + (size_t)a->buf[2] ? 1 : 0;
+	return a->have == want ? 1 : 0;
 }
 
-/* The server says the session is gone or our key is wrong: give up. */
+/* The server says the session is gone or our key is wrong: give up. A
+ * SUPERSEDED answer concerns that connection only. */
 static void
-server_refused(struct rock_session *s)
+attempt_refused(struct rock_attempt *a)
 {
+	struct rock_session *s = a->s;
 	struct rock_error_msg em;
 	size_t used;
 
-	if (rock_error_decode(&em, s->dial->buf, s->dial->have, &used) == 0 &&
-	    (em.code == ROCK_WERR_UNKNOWN || em.code == ROCK_WERR_AUTH)) {
-		/* Both streams ended and all we sent was consumed before the
-		 * server let go: that is a clean end, only its last ack was lost. */
-		if (em.code == ROCK_WERR_UNKNOWN && (s->flags & ROCK_FLAG_WR_SHUT) &&
-		    (s->flags & ROCK_FLAG_EOF_SEEN))
-			rock_session_close(s, 0, "peer finished the session");
-		else
-			rock_session_close(s, ROCK_ERR_RESET, em.text);
+	if (rock_error_decode(&em, a->buf, a->have, &used) != 0 ||
+	    (em.code != ROCK_WERR_UNKNOWN && em.code != ROCK_WERR_AUTH)) {
+		attempt_failed(a, "server answered with an error");
 		return;
 	}
-	attempt_failed(s, "server answered with an error");
-}
-
-static int
-answer_challenge(struct rock_session *s)
-{
-	struct rock_dial *d = s->dial;
-	struct rock_resume c, p;
-	uint8_t tag[ROCK_TAG_LEN], out[ROCK_PROOF_LEN];
-
-	if (rock_challenge_decode(&c, d->buf) != 0)
-		return -1;
-	rock_challenge_tag(tag, s->keys.rx, s->id, d->nonce, d->buf);
-	if (!rock_equal(tag, c.tag, ROCK_TAG_LEN)) {
-		rlog_warn(s->e->log, "rock %s: reconnect: the server failed "
-		    "authentication", s->name);
-		return -1;
-	}
-	rock_session_resume_counts(s, c.consumed, c.flags);
-	p.consumed = s->consumed;
-	p.flags = s->flags;
-	rock_proof_encode(&p, out);
-	rock_proof_tag(p.tag, s->keys.tx, s->id, c.nonce, out);
-	rock_proof_encode(&p, out);
-	if (send(d->fd, out, sizeof(out), MSG_NOSIGNAL) != (ssize_t)sizeof(out))
-		return -1;
-	d->stage = DIAL_OK;
-	d->have = 0;
-	return dial_arm(s, EV_READ);
+	/* Both streams ended and all we sent was consumed before the server
+	 * let go: that is a clean end, only its last ack was lost. */
+	if (em.code == ROCK_WERR_UNKNOWN && (s->flags & ROCK_FLAG_WR_SHUT) &&
+	    (s->flags & ROCK_FLAG_EOF_SEEN))
+		rock_session_close(s, 0, "peer finished the session");
+	else
+		rock_session_close(s, ROCK_ERR_RESET, em.text);
 }
 
 static void
-reconnected(struct rock_session *s)
+reconnected(struct rock_session *s, int fd)
 {
-	int fd = s->dial->fd;
 	int r;
 
-	s->dial->fd = -1;
-	dial_free(s);
 	s->backoff_ms = 0;
 	s->e->stats.reconnects++;
 	if ((r = rock_stream_replay(s)) != 0) {
@@ -688,57 +910,78 @@ reconnected(struct rock_session *s)
 	rock_session_maybe_finish(s);
 }
 
+/* The server's answer, proven with its key over our nonce: this attempt
+ * wins; the others are dropped. */
 static void
-dial_step(struct rock_session *s, short what)
+attempt_answered(struct rock_attempt *a)
 {
-	struct rock_dial *d = s->dial;
-	int r;
+	struct rock_session *s = a->s;
+	struct rock_reconnect_ok ok;
+	uint8_t tag[ROCK_TAG_LEN];
+	int fd;
 
-	if ((what & EV_TIMEOUT) && d->stage == DIAL_CONNECTING) {
-		/* No answer to the SYN: the path is still down. Try again at
-		 * once, with a fresh SYN, not after a back-off. */
-		dial_free(s);
-		s->backoff_ms = 0;
-		rock_dial_schedule(s, 1);
+	if (rock_reconnect_ok_decode(&ok, a->buf) != 0) {
+		attempt_failed(a, "unexpected reply");
 		return;
 	}
-	if (what & EV_TIMEOUT) {
-		attempt_failed(s, "timed out");
+	rock_ok_tag(tag, s->keys.rx, s->id, a->nonce, a->buf);
+	if (!rock_equal(tag, ok.tag, ROCK_TAG_LEN)) {
+		rlog_warn(s->e->log, "rock %s: reconnect: the server failed "
+		    "authentication", s->name);
+		attempt_failed(a, "bad answer");
 		return;
 	}
-	if (d->stage == DIAL_CONNECTING) {
-		if (send_request(s) != 0)
-			attempt_failed(s, strerror(errno));
-		return;
-	}
-	r = read_reply(d, d->stage == DIAL_CHALLENGE ? ROCK_CHALLENGE_LEN : 1);
-	if (r < 0) {
-		attempt_failed(s, "connection closed during the handshake");
-		return;
-	}
-	if (r == 0)
-		return;
-	if (d->buf[0] == ROCK_MSG_ERROR)
-		server_refused(s);
-	else if (d->stage == DIAL_CHALLENGE) {
-		if (answer_challenge(s) != 0)
-			attempt_failed(s, "bad challenge");
-	} else if (d->buf[0] == ROCK_MSG_RECONNECT_OK)
-		reconnected(s);
-	else
-		attempt_failed(s, "unexpected reply");
+	fd = a->fd;
+	a->fd = -1;
+	dial_free(s);
+	rock_session_resume_counts(s, ok.consumed, ok.flags);
+	reconnected(s, fd);
 }
 
 static void
-on_dial(evutil_socket_t fd, short what, void *arg)
+attempt_step(struct rock_attempt *a, short what)
 {
-	struct rock_session *s = arg;
+	struct rock_session *s = a->s;
+	int err = 0, r;
+	socklen_t el = sizeof(err);
+
+	if (what & EV_TIMEOUT) {
+		attempt_failed(a, a->requested ? "no answer" : "no answer to the SYN");
+		return;
+	}
+	if (!a->requested) {
+		if (getsockopt(a->fd, SOL_SOCKET, SO_ERROR, &err, &el) != 0 || err != 0) {
+			attempt_failed(a, strerror(err));
+			return;
+		}
+		/* The path is back: no more attempts; the rocks waiting on
+		 * this one dial now. */
+		s->dial->path_up = 1;
+		scout_release(s);
+		if (send_request(a) != 0)
+			attempt_failed(a, strerror(errno));
+		return;
+	}
+	r = read_reply(a, ROCK_RECONNECT_OK_LEN);
+	if (r < 0)
+		attempt_failed(a, "connection closed before the answer");
+	else if (r > 0 && a->buf[0] == ROCK_MSG_ERROR)
+		attempt_refused(a);
+	else if (r > 0)
+		attempt_answered(a);
+}
+
+static void
+on_attempt(evutil_socket_t fd, short what, void *arg)
+{
+	struct rock_attempt *a = arg;
+	struct rock_session *s = a->s;
 	struct rock_engine *e = s->e;
 
 	(void)fd;
 	rock_engine_enter(e);
 	rock_session_hold(s);
-	dial_step(s, what);
+	attempt_step(a, what);
 	rock_session_release(s);
 	rock_engine_leave(e);
 }

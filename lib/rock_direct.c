@@ -16,6 +16,7 @@ rock_direct_attach(struct rock_session *s, int fd)
 {
 	s->fd = fd;
 	s->fast_keepalive = -1;
+	rock_path_new_connection(s);
 	rock_stream_keepalive(s, !s->udp_verified);
 	s->last_heard_ms = rock_now_ms();
 	rock_session_set_state(s, ROCK_ST_CONNECTED, "data connection up");
@@ -159,6 +160,7 @@ swap_in(struct rock_session *s)
 		rock_close_reset(old);
 		s->fd = fd;
 		s->fast_keepalive = -1;
+		rock_path_new_connection(s);
 		rock_stream_keepalive(s, !s->udp_verified);
 		s->last_heard_ms = rock_now_ms();
 		if (s->want_shut) {

@@ -126,6 +126,12 @@ void rock_probe_remember(struct rock_engine *e, const struct sockaddr *addr,
 void rock_probe_forget(struct rock_engine *e, const struct sockaddr *addr,
     socklen_t len);
 
+/* Server: how long to wait for a new connection's first bytes (a rock's
+ * hello comes at once; a client of a server-speaks-first protocol sends
+ * nothing): floor_ms, or longer on a slow path, so a hello lost once still
+ * arrives in time. */
+int rock_first_bytes_ms(int fd, int floor_ms);
+
 /* Server: a connection whose first bytes (in early) are an announcement
  * or a reconnect request; the engine reads the rest. */
 struct rock_handshake;

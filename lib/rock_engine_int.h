@@ -18,14 +18,27 @@ void rock_assert_fail(const char *what, const char *file, int line)
 #define ROCK_READ_CHUNK 65536
 #define ROCK_OUTQ_LOW (128 * 1024)
 
-/* A reconnect attempt in progress (client side). */
-struct rock_dial {
-	int fd;
-	int stage;			/* enum in rock_dial.c */
+/* Client: one connection tried toward the server while reconnecting. */
+struct rock_attempt {
+	struct rock_session *s;
+	int fd;				/* -1: slot free */
+	uint32_t number;
+	int requested;			/* the request is sent (or queued with the SYN) */
+	int64_t started_ms;
 	uint8_t nonce[ROCK_NONCE_LEN];
 	uint8_t buf[ROCK_ERROR_MAX_LEN];
 	size_t have;
 	struct event *ev;
+};
+
+#define ROCK_DIAL_ATTEMPTS 8
+
+/* Client: a reconnect in progress: a new attempt every period while the
+ * path stays down, the first authenticated answer wins (rock_dial.c). */
+struct rock_dial {
+	struct rock_attempt a[ROCK_DIAL_ATTEMPTS];
+	struct event *ev_next;		/* launches the next attempt */
+	int path_up;			/* an attempt's TCP connected: no more */
 };
 
 struct rock_session {
@@ -59,7 +72,15 @@ struct rock_session {
 	int udp_verified;		/* ever received one */
 	int fast_keepalive;		/* kernel keepalive armed as the backstop */
 	uint64_t stall_mark;		/* peer_consumed at the previous tick */
-	int connect_rtt_ms;		/* client: the first data connect's time */
+
+	/* The path (rock_path.c): TCP's round trip estimate, the last sign
+	 * of life on the data connection, TCP's progress. */
+	int rtt_ms, rttvar_ms;
+	int tcp_watched;		/* tcp_heard_ms and segs_in are set */
+	int64_t tcp_heard_ms;		/* a segment from the peer arrived */
+	uint32_t segs_in;
+	uint64_t stall_acked;		/* TCP's acked bytes when stall_since_ms set */
+	int64_t stall_since_ms;		/* unacked data, no progress since; 0: none */
 	int64_t suspended_at_ms;
 	int64_t connected_at_ms;	/* last SUSPENDED -> CONNECTED */
 
@@ -70,6 +91,9 @@ struct rock_session {
 	struct event *ev_retry;		/* client: next reconnect attempt */
 	int backoff_ms;
 	struct rock_dial *dial;
+	uint32_t attempts;		/* client: reconnect attempts made */
+	uint32_t last_attempt;		/* server: the attempt now in use */
+	int parked;			/* client: waits for its peer's scout */
 	int replay_fd;			/* direct: replaying into it, then swap */
 	size_t direct_pending;		/* direct: a write in the kernel, not yet in the ring */
 	struct event *ev_replay;
@@ -84,6 +108,7 @@ struct rock_session {
 };
 
 #define OPEN_PACKETS 64
+#define ROCK_SCOUTS 16
 #define PROBE_CACHE 16
 #define PROBE_CACHE_MS (10 * 60 * 1000)
 #define PROBE_CACHE_PLAIN_MS (60 * 1000)
@@ -127,6 +152,10 @@ struct rock_engine {
 	unsigned long drops_logged;	/* drop count already reported */
 	unsigned long hostile_logged;	/* of which forged, replayed, malformed */
 	struct out_packet *open_packets; /* OPEN_PACKETS, for the tick */
+	unsigned long ticks;		/* heartbeats go on every other one */
+	/* The one suspended rock per server address that dials; the others
+	 * to that address wait until it finds the path up (rock_dial.c). */
+	struct rock_session *scouts[ROCK_SCOUTS];
 	void (*lock)(void *);		/* the owner's, when other threads */
 	void (*unlock)(void *);		/* touch sessions (the preload shim) */
 	void *lock_arg;
@@ -194,6 +223,34 @@ int rock_direct_attach(struct rock_session *s, int fd);
 void rock_direct_suspend(struct rock_session *s);
 void rock_direct_resume(struct rock_session *s, int fd);
 void rock_direct_stop(struct rock_session *s);
+
+/* The path (rock_path.c): TCP_INFO as the engine reads it, and the timers
+ * that judge a path, derived from its round trip (DESIGN decision 18). */
+struct rock_tcp_sample {
+	uint32_t rtt_us, rttvar_us;
+	uint32_t unacked;
+	uint32_t last_ack_recv_ms, last_data_recv_ms;
+	uint32_t segs_in;
+	uint64_t bytes_acked;
+};
+int rock_tcp_sample(int fd, struct rock_tcp_sample *out);
+/* One request and its answer over a fresh connection whose round trip is
+ * rtt_ms, one lost segment included (the retransmission waits for TCP's
+ * first RTO). */
+int rock_exchange_ms(int rtt_ms);
+void rock_path_init(struct rock_session *s, int rtt_ms);
+/* A new data connection: its signs of life and progress start afresh. */
+void rock_path_new_connection(struct rock_session *s);
+/* TCP's retransmission timeout for this path (srtt + 4 rttvar). */
+int rock_path_rto_ms(const struct rock_session *s);
+/* No sign of life (record or segment) for this long: the path is dead. */
+int rock_path_dead_ms(const struct rock_session *s);
+int rock_path_stall_ms(const struct rock_session *s);
+/* When a segment from the peer last arrived on the data connection. */
+int64_t rock_path_tcp_heard(struct rock_session *s, int64_t now);
+/* 1: unacknowledged data has not moved for the stall time. */
+int rock_path_stalled(struct rock_session *s, int64_t now);
+void rock_path_progress(struct rock_session *s);
 
 /* The control channel (rock_control.c). */
 int rock_control_open(struct rock_engine *e, const struct sockaddr *bind,

@@ -152,6 +152,7 @@ rock_session_new(struct rock_engine *e, enum rock_role role,
 	s->cbs = cbs;
 	s->arg = arg;
 	s->last_heard_ms = rock_now_ms();
+	rock_path_init(s, 0);
 	if ((s->outq = evbuffer_new()) == NULL ||
 	    (r = rock_ring_init(&s->ring, ring_cap, 0)) != 0 ||
 	    (r = table_insert(e, s)) != 0) {

@@ -22,13 +22,14 @@ set_int(int fd, int level, int opt, int v)
 	return setsockopt(fd, level, opt, &v, sizeof(v));
 }
 
-/* The kernel's keepalive and user timeout are the backstop when the
- * control channel is silent: then a dead path still ends in ETIMEDOUT. */
+/* Keepalive probes every second make both kernels speak on an idle data
+ * connection while heartbeats are missing (rock_control.c counts every
+ * segment as a sign of life). The count is high: the engine decides, the
+ * kernel only gives up on a connection long dead. No TCP_USER_TIMEOUT: it
+ * also ends a healthy connection whose peer does not read (zero window). */
 void
 rock_stream_keepalive(struct rock_session *s, int fast)
 {
-	int uto = s->e->cfg.hb_timeout_ms + 1000;
-
 	if (s->fd < 0 || s->fast_keepalive == fast)
 		return;
 	s->fast_keepalive = fast;
@@ -36,11 +37,9 @@ rock_stream_keepalive(struct rock_session *s, int fast)
 		set_int(s->fd, SOL_SOCKET, SO_KEEPALIVE, 1);
 		set_int(s->fd, IPPROTO_TCP, TCP_KEEPIDLE, 1);
 		set_int(s->fd, IPPROTO_TCP, TCP_KEEPINTVL, 1);
-		set_int(s->fd, IPPROTO_TCP, TCP_KEEPCNT, 2);
-		set_int(s->fd, IPPROTO_TCP, TCP_USER_TIMEOUT, uto);
+		set_int(s->fd, IPPROTO_TCP, TCP_KEEPCNT, 20);
 	} else {
 		set_int(s->fd, SOL_SOCKET, SO_KEEPALIVE, 0);
-		set_int(s->fd, IPPROTO_TCP, TCP_USER_TIMEOUT, 0);
 	}
 	rlog_debug(s->e->log, "rock %s: kernel keepalive backstop %s", s->name,
 	    fast ? "armed" : "off");
@@ -60,6 +59,7 @@ rock_stream_attach(struct rock_session *s, int fd)
 		rock_close_reset(s->fd);
 	s->fd = fd;
 	s->fast_keepalive = -1;
+	rock_path_new_connection(s);
 	rock_stream_keepalive(s, !s->udp_verified);
 	s->ev_read = event_new(s->e->base, fd, EV_READ | EV_PERSIST, on_read, s);
 	s->ev_write = event_new(s->e->base, fd, EV_WRITE | EV_PERSIST, on_write, s);

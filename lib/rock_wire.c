@@ -12,7 +12,7 @@ const uint8_t rock_magic_announce[ROCK_MAGIC_LEN] = {
 const uint8_t rock_magic_reconnect[ROCK_MAGIC_LEN] = {
 	0x89, 'R', 'O', 'C', 'K', 'R', '\r', '\n'
 };
-static const uint8_t hb_magic[4] = { 'R', 'K', 'C', 0x01 };
+static const uint8_t hb_magic[4] = { 'R', 'K', 'C', ROCK_VERSION };
 #define HB_TYPE_HEARTBEAT 0x01
 
 static void
@@ -144,6 +144,11 @@ rock_reconnect_req_encode(const struct rock_reconnect_req *r,
 	out[8] = r->version;
 	memcpy(out + 9, r->id, ROCK_ID_LEN);
 	memcpy(out + 25, r->nonce, ROCK_NONCE_LEN);
+	put32(out + 41, r->attempt);
+	put32(out + 45, r->since);
+	put64(out + 49, r->consumed);
+	put32(out + 57, r->flags);
+	memcpy(out + 61, r->tag, ROCK_TAG_LEN);
 }
 
 int
@@ -155,49 +160,36 @@ rock_reconnect_req_decode(struct rock_reconnect_req *r,
 	r->version = in[8];
 	memcpy(r->id, in + 9, ROCK_ID_LEN);
 	memcpy(r->nonce, in + 25, ROCK_NONCE_LEN);
+	r->attempt = get32(in + 41);
+	r->since = get32(in + 45);
+	r->consumed = get64(in + 49);
+	r->flags = get32(in + 57);
+	memcpy(r->tag, in + 61, ROCK_TAG_LEN);
+	/* Attempts count from 1; none open after this one is nonsense. */
+	if (r->attempt == 0 || r->since == 0 || r->since > r->attempt)
+		return ROCK_ERR_PROTOCOL;
 	return 0;
 }
 
 void
-rock_challenge_encode(const struct rock_resume *c, uint8_t out[ROCK_CHALLENGE_LEN])
+rock_reconnect_ok_encode(const struct rock_reconnect_ok *o,
+    uint8_t out[ROCK_RECONNECT_OK_LEN])
 {
-	out[0] = ROCK_MSG_CHALLENGE;
-	memcpy(out + 1, c->nonce, ROCK_NONCE_LEN);
-	put64(out + 17, c->consumed);
-	put32(out + 25, c->flags);
-	memcpy(out + 29, c->tag, ROCK_TAG_LEN);
+	out[0] = ROCK_MSG_RECONNECT_OK;
+	put64(out + 1, o->consumed);
+	put32(out + 9, o->flags);
+	memcpy(out + 13, o->tag, ROCK_TAG_LEN);
 }
 
 int
-rock_challenge_decode(struct rock_resume *c, const uint8_t in[ROCK_CHALLENGE_LEN])
+rock_reconnect_ok_decode(struct rock_reconnect_ok *o,
+    const uint8_t in[ROCK_RECONNECT_OK_LEN])
 {
-	if (in[0] != ROCK_MSG_CHALLENGE)
+	if (in[0] != ROCK_MSG_RECONNECT_OK)
 		return ROCK_ERR_PROTOCOL;
-	memcpy(c->nonce, in + 1, ROCK_NONCE_LEN);
-	c->consumed = get64(in + 17);
-	c->flags = get32(in + 25);
-	memcpy(c->tag, in + 29, ROCK_TAG_LEN);
-	return 0;
-}
-
-void
-rock_proof_encode(const struct rock_resume *p, uint8_t out[ROCK_PROOF_LEN])
-{
-	out[0] = ROCK_MSG_PROOF;
-	put64(out + 1, p->consumed);
-	put32(out + 9, p->flags);
-	memcpy(out + 13, p->tag, ROCK_TAG_LEN);
-}
-
-int
-rock_proof_decode(struct rock_resume *p, const uint8_t in[ROCK_PROOF_LEN])
-{
-	if (in[0] != ROCK_MSG_PROOF)
-		return ROCK_ERR_PROTOCOL;
-	memset(p->nonce, 0, sizeof(p->nonce));
-	p->consumed = get64(in + 1);
-	p->flags = get32(in + 9);
-	memcpy(p->tag, in + 13, ROCK_TAG_LEN);
+	o->consumed = get64(in + 1);
+	o->flags = get32(in + 9);
+	memcpy(o->tag, in + 13, ROCK_TAG_LEN);
 	return 0;
 }
 

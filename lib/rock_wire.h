@@ -5,7 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define ROCK_VERSION		1
+#define ROCK_VERSION		2
 #define ROCK_MAGIC_LEN		8
 #define ROCK_ANNOUNCE_LEN	1024
 #define ROCK_ANNOUNCE_RANDOM	1012
@@ -22,8 +22,6 @@
 enum rock_msg_type {
 	ROCK_MSG_CLIENT_HELLO = 0x01,
 	ROCK_MSG_SERVER_HELLO = 0x02,
-	ROCK_MSG_CHALLENGE = 0x03,
-	ROCK_MSG_PROOF = 0x04,
 	ROCK_MSG_RECONNECT_OK = 0x05,
 	ROCK_MSG_ERROR = 0x7f
 };
@@ -35,7 +33,8 @@ enum rock_wire_error {
 	ROCK_WERR_UNKNOWN = 4,
 	ROCK_WERR_AUTH = 5,
 	ROCK_WERR_BACKEND = 6,
-	ROCK_WERR_PROTOCOL = 7
+	ROCK_WERR_PROTOCOL = 7,
+	ROCK_WERR_SUPERSEDED = 8
 };
 
 /* Flags of heartbeat records and reconnect messages. */
@@ -44,9 +43,8 @@ enum rock_wire_error {
 
 #define ROCK_CLIENT_HELLO_LEN	46
 #define ROCK_SERVER_HELLO_LEN	64
-#define ROCK_RECONNECT_REQ_LEN	41
-#define ROCK_CHALLENGE_LEN	45
-#define ROCK_PROOF_LEN		29
+#define ROCK_RECONNECT_REQ_LEN	77
+#define ROCK_RECONNECT_OK_LEN	29
 #define ROCK_ERROR_MAX_TEXT	200
 #define ROCK_ERROR_MAX_LEN	(3 + ROCK_ERROR_MAX_TEXT)
 
@@ -81,16 +79,21 @@ struct rock_server_hello {
 	uint16_t udp_port;
 };
 
+/* RECONNECT_REQUEST: who, which attempt, and the client's counts; the tag
+ * is computed by rock_crypto over the encoded bytes. */
 struct rock_reconnect_req {
 	uint8_t version;
 	uint8_t id[ROCK_ID_LEN];
 	uint8_t nonce[ROCK_NONCE_LEN];
+	uint32_t attempt;	/* strictly increasing per session, from 1 */
+	uint32_t since;		/* lowest attempt still open at the client */
+	uint64_t consumed;
+	uint32_t flags;
+	uint8_t tag[ROCK_TAG_LEN];
 };
 
-/* RECONNECT_CHALLENGE and RECONNECT_PROOF: the counts and flags a side
- * restores; the tag is computed by rock_crypto over the encoded bytes. */
-struct rock_resume {
-	uint8_t nonce[ROCK_NONCE_LEN];	/* challenge only */
+/* RECONNECT_OK: the server's counts. */
+struct rock_reconnect_ok {
 	uint64_t consumed;
 	uint32_t flags;
 	uint8_t tag[ROCK_TAG_LEN];
@@ -115,8 +118,7 @@ void rock_announce_encode(const struct rock_announce *a, uint8_t out[ROCK_ANNOUN
 void rock_client_hello_encode(const struct rock_client_hello *h, uint8_t out[ROCK_CLIENT_HELLO_LEN]);
 void rock_server_hello_encode(const struct rock_server_hello *h, uint8_t out[ROCK_SERVER_HELLO_LEN]);
 void rock_reconnect_req_encode(const struct rock_reconnect_req *r, uint8_t out[ROCK_RECONNECT_REQ_LEN]);
-void rock_challenge_encode(const struct rock_resume *c, uint8_t out[ROCK_CHALLENGE_LEN]);
-void rock_proof_encode(const struct rock_resume *p, uint8_t out[ROCK_PROOF_LEN]);
+void rock_reconnect_ok_encode(const struct rock_reconnect_ok *o, uint8_t out[ROCK_RECONNECT_OK_LEN]);
 /* Returns the length written (3 + text length, text cut at 200 bytes). */
 size_t rock_error_encode(uint8_t code, const char *text, uint8_t out[ROCK_ERROR_MAX_LEN]);
 void rock_hb_record_encode(const struct rock_hb_record *r, uint8_t out[ROCK_HB_RECORD_LEN]);
@@ -131,8 +133,7 @@ int rock_announce_decode(struct rock_announce *a, const uint8_t in[ROCK_ANNOUNCE
 int rock_client_hello_decode(struct rock_client_hello *h, const uint8_t in[ROCK_CLIENT_HELLO_LEN]);
 int rock_server_hello_decode(struct rock_server_hello *h, const uint8_t in[ROCK_SERVER_HELLO_LEN]);
 int rock_reconnect_req_decode(struct rock_reconnect_req *r, const uint8_t in[ROCK_RECONNECT_REQ_LEN]);
-int rock_challenge_decode(struct rock_resume *c, const uint8_t in[ROCK_CHALLENGE_LEN]);
-int rock_proof_decode(struct rock_resume *p, const uint8_t in[ROCK_PROOF_LEN]);
+int rock_reconnect_ok_decode(struct rock_reconnect_ok *o, const uint8_t in[ROCK_RECONNECT_OK_LEN]);
 /* n bytes available; ROCK_ERR_SHORT when more are needed, else *used set. */
 int rock_error_decode(struct rock_error_msg *e, const uint8_t *in, size_t n, size_t *used);
 void rock_hb_record_decode(struct rock_hb_record *r, const uint8_t in[ROCK_HB_RECORD_LEN]);

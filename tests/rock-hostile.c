@@ -42,6 +42,7 @@ struct session {
 	int fd;				/* the current data connection */
 	int udp;
 	uint64_t sent, received;	/* application bytes, each way */
+	uint32_t attempts;		/* reconnect attempts numbered so far */
 };
 
 /* One reconnect attempt: what was sent and what came back. */
@@ -49,8 +50,7 @@ struct attempt {
 	int fd;
 	uint8_t nonce[ROCK_NONCE_LEN];
 	uint8_t req[ROCK_RECONNECT_REQ_LEN];
-	struct rock_resume ch;
-	uint8_t proof[ROCK_PROOF_LEN];
+	struct rock_reconnect_ok ok;
 };
 
 static const char *step = "";		/* the part of an attack running now */
@@ -103,7 +103,7 @@ static const char *
 code_name(unsigned code)
 {
 	static const char *const names[] = { "?", "STALE", "VERSION", "BUSY",
-	    "UNKNOWN", "AUTH", "BACKEND", "PROTOCOL" };
+	    "UNKNOWN", "AUTH", "BACKEND", "PROTOCOL", "SUPERSEDED" };
 
 	return code < sizeof(names) / sizeof(names[0]) ? names[code] : "?";
 }
@@ -550,17 +550,27 @@ echo_check(struct session *ss)
 	return 0;
 }
 
+/* A RECONNECT_REQUEST for attempt `number` (since: the lowest attempt
+ * said to be open), tagged with key. */
 static void
-request_new(struct attempt *a, const uint8_t id[ROCK_ID_LEN])
+request_new(struct attempt *a, const struct session *ss,
+    const uint8_t id[ROCK_ID_LEN], uint32_t number, uint32_t since,
+    const uint8_t key[ROCK_KEY_LEN])
 {
 	struct rock_reconnect_req rq;
 
 	memset(a, 0, sizeof(*a));
+	memset(&rq, 0, sizeof(rq));
 	a->fd = -1;
 	rq.version = ROCK_VERSION;
 	memcpy(rq.id, id, ROCK_ID_LEN);
 	rock_random(a->nonce, sizeof(a->nonce));
 	memcpy(rq.nonce, a->nonce, ROCK_NONCE_LEN);
+	rq.attempt = number;
+	rq.since = since;
+	rq.consumed = ss->received;
+	rock_reconnect_req_encode(&rq, a->req);
+	rock_request_tag(rq.tag, key, a->req);
 	rock_reconnect_req_encode(&rq, a->req);
 }
 
@@ -573,94 +583,67 @@ request_send(const struct session *ss, struct attempt *a)
 	return send_all(a->fd, a->req, sizeof(a->req));
 }
 
-/* The CHALLENGE: its tag must verify with the session's key (the server
- * holds it), its count must be what we sent. */
+/* RECONNECT_OK: its tag must verify with the session's key over our nonce
+ * (the server holds the key), its count must be what we sent. */
 static int
-challenge_read(const struct session *ss, struct attempt *a)
+ok_read(const struct session *ss, struct attempt *a)
 {
-	uint8_t in[ROCK_CHALLENGE_LEN], tag[ROCK_TAG_LEN];
+	uint8_t in[ROCK_RECONNECT_OK_LEN], tag[ROCK_TAG_LEN];
 	ssize_t n = recv_full(a->fd, in, sizeof(in));
 
 	if (n > 0 && in[0] == ROCK_MSG_ERROR)
-		return failf("ERROR %s instead of a CHALLENGE", code_name(in[1]));
+		return failf("ERROR %s instead of RECONNECT_OK", code_name(in[1]));
 	if (n != (ssize_t)sizeof(in))
-		return failf("CHALLENGE: %s", n < 0 ? recv_error() : "end of file");
-	if (rock_challenge_decode(&a->ch, in) != 0)
-		return failf("malformed CHALLENGE");
-	rock_challenge_tag(tag, ss->keys.rx, ss->id, a->nonce, in);
-	if (!rock_equal(tag, a->ch.tag, ROCK_TAG_LEN))
-		return failf("the CHALLENGE's tag does not verify with the session key");
-	if (a->ch.consumed != ss->sent)
-		return failf("CHALLENGE: server consumed %llu, we sent %llu",
-		    (unsigned long long)a->ch.consumed,
+		return failf("RECONNECT_OK: %s", n < 0 ? recv_error() : "end of file");
+	if (rock_reconnect_ok_decode(&a->ok, in) != 0)
+		return failf("malformed RECONNECT_OK");
+	rock_ok_tag(tag, ss->keys.rx, ss->id, a->nonce, in);
+	if (!rock_equal(tag, a->ok.tag, ROCK_TAG_LEN))
+		return failf("RECONNECT_OK's tag does not verify with the session key");
+	if (a->ok.consumed != ss->sent)
+		return failf("RECONNECT_OK: server consumed %llu, we sent %llu",
+		    (unsigned long long)a->ok.consumed,
 		    (unsigned long long)ss->sent);
 	return 0;
 }
 
-/* RECONNECT_PROOF answering the attempt's challenge, tagged with key. */
-static void
-proof_make(const struct session *ss, struct attempt *a,
-    const uint8_t key[ROCK_KEY_LEN])
-{
-	struct rock_resume p;
-
-	memset(&p, 0, sizeof(p));
-	p.consumed = ss->received;
-	rock_proof_encode(&p, a->proof);
-	rock_proof_tag(p.tag, key, ss->id, a->ch.nonce, a->proof);
-	rock_proof_encode(&p, a->proof);
-}
-
-/* Request, challenge, then `proof` (NULL: one tagged with key): the
- * answer must be ERROR `code`. */
+/* A prepared request sent on a new connection: the answer must be ERROR
+ * `code`. */
 static int
-reconnect_refused(struct session *ss, const uint8_t *key,
-    const uint8_t proof[ROCK_PROOF_LEN], uint8_t code)
+request_refused(struct session *ss, struct attempt *a, uint8_t code)
 {
-	struct attempt a;
 	int r;
 
-	request_new(&a, ss->id);
-	if ((r = request_send(ss, &a)) == 0 && (r = challenge_read(ss, &a)) == 0) {
-		if (proof == NULL)
-			proof_make(ss, &a, key);
-		r = send_all(a.fd, proof != NULL ? proof : a.proof, ROCK_PROOF_LEN);
-	}
-	if (r == 0)
-		r = expect_error(a.fd, code);
-	if (a.fd >= 0)
-		close(a.fd);
+	if ((r = request_send(ss, a)) == 0)
+		r = expect_error(a->fd, code);
+	if (a->fd >= 0)
+		close(a->fd);
+	a->fd = -1;
 	return r;
 }
 
-/* (a) A PROOF tagged with a key that is not the session's. */
+/* (a) A request tagged with a key that is not the session's. */
 static int
 attack_wrong_key(struct session *ss)
 {
 	uint8_t key[ROCK_KEY_LEN];
+	struct attempt a;
 
 	step = "wrong key";
 	rock_random(key, sizeof(key));
-	return reconnect_refused(ss, key, NULL, ROCK_WERR_AUTH);
+	request_new(&a, ss, ss->id, ss->attempts + 1, ss->attempts + 1, key);
+	return request_refused(ss, &a, ROCK_WERR_AUTH);
 }
 
-/* A legitimate reconnect: RECONNECT_OK, the server closes the old data
+/* A legitimate reconnect: RECONNECT_OK, the server resets the old data
  * connection, the new one carries the session. */
 static int
 reconnect_ok(struct session *ss, struct attempt *a)
 {
-	uint8_t ok;
-	ssize_t n;
-
-	request_new(a, ss->id);
-	if (request_send(ss, a) != 0 || challenge_read(ss, a) != 0)
+	ss->attempts++;
+	request_new(a, ss, ss->id, ss->attempts, ss->attempts, ss->keys.tx);
+	if (request_send(ss, a) != 0 || ok_read(ss, a) != 0)
 		return -1;
-	proof_make(ss, a, ss->keys.tx);
-	if (send_all(a->fd, a->proof, sizeof(a->proof)) != 0)
-		return -1;
-	if ((n = recv_full(a->fd, &ok, 1)) != 1 || ok != ROCK_MSG_RECONNECT_OK)
-		return failf("no RECONNECT_OK (%s)", n < 0 ? recv_error() :
-		    n == 0 ? "end of file" : "another byte");
 	step = "old data connection";
 	if (expect_reset(ss->fd, "the reconnect") != 0)
 		return -1;
@@ -670,28 +653,24 @@ reconnect_ok(struct session *ss, struct attempt *a)
 	return 0;
 }
 
-/* (b) The request and proof of a successful reconnect, replayed: the
- * server's nonce is new, so the old proof is wrong. */
+/* (b) The request of a successful reconnect, replayed: its attempt is not
+ * above the one in use. Then a request made while that attempt was said
+ * to be open (since = it): the one in use stays. */
 static int
-attack_replayed_proof(struct session *ss)
+attack_replayed_request(struct session *ss)
 {
 	struct attempt first, again;
-	int r;
 
 	step = "legitimate reconnect";
 	if (reconnect_ok(ss, &first) != 0)
 		return -1;
-	step = "replayed proof";
+	step = "replayed request";
 	again = first;
-	if ((r = request_send(ss, &again)) == 0 &&
-	    (r = challenge_read(ss, &again)) == 0 &&
-	    memcmp(again.ch.nonce, first.ch.nonce, ROCK_NONCE_LEN) == 0)
-		r = failf("the server nonce was reused");
-	if (r == 0 && (r = send_all(again.fd, first.proof, ROCK_PROOF_LEN)) == 0)
-		r = expect_error(again.fd, ROCK_WERR_AUTH);
-	if (again.fd >= 0)
-		close(again.fd);
-	return r;
+	if (request_refused(ss, &again, ROCK_WERR_SUPERSEDED) != 0)
+		return -1;
+	step = "overlapping attempt";
+	request_new(&again, ss, ss->id, ss->attempts + 1, ss->attempts, ss->keys.tx);
+	return request_refused(ss, &again, ROCK_WERR_SUPERSEDED);
 }
 
 /* (c) A reconnect naming a session that does not exist. */
@@ -700,28 +679,23 @@ attack_unknown_id(struct session *ss)
 {
 	uint8_t id[ROCK_ID_LEN];
 	struct attempt a;
-	int r;
 
 	step = "unknown id";
 	rock_random(id, sizeof(id));
-	request_new(&a, id);
-	if ((r = request_send(ss, &a)) == 0)
-		r = expect_error(a.fd, ROCK_WERR_UNKNOWN);
-	if (a.fd >= 0)
-		close(a.fd);
-	return r;
+	request_new(&a, ss, id, 1, 1, ss->keys.tx);
+	return request_refused(ss, &a, ROCK_WERR_UNKNOWN);
 }
 
-/* (e) A PROOF whose type byte is wrong. */
+/* (e) A request whose fields are nonsense (attempt 0). */
 static int
-attack_malformed_proof(struct session *ss)
+attack_malformed_request(struct session *ss)
 {
-	uint8_t proof[ROCK_PROOF_LEN];
+	struct attempt a;
 
-	step = "malformed proof";
-	rock_random(proof, sizeof(proof));
-	proof[0] = 0x09;
-	return reconnect_refused(ss, NULL, proof, ROCK_WERR_PROTOCOL);
+	step = "malformed request";
+	request_new(&a, ss, ss->id, 1, 1, ss->keys.tx);
+	memset(a.req + 41, 0, 8);
+	return request_refused(ss, &a, ROCK_WERR_PROTOCOL);
 }
 
 /* ---- the control channel */
@@ -850,11 +824,9 @@ close_cleanly(struct session *ss)
 	for (i = 0; i < 20 && r != 0; i++) {
 		usleep(100000);
 		why[0] = '\0';
-		request_new(&a, ss->id);
-		if ((r = request_send(ss, &a)) == 0)
-			r = expect_error(a.fd, ROCK_WERR_UNKNOWN);
-		if (a.fd >= 0)
-			close(a.fd);
+		request_new(&a, ss, ss->id, ss->attempts + 1, ss->attempts + 1,
+		    ss->keys.tx);
+		r = request_refused(ss, &a, ROCK_WERR_UNKNOWN);
 	}
 	if (r != 0)
 		why[0] = '\0';
@@ -868,8 +840,8 @@ session_attacks(struct session *ss)
 		return -1;
 	step = "echo before";
 	if (echo_check(ss) != 0 || attack_wrong_key(ss) != 0 ||
-	    attack_replayed_proof(ss) != 0 || attack_unknown_id(ss) != 0 ||
-	    attack_malformed_proof(ss) != 0 || attack_udp(ss) != 0)
+	    attack_replayed_request(ss) != 0 || attack_unknown_id(ss) != 0 ||
+	    attack_malformed_request(ss) != 0 || attack_udp(ss) != 0)
 		return -1;
 	step = "echo after";
 	if (echo_check(ss) != 0 || close_cleanly(ss) != 0)
@@ -889,9 +861,10 @@ cmd_session(const struct target *t)
 	ss.fd = ss.udp = -1;
 	r = session_attacks(&ss);
 	snprintf(cmd, sizeof(cmd), "session: rock %s", ss.name[0] ? ss.name : "?");
-	report(cmd, r, "wrong key -> ERROR AUTH; reconnect OK, "
-	    "replayed proof -> ERROR AUTH; unknown id -> ERROR UNKNOWN; malformed "
-	    "proof -> ERROR PROTOCOL; forged, replayed, old, short and stray "
+	report(cmd, r, "wrong key -> ERROR AUTH; reconnect OK, replayed "
+	    "request and overlapping attempt -> ERROR SUPERSEDED; unknown id -> "
+	    "ERROR UNKNOWN; malformed request -> ERROR PROTOCOL; forged, "
+	    "replayed, old, short and stray "
 	    "heartbeats sent, the authentic one accepted; %d+%d bytes echoed "
 	    "exactly; closed cleanly", ECHO_LEN, ECHO_LEN);
 	if (ss.fd >= 0)

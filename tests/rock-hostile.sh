@@ -229,21 +229,29 @@ t_bounded "after the bad hellos"
 # --- 2. attacks on a live session of the tool's own -------------------------
 wrong_key="info: reconnect_reject: reconnect rejected: wrong key"
 no_session="info: reconnect_reject: reconnect rejected: no such session"
-bad_proof="info: reconnect_reject: reconnect rejected: malformed proof"
+bad_request="info: reconnect_reject: reconnect rejected: malformed request"
+replayed="info: reconnect_reject: reconnect rejected: an older attempt than the one in use"
+overlapping="info: reconnect_reject: reconnect rejected: sent while the attempt in use was open"
 n_wrong=$(nlogged "$wrong_key")
 n_unknown=$(nlogged "$no_session")
-n_bad_proof=$(nlogged "$bad_proof")
+n_bad_request=$(nlogged "$bad_request")
+n_replayed=$(nlogged "$replayed")
+n_overlapping=$(nlogged "$overlapping")
 read -r d_all d_forged d_replayed d_unknown d_malformed < <(drops)
 attack session session "$host" "$lport"
 id=$(sed -n 's/^session: rock \([0-9a-f]\{8\}\): .*/\1/p' "$t_tmp/session.out")
 t_check "session: id reported ('$id')" test -n "$id"
-t_eq "session: wrong key and replayed proof both refused as wrong key" \
-	$(($(nlogged "$wrong_key") - n_wrong)) 2
+t_eq "session: a request with the wrong key refused as such" \
+	$(($(nlogged "$wrong_key") - n_wrong)) 1
 t_check "session: the legitimate reconnect logged" logged \
 	"info: take_over: rock $id: client reconnected; resending from byte 4096"
+t_eq "session: the replayed request refused as superseded" \
+	$(($(nlogged "$replayed") - n_replayed)) 1
+t_eq "session: an overlapping attempt refused as superseded" \
+	$(($(nlogged "$overlapping") - n_overlapping)) 1
 t_check "session: unknown id (and the ended session) refused" \
 	test $(($(nlogged "$no_session") - n_unknown)) -ge 2
-t_eq "session: malformed proof refused" $(($(nlogged "$bad_proof") - n_bad_proof)) 1
+t_eq "session: malformed request refused" $(($(nlogged "$bad_request") - n_bad_request)) 1
 t_logged "session: heartbeats dropped: 1 forged, 2 replayed, 1 unknown, 1 malformed" \
 	"info: log_drops: control channel: dropped $((d_all + 5)) records so far (forged $((d_forged + 1)), replayed $((d_replayed + 2)), unknown session $((d_unknown + 1)), malformed $((d_malformed + 1)))"
 t_check "session: ended cleanly" logged "info: on_rock_state: rock $id: CONNECTED -> CLOSED"

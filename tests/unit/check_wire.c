@@ -102,7 +102,7 @@ START_TEST(test_doc_vectors)
 	nchecked = 0;
 	wire_vectors(compare_vector, NULL);
 	ck_assert_int_eq(nchecked, ndoc);
-	ck_assert_int_ge(ndoc, 10);
+	ck_assert_int_ge(ndoc, 9);
 }
 END_TEST
 
@@ -131,11 +131,11 @@ START_TEST(test_decode_roundtrip)
 	struct rock_client_hello ch;
 	struct rock_server_hello sh;
 	struct rock_reconnect_req rq;
-	struct rock_resume rs;
+	struct rock_reconnect_ok ok;
 	uint8_t out[ROCK_ANNOUNCE_LEN];
 
 	ck_assert_int_eq(rock_announce_decode(&a, vec("announcement")->bytes), 0);
-	ck_assert_uint_eq(a.version_max, 1);
+	ck_assert_uint_eq(a.version_max, 2);
 	ck_assert_uint_eq(a.features, ROCK_FEAT_ALL);
 	rock_announce_encode(&a, out);
 	ck_assert_mem_eq(out, vec("announcement")->bytes, ROCK_ANNOUNCE_LEN);
@@ -148,11 +148,41 @@ START_TEST(test_decode_roundtrip)
 	ck_assert_uint_eq(sh.id[0], 0xa0);
 	ck_assert_int_eq(rock_reconnect_req_decode(&rq, vec("reconnect_request")->bytes), 0);
 	ck_assert_uint_eq(rq.nonce[15], 0xcf);
-	ck_assert_int_eq(rock_challenge_decode(&rs, vec("reconnect_challenge")->bytes), 0);
-	ck_assert_uint_eq(rs.consumed, 1000);
-	ck_assert_int_eq(rock_proof_decode(&rs, vec("reconnect_proof")->bytes), 0);
-	ck_assert_uint_eq(rs.consumed, 2000);
-	ck_assert_uint_eq(rs.flags, ROCK_FLAG_EOF_SEEN);
+	ck_assert_uint_eq(rq.attempt, 3);
+	ck_assert_uint_eq(rq.since, 2);
+	ck_assert_uint_eq(rq.consumed, 2000);
+	ck_assert_uint_eq(rq.flags, ROCK_FLAG_EOF_SEEN);
+	rock_reconnect_req_encode(&rq, out);
+	ck_assert_mem_eq(out, vec("reconnect_request")->bytes, ROCK_RECONNECT_REQ_LEN);
+	ck_assert_int_eq(rock_reconnect_ok_decode(&ok, vec("reconnect_ok")->bytes), 0);
+	ck_assert_uint_eq(ok.consumed, 1000);
+	ck_assert_uint_eq(ok.flags, 0);
+}
+END_TEST
+
+/* The reconnect's tags: the request with K_cs over its bytes, the answer
+ * with K_sc over the id and the client's nonce as well (a recorded answer
+ * cannot answer a new request). */
+START_TEST(test_reconnect_tags)
+{
+	const uint8_t *rq = vec("reconnect_request")->bytes;
+	const uint8_t *ok = vec("reconnect_ok")->bytes;
+	uint8_t b[ROCK_RECONNECT_REQ_LEN], tag[ROCK_TAG_LEN], id[ROCK_ID_LEN],
+	    nonce[ROCK_NONCE_LEN];
+
+	memcpy(id, rq + 9, ROCK_ID_LEN);
+	memcpy(nonce, rq + 25, ROCK_NONCE_LEN);
+	rock_request_tag(tag, vec("key_cs")->bytes, rq);
+	ck_assert(rock_equal(tag, rq + 61, ROCK_TAG_LEN));
+	memcpy(b, rq, sizeof(b));
+	b[56] ^= 0x01;		/* the consumed count changed on the way */
+	rock_request_tag(tag, vec("key_cs")->bytes, b);
+	ck_assert(!rock_equal(tag, rq + 61, ROCK_TAG_LEN));
+	rock_ok_tag(tag, vec("key_sc")->bytes, id, nonce, ok);
+	ck_assert(rock_equal(tag, ok + 13, ROCK_TAG_LEN));
+	nonce[0] ^= 0x01;	/* another request's nonce */
+	rock_ok_tag(tag, vec("key_sc")->bytes, id, nonce, ok);
+	ck_assert(!rock_equal(tag, ok + 13, ROCK_TAG_LEN));
 }
 END_TEST
 
@@ -205,13 +235,13 @@ START_TEST(test_hostile_decode)
 	struct rock_client_hello ch;
 	struct rock_server_hello sh;
 	struct rock_reconnect_req rq;
-	struct rock_resume rs;
+	struct rock_reconnect_ok ok;
 
 	memcpy(b, vec("announcement")->bytes, sizeof(b));
 	b[0] = 'G';
 	ck_assert_int_eq(rock_announce_decode(&a, b), ROCK_ERR_PROTOCOL);
 	b[0] = 0x89;
-	b[9] = 2;	/* min above max */
+	b[9] = 3;	/* min above max */
 	ck_assert_int_eq(rock_announce_decode(&a, b), ROCK_ERR_PROTOCOL);
 	memcpy(b, vec("client_hello")->bytes, ROCK_CLIENT_HELLO_LEN);
 	b[0] = ROCK_MSG_SERVER_HELLO;	/* wrong type */
@@ -225,11 +255,14 @@ START_TEST(test_hostile_decode)
 	memcpy(b, vec("reconnect_request")->bytes, ROCK_RECONNECT_REQ_LEN);
 	b[5] = 'S';
 	ck_assert_int_eq(rock_reconnect_req_decode(&rq, b), ROCK_ERR_PROTOCOL);
-	memcpy(b, vec("reconnect_proof")->bytes, ROCK_PROOF_LEN);
-	b[0] = ROCK_MSG_CHALLENGE;
-	ck_assert_int_eq(rock_proof_decode(&rs, b), ROCK_ERR_PROTOCOL);
-	ck_assert_int_eq(rock_challenge_decode(&rs, vec("reconnect_proof")->bytes),
-	    ROCK_ERR_PROTOCOL);
+	b[5] = 'R';
+	b[44] = 0;	/* attempt 0 */
+	ck_assert_int_eq(rock_reconnect_req_decode(&rq, b), ROCK_ERR_PROTOCOL);
+	b[44] = 1;	/* attempt 1, but attempt 2 still open: nonsense */
+	ck_assert_int_eq(rock_reconnect_req_decode(&rq, b), ROCK_ERR_PROTOCOL);
+	memcpy(b, vec("reconnect_ok")->bytes, ROCK_RECONNECT_OK_LEN);
+	b[0] = ROCK_MSG_SERVER_HELLO;
+	ck_assert_int_eq(rock_reconnect_ok_decode(&ok, b), ROCK_ERR_PROTOCOL);
 }
 END_TEST
 
@@ -277,7 +310,7 @@ START_TEST(test_hb_packet_check)
 	ck_assert_int_eq(rock_hb_packet_check(b, ROCK_HB_HEADER_LEN +
 	    (ROCK_HB_MAX_RECORDS + 1) * ROCK_HB_RECORD_LEN, &n), ROCK_ERR_PROTOCOL);
 	b[5] = 1;
-	b[3] = 2;	/* version 2 of the channel */
+	b[3] = 1;	/* version 1 of the channel */
 	ck_assert_int_eq(rock_hb_packet_check(b, v->n, &n), ROCK_ERR_PROTOCOL);
 }
 END_TEST
@@ -291,7 +324,7 @@ START_TEST(test_sniff)
 	ck_assert_int_eq(rock_sniff(ann, 5), ROCK_SNIFF_MORE);
 	ck_assert_int_eq(rock_sniff(ann, 8), ROCK_SNIFF_ANNOUNCE);
 	ck_assert_int_eq(rock_sniff(rc, 6), ROCK_SNIFF_MORE);
-	ck_assert_int_eq(rock_sniff(rc, 41), ROCK_SNIFF_RECONNECT);
+	ck_assert_int_eq(rock_sniff(rc, ROCK_RECONNECT_REQ_LEN), ROCK_SNIFF_RECONNECT);
 	ck_assert_int_eq(rock_sniff((const uint8_t *)"GET / HTTP/1.1", 14), ROCK_SNIFF_PLAIN);
 	ck_assert_int_eq(rock_sniff((const uint8_t *)"SSH-2.0", 7), ROCK_SNIFF_PLAIN);
 	ck_assert_int_eq(rock_sniff((const uint8_t *)"\x89ROCKX", 6), ROCK_SNIFF_PLAIN);
@@ -319,6 +352,7 @@ wire_suite(void)
 	tcase_add_unchecked_fixture(tc, setup_doc, NULL);
 	tcase_add_test(tc, test_decode_roundtrip);
 	tcase_add_test(tc, test_keys_and_tags);
+	tcase_add_test(tc, test_reconnect_tags);
 	tcase_add_test(tc, test_hostile_decode);
 	tcase_add_test(tc, test_error_message);
 	tcase_add_test(tc, test_hb_packet_check);

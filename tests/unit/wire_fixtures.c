@@ -19,7 +19,7 @@ fill(uint8_t *p, size_t n, uint8_t first)
 struct fixture {
 	struct rock_keypair ckp, skp;
 	struct rock_keys ck, sk;
-	uint8_t id[ROCK_ID_LEN], cnonce[ROCK_NONCE_LEN], snonce[ROCK_NONCE_LEN];
+	uint8_t id[ROCK_ID_LEN], cnonce[ROCK_NONCE_LEN];
 };
 
 static void
@@ -35,15 +35,14 @@ fixture_init(struct fixture *f)
 	(void)rock_keys_server(&f->sk, &f->skp, f->ckp.pk);
 	fill(f->id, sizeof(f->id), 0xa0);
 	fill(f->cnonce, sizeof(f->cnonce), 0xc0);
-	fill(f->snonce, sizeof(f->snonce), 0xd0);
 }
 
 static void
 handshake_vectors(const struct fixture *f, wire_vector_fn *emit, void *arg)
 {
-	struct rock_announce a = { 1, 1, ROCK_FEAT_ALL, { 0 } };
-	struct rock_client_hello ch = { 1, ROCK_FEAT_ALL, { 0 }, 131072, 16384, 4434 };
-	struct rock_server_hello sh = { 1, ROCK_FEAT_ALL, { 0 }, { 0 }, 131072,
+	struct rock_announce a = { 2, 2, ROCK_FEAT_ALL, { 0 } };
+	struct rock_client_hello ch = { 2, ROCK_FEAT_ALL, { 0 }, 131072, 16384, 4434 };
+	struct rock_server_hello sh = { 2, ROCK_FEAT_ALL, { 0 }, { 0 }, 131072,
 	    87040, 4433 };
 	uint8_t buf[ROCK_ANNOUNCE_LEN];
 	size_t i;
@@ -80,25 +79,22 @@ heartbeat_vectors(const struct fixture *f, wire_vector_fn *emit, void *arg)
 static void
 reconnect_vectors(const struct fixture *f, wire_vector_fn *emit, void *arg)
 {
-	struct rock_reconnect_req rq = { 1, { 0 }, { 0 } };
-	struct rock_resume c = { { 0 }, 1000, 0, { 0 } };
-	struct rock_resume p = { { 0 }, 2000, ROCK_FLAG_EOF_SEEN, { 0 } };
+	struct rock_reconnect_req rq = { ROCK_VERSION, { 0 }, { 0 }, 3, 2, 2000,
+	    ROCK_FLAG_EOF_SEEN, { 0 } };
+	struct rock_reconnect_ok ok = { 1000, 0, { 0 } };
 	uint8_t buf[ROCK_ERROR_MAX_LEN];
 	size_t n;
 
 	memcpy(rq.id, f->id, ROCK_ID_LEN);
 	memcpy(rq.nonce, f->cnonce, ROCK_NONCE_LEN);
 	rock_reconnect_req_encode(&rq, buf);
+	rock_request_tag(rq.tag, f->ck.tx, buf);
+	rock_reconnect_req_encode(&rq, buf);
 	emit(arg, "reconnect_request", buf, ROCK_RECONNECT_REQ_LEN);
-	memcpy(c.nonce, f->snonce, ROCK_NONCE_LEN);
-	rock_challenge_encode(&c, buf);
-	rock_challenge_tag(c.tag, f->sk.tx, f->id, f->cnonce, buf);
-	rock_challenge_encode(&c, buf);
-	emit(arg, "reconnect_challenge", buf, ROCK_CHALLENGE_LEN);
-	rock_proof_encode(&p, buf);
-	rock_proof_tag(p.tag, f->ck.tx, f->id, f->snonce, buf);
-	rock_proof_encode(&p, buf);
-	emit(arg, "reconnect_proof", buf, ROCK_PROOF_LEN);
+	rock_reconnect_ok_encode(&ok, buf);
+	rock_ok_tag(ok.tag, f->sk.tx, f->id, f->cnonce, buf);
+	rock_reconnect_ok_encode(&ok, buf);
+	emit(arg, "reconnect_ok", buf, ROCK_RECONNECT_OK_LEN);
 	n = rock_error_encode(ROCK_WERR_BACKEND, "backend refused", buf);
 	emit(arg, "error_backend", buf, n);
 }

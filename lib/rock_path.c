@@ -1,0 +1,154 @@
+/* rock_path.c: what a rock knows of its path (round trip, signs of life, progress) and the timers derived from it. */
+#include "config.h"
+
+#include <string.h>
+#include <sys/socket.h>
+#include <netinet/in.h>
+/* The kernel's tcp_info: glibc's copy stops before segs_in and bytes_acked. */
+#include <linux/tcp.h>
+
+#include "rock_engine_int.h"
+
+int
+rock_tcp_sample(int fd, struct rock_tcp_sample *out)
+{
+	struct tcp_info ti;
+	socklen_t len = sizeof(ti);
+
+	memset(&ti, 0, sizeof(ti));
+	memset(out, 0, sizeof(*out));
+	if (fd < 0 || getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0)
+		return -1;
+	out->rtt_us = ti.tcpi_rtt;
+	out->rttvar_us = ti.tcpi_rttvar;
+	out->unacked = ti.tcpi_unacked;
+	out->last_ack_recv_ms = ti.tcpi_last_ack_recv;
+	out->last_data_recv_ms = ti.tcpi_last_data_recv;
+	/* Older kernels fill less: the fields they lack read as 0. */
+	out->segs_in = ti.tcpi_segs_in;
+	out->bytes_acked = ti.tcpi_bytes_acked;
+	return 0;
+}
+
+int
+rock_exchange_ms(int rtt_ms)
+{
+	/* Linux's first RTO: rtt + max(2 rtt, 200 ms); then the answer. */
+	int rto = rtt_ms + (2 * rtt_ms > 200 ? 2 * rtt_ms : 200);
+
+	return rto + rtt_ms + 100;
+}
+
+int
+rock_first_bytes_ms(int fd, int floor_ms)
+{
+	struct rock_tcp_sample t;
+	int rtt, ms;
+
+	if (rock_tcp_sample(fd, &t) != 0)
+		return floor_ms;
+	/* Sent with the handshake's last ACK; if lost, resent after the
+	 * client's first RTO. */
+	rtt = (int)(t.rtt_us / 1000);
+	ms = rtt + (2 * rtt > 200 ? 2 * rtt : 200) + 100;
+	return ms > floor_ms ? ms : floor_ms;
+}
+
+void
+rock_path_init(struct rock_session *s, int rtt_ms)
+{
+	/* RFC 6298's first sample: variation half the round trip. */
+	s->rtt_ms = rtt_ms > 0 ? rtt_ms : 0;
+	s->rttvar_ms = s->rtt_ms / 2;
+	rock_path_new_connection(s);
+}
+
+void
+rock_path_new_connection(struct rock_session *s)
+{
+	s->tcp_watched = 0;
+	s->stall_since_ms = 0;
+}
+
+/* TCP's own estimate, whenever we read one: it follows the path as it
+ * is now, queues and all. */
+static void
+take_rtt(struct rock_session *s, const struct rock_tcp_sample *t)
+{
+	if (t->rtt_us == 0)
+		return;
+	s->rtt_ms = (int)(t->rtt_us / 1000);
+	s->rttvar_ms = (int)(t->rttvar_us / 1000);
+}
+
+int
+rock_path_rto_ms(const struct rock_session *s)
+{
+	return s->rtt_ms + 4 * s->rttvar_ms;
+}
+
+int
+rock_path_dead_ms(const struct rock_session *s)
+{
+	return s->e->cfg.hb_timeout_ms + rock_path_rto_ms(s);
+}
+
+int
+rock_path_stall_ms(const struct rock_session *s)
+{
+	int ms = 16 * rock_path_rto_ms(s);
+
+	return ms > s->e->cfg.stall_ms ? ms : s->e->cfg.stall_ms;
+}
+
+/* Any segment from the peer proves the path, even one TCP discards: the
+ * peer's keepalive probe, its zero-window probe (segs_in counts them all). */
+int64_t
+rock_path_tcp_heard(struct rock_session *s, int64_t now)
+{
+	struct rock_tcp_sample t;
+	uint32_t ago;
+
+	if (rock_tcp_sample(s->fd, &t) != 0)
+		return s->tcp_heard_ms;
+	take_rtt(s, &t);
+	if (!s->tcp_watched) {
+		/* First look: what the kernel remembers is all we know. */
+		ago = t.last_ack_recv_ms < t.last_data_recv_ms ?
+		    t.last_ack_recv_ms : t.last_data_recv_ms;
+		s->tcp_heard_ms = now - (int64_t)ago;
+		s->tcp_watched = 1;
+	} else if (t.segs_in != s->segs_in) {
+		s->tcp_heard_ms = now;
+	}
+	s->segs_in = t.segs_in;
+	return s->tcp_heard_ms;
+}
+
+/* Unacknowledged data that TCP has not moved for the stall time, while
+ * the control channel says the peer is there: the data connection is
+ * stuck (a lost NAT or firewall state for TCP only). Progress is TCP's
+ * acknowledged byte count, so the first write after a long idle time
+ * starts a fresh clock instead of inheriting the idle time. */
+int
+rock_path_stalled(struct rock_session *s, int64_t now)
+{
+	struct rock_tcp_sample t;
+
+	if (rock_tcp_sample(s->fd, &t) != 0)
+		return 0;
+	take_rtt(s, &t);
+	if (t.unacked == 0 || s->stall_since_ms == 0 ||
+	    t.bytes_acked != s->stall_acked) {
+		s->stall_acked = t.bytes_acked;
+		s->stall_since_ms = t.unacked == 0 ? 0 : now;
+		return 0;
+	}
+	return now - s->stall_since_ms >= rock_path_stall_ms(s);
+}
+
+void
+rock_path_progress(struct rock_session *s)
+{
+	s->stall_since_ms = 0;
+}
