@@ -336,11 +336,13 @@ take_over(struct rock_session *s, struct reconnect *rc,
 	/* The client gave up on the old connection: so do we. */
 	rock_session_fail(s, "replaced by an authenticated reconnect");
 	rock_session_resume_counts(s, rq->consumed, rq->flags);
+	/* The client takes the OK as the switch: a connection dropped after
+	 * it is reset, never ended with a FIN it could read as our end. */
 	if ((r = rock_stream_replay(s)) != 0) {
-		close(fd);
+		rock_close_reset(fd);
 		rock_session_close(s, r, "peer's count outside what we hold");
 	} else if (rock_stream_attach(s, fd) != 0) {
-		close(fd);
+		rock_close_reset(fd);
 	} else {
 		rlog_info(s->e->log, "rock %s: client reconnected; resending "
 		    "from byte %llu", s->name, (unsigned long long)s->peer_consumed);

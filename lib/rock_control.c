@@ -125,6 +125,13 @@ rock_udp_peer_from_tcp(struct rock_session *s, uint16_t udp_port)
 	s->udp_peer_len = len;
 }
 
+/* Two intervals without an authentic record from the peer. */
+static int
+hears_nothing(const struct rock_session *s, int64_t now)
+{
+	return now - s->last_heard_ms >= 2 * s->e->cfg.hb_interval_ms;
+}
+
 static void
 make_record(struct rock_session *s, uint8_t out[ROCK_HB_RECORD_LEN])
 {
@@ -134,6 +141,10 @@ make_record(struct rock_session *s, uint8_t out[ROCK_HB_RECORD_LEN])
 	r.seq = ++s->seq_out;
 	r.consumed = s->consumed;
 	r.flags = s->flags;
+	/* UDP may pass one way only: the peer then arms its keepalive, so
+	 * its data connection speaks to us even when it has nothing to say. */
+	if (hears_nothing(s, rock_now_ms()))
+		r.flags |= ROCK_FLAG_QUIET;
 	memset(r.tag, 0, sizeof(r.tag));
 	rock_hb_record_encode(&r, out);
 	rock_hb_tag(out + ROCK_HB_RECORD_LEN - ROCK_TAG_LEN, s->keys.tx, out);
@@ -220,7 +231,8 @@ send_heartbeats(struct rock_engine *e)
 }
 
 /* Heartbeats missing: the data connection is asked to speak (kernel
- * keepalive, both ways), and any segment it carries is a sign of life. A
+ * keepalive, both ways: a peer that hears none of our records says so in
+ * its own), and any segment it carries is a sign of life. A
  * healthy TCP connection is never suspended only because UDP stopped, nor
  * because its peer does not read (window probes and keepalives still
  * come); a dead path is given up once neither channel has said anything
@@ -229,11 +241,9 @@ static void
 check_liveness(struct rock_session *s, int64_t now)
 {
 	int64_t heard = s->last_heard_ms, tcp;
-	int quiet = 2 * s->e->cfg.hb_interval_ms;
 
-	if (now - heard < quiet) {
-		if (s->udp_verified)
-			rock_stream_keepalive(s, 0);
+	if (!hears_nothing(s, now)) {
+		rock_stream_keepalive(s, !s->udp_verified || s->peer_quiet);
 		s->tcp_watched = 0;
 		return;
 	}
@@ -357,6 +367,7 @@ accept_record(struct rock_engine *e, const uint8_t *rec,
 	s->seq_in = r.seq;
 	s->last_heard_ms = rock_now_ms();
 	s->udp_verified = 1;
+	s->peer_quiet = (r.flags & ROCK_FLAG_QUIET) != 0;
 	/* Follow the peer's latest source: NAT rebinding, address change. */
 	s->udp_peer = *from;
 	s->udp_peer_len = fromlen;

@@ -487,6 +487,7 @@ rock_client_open(struct rock_engine *e, const struct sockaddr *addr,
 static void on_attempt(evutil_socket_t fd, short what, void *arg);
 static void on_next(evutil_socket_t fd, short what, void *arg);
 static void attempt_failed(struct rock_attempt *a, const char *why);
+static void scout_release(struct rock_session *s, int path_up);
 
 /* Short for the first half minute of an outage, then doubling to 2 s. */
 static int
@@ -500,13 +501,16 @@ attempt_period_ms(const struct rock_session *s)
 	return ms;
 }
 
-/* One attempt: its SYN and its request answered, a loss in each allowed. */
+/* One attempt: its SYN and its request answered, a loss in each allowed,
+ * over the path as last measured; once its TCP handshake is done, over
+ * the round trip that handshake measured (the new path may be slower). */
 static int
-attempt_life_ms(const struct rock_session *s)
+attempt_life_ms(const struct rock_attempt *a)
 {
-	int ms = 2 * rock_exchange_ms(s->rtt_ms);
+	int rtt = a->rtt_ms > a->s->rtt_ms ? a->rtt_ms : a->s->rtt_ms;
+	int ms = 2 * rock_exchange_ms(rtt);
 
-	return ms > s->e->cfg.dial_timeout_ms ? ms : s->e->cfg.dial_timeout_ms;
+	return ms > a->s->e->cfg.dial_timeout_ms ? ms : a->s->e->cfg.dial_timeout_ms;
 }
 
 static int
@@ -540,10 +544,11 @@ scout_claim(struct rock_session *s)
 	return 1;
 }
 
-/* s stops scouting (it found the path up, or it ends): the rocks waiting
- * on it dial now, at once if the path is up, else one becomes the scout. */
+/* s stops scouting: the rocks waiting on it dial now. path_up: s found
+ * the path up, and they all go at once without a scout; else (s ends) the
+ * first of them becomes the scout. */
 static void
-scout_release(struct rock_session *s)
+scout_release(struct rock_session *s, int path_up)
 {
 	struct rock_session *t;
 	unsigned i;
@@ -560,18 +565,21 @@ scout_release(struct rock_session *s)
 	for (t = s->e->all; t != NULL; t = t->next) {
 		if (t->parked && same_peer(t, s)) {
 			t->parked = 0;
+			t->unscouted = path_up;
 			rock_dial_schedule(t, 1);
 		}
 	}
 }
 
+/* With a reset: the server may have taken this attempt already, and a FIN
+ * there would read as the end of our stream. */
 static void
 attempt_close(struct rock_attempt *a)
 {
 	if (a->ev != NULL)
 		event_free(a->ev);
 	if (a->fd >= 0)
-		close(a->fd);
+		rock_close_reset(a->fd);
 	a->ev = NULL;
 	a->fd = -1;
 }
@@ -592,6 +600,7 @@ dial_free(struct rock_session *s)
 	struct rock_dial *d = s->dial;
 	int i;
 
+	scout_release(s, 0);
 	if (d == NULL)
 		return;
 	for (i = 0; i < ROCK_DIAL_ATTEMPTS; i++)
@@ -600,14 +609,13 @@ dial_free(struct rock_session *s)
 		event_free(d->ev_next);
 	free(d);
 	s->dial = NULL;
-	scout_release(s);
 }
 
 static int
 attempt_arm(struct rock_attempt *a, short what)
 {
 	struct rock_session *s = a->s;
-	int ms = attempt_life_ms(s) - (int)(rock_now_ms() - a->started_ms);
+	int ms = attempt_life_ms(a) - (int)(rock_now_ms() - a->started_ms);
 	struct timeval tv;
 
 	if (ms < 1)
@@ -634,7 +642,7 @@ lowest_open(const struct rock_dial *d, uint32_t n)
 }
 
 static int
-send_request(struct rock_attempt *a)
+send_request(struct rock_attempt *a, short wait)
 {
 	struct rock_session *s = a->s;
 	struct rock_reconnect_req rq;
@@ -658,7 +666,7 @@ send_request(struct rock_attempt *a)
 		return -1;
 	a->requested = 1;
 	a->have = 0;
-	return attempt_arm(a, EV_READ);
+	return attempt_arm(a, wait);
 }
 
 static struct rock_attempt *
@@ -687,6 +695,8 @@ launch_attempt(struct rock_session *s)
 	a->number = ++s->attempts;
 	a->started_ms = rock_now_ms();
 	a->requested = 0;
+	a->connected = 0;
+	a->rtt_ms = 0;
 	a->have = 0;
 	a->fd = socket(s->peer.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (a->fd < 0) {
@@ -695,8 +705,9 @@ launch_attempt(struct rock_session *s)
 	}
 	(void)setsockopt(a->fd, IPPROTO_TCP, TCP_FASTOPEN_CONNECT, &one, sizeof(one));
 	if (connect(a->fd, (struct sockaddr *)&s->peer, s->peer_len) == 0) {
-		/* A Fast Open cookie is cached: the request rides in the SYN. */
-		if (send_request(a) != 0)
+		/* A Fast Open cookie is cached: the request rides in the SYN;
+		 * the socket turns writable when the handshake completes. */
+		if (send_request(a, EV_READ | EV_WRITE) != 0)
 			attempt_failed(a, strerror(errno));
 		return;
 	}
@@ -721,9 +732,11 @@ start_round(struct rock_session *s)
 	struct rock_dial *d;
 	int i;
 
-	if (!scout_claim(s))
+	if (!s->unscouted && !scout_claim(s))
 		return;
+	s->unscouted = 0;
 	if ((d = calloc(1, sizeof(*d))) == NULL) {
+		scout_release(s, 0);
 		rock_dial_schedule(s, 0);
 		return;
 	}
@@ -783,7 +796,7 @@ on_retry(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	rock_engine_enter(s->e);
-	if (s->state == ROCK_ST_SUSPENDED && s->dial == NULL)
+	if (s->state == ROCK_ST_SUSPENDED && s->dial == NULL && s->replay_fd < 0)
 		start_round(s);
 	rock_engine_leave(s->e);
 }
@@ -795,7 +808,7 @@ rock_dial_schedule(struct rock_session *s, int now)
 	int ms;
 
 	if (s->role != ROCK_ROLE_CLIENT || s->state != ROCK_ST_SUSPENDED ||
-	    s->dial != NULL || s->parked)
+	    s->dial != NULL || s->parked || s->replay_fd >= 0)
 		return;
 	if (s->ev_retry == NULL &&
 	    (s->ev_retry = evtimer_new(s->e->base, on_retry, s)) == NULL)
@@ -817,6 +830,7 @@ rock_dial_cancel(struct rock_session *s)
 {
 	dial_free(s);
 	s->parked = 0;
+	s->unscouted = 0;
 	if (s->ev_retry != NULL)
 		event_free(s->ev_retry);
 	s->ev_retry = NULL;
@@ -828,7 +842,8 @@ rock_dial_all_now(struct rock_engine *e)
 	struct rock_session *s;
 
 	for (s = e->all; s != NULL; s = s->next) {
-		if (s->role != ROCK_ROLE_CLIENT || s->state != ROCK_ST_SUSPENDED)
+		if (s->role != ROCK_ROLE_CLIENT || s->state != ROCK_ST_SUSPENDED ||
+		    s->replay_fd >= 0)
 			continue;
 		dial_free(s);
 		s->parked = 0;
@@ -880,15 +895,20 @@ attempt_refused(struct rock_attempt *a)
 		rock_session_close(s, ROCK_ERR_RESET, em.text);
 }
 
+/* The new connection (its handshake's round trip rtt_ms, 0: unknown),
+ * authenticated: replay, and put it in place. A connection dropped here
+ * is reset: the server already took it. */
 static void
-reconnected(struct rock_session *s, int fd)
+reconnected(struct rock_session *s, int fd, int rtt_ms)
 {
 	int r;
 
 	s->backoff_ms = 0;
 	s->e->stats.reconnects++;
+	if (rtt_ms > 0)
+		rock_path_init(s, rtt_ms);
 	if ((r = rock_stream_replay(s)) != 0) {
-		close(fd);
+		rock_close_reset(fd);
 		rock_session_close(s, r, "peer's count outside what we hold");
 		return;
 	}
@@ -899,7 +919,7 @@ reconnected(struct rock_session *s, int fd)
 		return;
 	}
 	if (rock_stream_attach(s, fd) != 0) {
-		close(fd);
+		rock_close_reset(fd);
 		rock_dial_schedule(s, 0);
 		return;
 	}
@@ -918,7 +938,7 @@ attempt_answered(struct rock_attempt *a)
 	struct rock_session *s = a->s;
 	struct rock_reconnect_ok ok;
 	uint8_t tag[ROCK_TAG_LEN];
-	int fd;
+	int fd, rtt;
 
 	if (rock_reconnect_ok_decode(&ok, a->buf) != 0) {
 		attempt_failed(a, "unexpected reply");
@@ -932,33 +952,47 @@ attempt_answered(struct rock_attempt *a)
 		return;
 	}
 	fd = a->fd;
+	rtt = a->rtt_ms;
 	a->fd = -1;
 	dial_free(s);
 	rock_session_resume_counts(s, ok.consumed, ok.flags);
-	reconnected(s, fd);
+	reconnected(s, fd, rtt);
+}
+
+/* The attempt's TCP handshake completed: the path is back. No more
+ * attempts; the rocks waiting on this one dial now; its answer is waited
+ * for over the round trip this handshake measured. */
+static void
+attempt_connected(struct rock_attempt *a)
+{
+	struct rock_tcp_sample t;
+
+	a->connected = 1;
+	a->s->dial->path_up = 1;
+	scout_release(a->s, 1);
+	if (rock_tcp_sample(a->fd, &t) == 0)
+		a->rtt_ms = (int)(t.rtt_us / 1000);
+	a->started_ms = rock_now_ms();
 }
 
 static void
 attempt_step(struct rock_attempt *a, short what)
 {
-	struct rock_session *s = a->s;
 	int err = 0, r;
 	socklen_t el = sizeof(err);
 
 	if (what & EV_TIMEOUT) {
-		attempt_failed(a, a->requested ? "no answer" : "no answer to the SYN");
+		attempt_failed(a, a->connected ? "no answer" : "no answer to the SYN");
 		return;
 	}
-	if (!a->requested) {
+	if ((what & EV_WRITE) && !a->connected) {
 		if (getsockopt(a->fd, SOL_SOCKET, SO_ERROR, &err, &el) != 0 || err != 0) {
 			attempt_failed(a, strerror(err));
 			return;
 		}
-		/* The path is back: no more attempts; the rocks waiting on
-		 * this one dial now. */
-		s->dial->path_up = 1;
-		scout_release(s);
-		if (send_request(a) != 0)
+		attempt_connected(a);
+		r = a->requested ? attempt_arm(a, EV_READ) : send_request(a, EV_READ);
+		if (r != 0)
 			attempt_failed(a, strerror(errno));
 		return;
 	}

@@ -139,8 +139,9 @@ rock_direct_stop(struct rock_session *s)
 	if (s->ev_replay != NULL)
 		event_free(s->ev_replay);
 	s->ev_replay = NULL;
+	/* The server took this connection: a reset, never a FIN. */
 	if (s->replay_fd >= 0)
-		close(s->replay_fd);
+		rock_close_reset(s->replay_fd);
 	s->replay_fd = -1;
 }
 
@@ -193,7 +194,12 @@ replay_step(struct rock_session *s)
 		w = sendmsg(s->replay_fd, &(struct msghdr){ .msg_iov = iov,
 		    .msg_iovlen = (size_t)n }, MSG_NOSIGNAL | MSG_DONTWAIT);
 		if (w < 0 && (errno == EAGAIN || errno == EINTR)) {
-			event_add(s->ev_replay, NULL);
+			/* A new path that dies mid-replay is given up like a
+			 * connected one, not after the kernel's retries. */
+			int ms = rock_path_dead_ms(s);
+			struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
+
+			event_add(s->ev_replay, &tv);
 			return;
 		}
 		if (w < 0)
@@ -210,11 +216,20 @@ failed:
 }
 
 static void
+replay_timed_out(struct rock_session *s)
+{
+	rlog_debug(s->e->log, "rock %s: replay stuck for %d ms: redialling",
+	    s->name, rock_path_dead_ms(s));
+	rock_direct_stop(s);
+	rock_dial_schedule(s, 0);
+}
+
+static void
 on_replay(evutil_socket_t fd, short what, void *arg)
 {
 	(void)fd;
-	(void)what;
-	rock_session_callback(arg, replay_step);
+	rock_session_callback(arg, (what & EV_TIMEOUT) ? replay_timed_out :
+	    replay_step);
 }
 
 /* An authenticated new connection; rock_stream_replay() has set the

@@ -24,7 +24,9 @@ struct rock_attempt {
 	int fd;				/* -1: slot free */
 	uint32_t number;
 	int requested;			/* the request is sent (or queued with the SYN) */
-	int64_t started_ms;
+	int connected;			/* its TCP handshake completed */
+	int rtt_ms;			/* that handshake's round trip */
+	int64_t started_ms;		/* launched, or connected */
 	uint8_t nonce[ROCK_NONCE_LEN];
 	uint8_t buf[ROCK_ERROR_MAX_LEN];
 	size_t have;
@@ -70,6 +72,7 @@ struct rock_session {
 	uint64_t seq_out, seq_in;
 	int64_t last_heard_ms;		/* last authentic record */
 	int udp_verified;		/* ever received one */
+	int peer_quiet;			/* its last record: it hears none of ours */
 	int fast_keepalive;		/* kernel keepalive armed as the backstop */
 	uint64_t stall_mark;		/* peer_consumed at the previous tick */
 
@@ -94,6 +97,7 @@ struct rock_session {
 	uint32_t attempts;		/* client: reconnect attempts made */
 	uint32_t last_attempt;		/* server: the attempt now in use */
 	int parked;			/* client: waits for its peer's scout */
+	int unscouted;			/* client: the path is up, dial without one */
 	int replay_fd;			/* direct: replaying into it, then swap */
 	size_t direct_pending;		/* direct: a write in the kernel, not yet in the ring */
 	struct event *ev_replay;

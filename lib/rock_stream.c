@@ -65,6 +65,7 @@ rock_stream_attach(struct rock_session *s, int fd)
 	s->ev_write = event_new(s->e->base, fd, EV_WRITE | EV_PERSIST, on_write, s);
 	if (s->ev_read == NULL || s->ev_write == NULL) {
 		rock_stream_detach(s);
+		s->fd = -1;	/* the caller still owns fd */
 		return ROCK_ERR_NOMEM;
 	}
 	s->last_heard_ms = rock_now_ms();

@@ -40,6 +40,8 @@ enum rock_wire_error {
 /* Flags of heartbeat records and reconnect messages. */
 #define ROCK_FLAG_WR_SHUT	0x1u
 #define ROCK_FLAG_EOF_SEEN	0x2u
+/* Records only, and only for now: the sender hears no records from us. */
+#define ROCK_FLAG_QUIET		0x4u
 
 #define ROCK_CLIENT_HELLO_LEN	46
 #define ROCK_SERVER_HELLO_LEN	64
