@@ -18,6 +18,10 @@
 #define TCP_FASTOPEN_CONNECT 30	/* Linux 4.11 */
 #endif
 
+/* TCP's initial retransmission timeout (RFC 6298): when a lost SYN goes
+ * again. */
+#define ROCK_SYN_RTO_MS 1000
+
 /* ---- blocking helpers for the initial connection, bounded by a deadline */
 
 static int
@@ -37,10 +41,12 @@ wait_fd(int fd, short events, int64_t deadline)
 	return r == 0 ? ROCK_ERR_TIMEOUT : 0;
 }
 
-/* Connect fd within the deadline. With Fast Open where the kernel holds
- * a cookie for the server, connect() only arms it and `data` (or an empty
- * send, which still fetches a cookie for next time) goes with the SYN;
- * *sent says how much of it did. */
+/* Connect fd within the deadline. With data and Fast Open: where the
+ * kernel holds a cookie for the server, connect() only arms it and `data`
+ * goes with the SYN (*sent says how much); where it holds none, the SYN
+ * asks for one. Without data (the probe), no Fast Open: a SYN carrying a
+ * cookie and nothing else would make the server accept before the
+ * handshake, and time our first bytes from there. */
 static int
 dial_connect(int fd, const struct sockaddr *addr, socklen_t len,
     int64_t deadline, const uint8_t *data, size_t n, size_t *sent)
@@ -50,7 +56,9 @@ dial_connect(int fd, const struct sockaddr *addr, socklen_t len,
 	ssize_t w;
 
 	*sent = 0;
-	(void)setsockopt(fd, IPPROTO_TCP, TCP_FASTOPEN_CONNECT, &one, sizeof(one));
+	if (n > 0)
+		(void)setsockopt(fd, IPPROTO_TCP, TCP_FASTOPEN_CONNECT, &one,
+		    sizeof(one));
 	if (connect(fd, addr, len) == 0) {
 		w = send(fd, data, n, MSG_NOSIGNAL | MSG_DONTWAIT);
 		if (w > 0)
@@ -137,8 +145,9 @@ read_exact(int fd, uint8_t *p, size_t n, int64_t deadline)
 /* EDP probe: connect, shut our side, read to EOF. Exactly an announcement
  * means enhanced; anything else, an ordinary server. Silence past the wait
  * is reported as not enhanced too, with *silent set: a rockd may just be
- * slow, so that answer is not worth remembering. The deadline bounds the
- * connect; the wait for the announcement then follows the connect's round
+ * slow, so that answer is not worth remembering. The deadline, and one
+ * SYN retransmission, bound the connect; the wait for the announcement
+ * then follows the connect's round
  * trip and survives one lost segment (rock_exchange_ms), at least 500 ms:
  * what a silent ordinary server costs on first contact. */
 static int
@@ -151,7 +160,9 @@ probe(const struct sockaddr *addr, socklen_t len, int64_t deadline,
 	int fd, r;
 
 	*silent = 0;
-	if ((r = dial_blocking(addr, len, deadline, &fd)) != 0)
+	/* One lost SYN is resent after TCP's initial RTO: a lossy path is
+	 * not taken for a dead host. */
+	if ((r = dial_blocking(addr, len, deadline + ROCK_SYN_RTO_MS, &fd)) != 0)
 		return r;
 	wait = rock_exchange_ms((int)(rock_now_ms() - t0));
 	deadline = rock_now_ms() + (wait < 500 ? 500 : wait);

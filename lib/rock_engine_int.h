@@ -231,6 +231,7 @@ void rock_direct_stop(struct rock_session *s);
 /* The path (rock_path.c): TCP_INFO as the engine reads it, and the timers
  * that judge a path, derived from its round trip (DESIGN decision 18). */
 struct rock_tcp_sample {
+	uint8_t state;			/* TCP_ESTABLISHED, ... */
 	uint32_t rtt_us, rttvar_us;
 	uint32_t unacked;
 	uint32_t last_ack_recv_ms, last_data_recv_ms;

@@ -9,6 +9,9 @@
 
 #include "rock_engine_int.h"
 
+/* The kernel's TCP states (include/net/tcp_states.h), not in its uapi. */
+#define TCP_STATE_SYN_RECV 3
+
 int
 rock_tcp_sample(int fd, struct rock_tcp_sample *out)
 {
@@ -19,6 +22,7 @@ rock_tcp_sample(int fd, struct rock_tcp_sample *out)
 	memset(out, 0, sizeof(*out));
 	if (fd < 0 || getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0)
 		return -1;
+	out->state = ti.tcpi_state;
 	out->rtt_us = ti.tcpi_rtt;
 	out->rttvar_us = ti.tcpi_rttvar;
 	out->unacked = ti.tcpi_unacked;
@@ -48,8 +52,9 @@ rock_first_bytes_ms(int fd, int floor_ms)
 	if (rock_tcp_sample(fd, &t) != 0)
 		return floor_ms;
 	/* Sent with the handshake's last ACK; if lost, resent after the
-	 * client's first RTO. */
-	rtt = (int)(t.rtt_us / 1000);
+	 * client's first RTO. Accepted at a Fast Open SYN, the handshake is
+	 * not done and measured nothing yet: TCP's initial RTO stands in. */
+	rtt = t.state == TCP_STATE_SYN_RECV ? 1000 : (int)(t.rtt_us / 1000);
 	ms = rtt + (2 * rtt > 200 ? 2 * rtt : 200) + 100;
 	return ms > floor_ms ? ms : floor_ms;
 }
@@ -87,10 +92,17 @@ rock_path_rto_ms(const struct rock_session *s)
 	return s->rtt_ms + 4 * s->rttvar_ms;
 }
 
+/* The silence allowed on top of the LAN's: TCP's RTO, but its variance
+ * term no more than half a round trip and 250 ms (a connection that has
+ * carried little still holds TCP's first guess, rttvar = rtt / 2): an idle
+ * rock on a dead path is suspended within 3 s + 2 RTT (the last record in
+ * flight, the dead time, one check interval). */
 int
 rock_path_dead_ms(const struct rock_session *s)
 {
-	return s->e->cfg.hb_timeout_ms + rock_path_rto_ms(s);
+	int rto = rock_path_rto_ms(s), cap = s->rtt_ms + s->rtt_ms / 2 + 250;
+
+	return s->e->cfg.hb_timeout_ms + (rto < cap ? rto : cap);
 }
 
 int

@@ -208,11 +208,15 @@ nn_rst_inject() {
 }
 
 # Remove every fault rule (blackhole, RST) the harness added; nothing else.
+# NN_V4_MS: when it took effect for IPv4 (ms), for measurements.
 nn_restore() {
-	nn_r iptables -w -F "$NN_CHAIN" && nn_r ip6tables -w -F "$NN_CHAIN"
+	nn_r iptables -w -F "$NN_CHAIN" || return 1
+	NN_V4_MS=$(nn__ms)
+	nn_r ip6tables -w -F "$NN_CHAIN"
 }
 
-# DIR RULE...: append RULE to the fault chain for the chosen direction(s), v4 and v6.
+# DIR RULE...: append RULE to the fault chain for the chosen direction(s),
+# IPv4 first, then IPv6; NN_V4_MS: when IPv4 had it (ms).
 nn__fault() {
 	local dir=$1
 	shift
@@ -220,20 +224,21 @@ nn__fault() {
 	both | c2s | s2c) ;;
 	*) nn_log "bad direction '$dir' (want both, c2s or s2c)"; return 2 ;;
 	esac
-	if [ "$dir" != s2c ]; then
-		nn__rule "$NN_C_NET" "$NN_S_NET" "$NN_C_NET6" "$NN_S_NET6" "$@" || return 1
-	fi
-	if [ "$dir" != c2s ]; then
-		nn__rule "$NN_S_NET" "$NN_C_NET" "$NN_S_NET6" "$NN_C_NET6" "$@" || return 1
-	fi
+	nn__rules iptables "$dir" "$NN_C_NET" "$NN_S_NET" "$@" || return 1
+	NN_V4_MS=$(nn__ms)
+	nn__rules ip6tables "$dir" "$NN_C_NET6" "$NN_S_NET6" "$@"
 }
 
-# SRC4 DST4 SRC6 DST6 RULE...: add one rule to both the IPv4 and IPv6 fault chains.
-nn__rule() {
-	local s4=$1 d4=$2 s6=$3 d6=$4
+# IPTABLES DIR CLIENT_NET SERVER_NET RULE...: the rules of one family; both
+# directions in one rule, so they start together.
+nn__rules() {
+	local ipt=$1 dir=$2 c=$3 s=$4
 	shift 4
-	nn_r iptables -w -A "$NN_CHAIN" -s "$s4" -d "$d4" "$@" &&
-		nn_r ip6tables -w -A "$NN_CHAIN" -s "$s6" -d "$d6" "$@"
+	case $dir in
+	both) nn_r "$ipt" -w -A "$NN_CHAIN" "$@" ;;
+	c2s) nn_r "$ipt" -w -A "$NN_CHAIN" -s "$c" -d "$s" "$@" ;;
+	s2c) nn_r "$ipt" -w -A "$NN_CHAIN" -s "$s" -d "$c" "$@" ;;
+	esac
 }
 
 # Take the client's link down (the kernel drops its routes, IPv6 addresses too).

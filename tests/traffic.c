@@ -1,0 +1,320 @@
+/* traffic.c: the WAN matrix's traffic: a paced stream and its timed receiver, echoed bursts on demand, a one-way push. */
+/*
+ * traffic source PORT RATE SECONDS OUT  backend on 127.0.0.1:PORT: accepts one
+ *                                       connection, sends the pattern at RATE
+ *                                       bytes/s for SECONDS or until OUT.stop
+ *                                       exists (a copy in OUT), then its end,
+ *                                       and waits for the peer's
+ * traffic sink ADDR PORT OUT            client: reads to the end into OUT
+ *                                       (unbuffered); prints "gap FROM TO"
+ *                                       (wall-clock ms) for every pause of
+ *                                       100 ms or more
+ * traffic bursts ADDR PORT BYTES        client: for each line on stdin, BYTES
+ *                                       of the pattern out and the same back
+ *                                       (an echo server); "burst N ok MS"
+ * traffic push ADDR PORT BYTES          client: BYTES of the pattern, its end,
+ *                                       then waits for the server's end
+ * traffic pattern BYTES                 the pattern on stdout
+ *
+ * Exit 0 when every byte was exact; otherwise 1 with the reason on stderr.
+ * Run under `rock`, the clients' connections are rocks.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#define CHUNK 65536
+#define TICK_MS 20
+#define GAP_MS 100
+
+/* The pattern: byte i of the stream is a function of i alone. */
+static void
+pattern(uint64_t off, uint8_t *p, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		uint64_t x = (off + i) * 0x9e3779b97f4a7c15ULL;
+
+		x ^= x >> 29;
+		p[i] = (uint8_t)(x ^ (x >> 11));
+	}
+}
+
+static int64_t
+wall_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int64_t
+mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void
+die(const char *what)
+{
+	fprintf(stderr, "traffic: %s: %s\n", what, strerror(errno));
+	exit(1);
+}
+
+static long long
+number(const char *s)
+{
+	char *end;
+	long long v = strtoll(s, &end, 10);
+
+	if (end == s || *end != '\0' || v < 0) {
+		fprintf(stderr, "traffic: bad number '%s'\n", s);
+		exit(2);
+	}
+	return v;
+}
+
+static int
+dial(const char *host, const char *port)
+{
+	struct addrinfo hints = { .ai_socktype = SOCK_STREAM }, *ai;
+	int fd, r;
+
+	if ((r = getaddrinfo(host, port, &hints, &ai)) != 0) {
+		fprintf(stderr, "traffic: %s: %s\n", host, gai_strerror(r));
+		exit(1);
+	}
+	if ((fd = socket(ai->ai_family, SOCK_STREAM, 0)) < 0 ||
+	    connect(fd, ai->ai_addr, ai->ai_addrlen) != 0)
+		die("connect");
+	freeaddrinfo(ai);
+	return fd;
+}
+
+static void
+write_all(int fd, const uint8_t *p, size_t n)
+{
+	ssize_t w;
+
+	while (n > 0) {
+		if ((w = write(fd, p, n)) < 0) {
+			if (errno == EINTR)
+				continue;
+			die("write");
+		}
+		p += w;
+		n -= (size_t)w;
+	}
+}
+
+/* Reads to the end of the stream; 0, or dies on an error. */
+static void
+read_to_end(int fd)
+{
+	static uint8_t buf[CHUNK];
+	ssize_t n;
+
+	while ((n = recv(fd, buf, sizeof(buf), 0)) != 0)
+		if (n < 0 && errno != EINTR)
+			die("recv");
+}
+
+static int
+source(char **av)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+	long long rate = number(av[1]), secs = number(av[2]);
+	static uint8_t buf[CHUNK];
+	uint64_t sent = 0, due;
+	int lfd, fd, one = 1;
+	int64_t t0;
+	FILE *out;
+	char stop[4096];
+	struct timespec tick = { 0, TICK_MS * 1000000L };
+
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	sa.sin_port = htons((uint16_t)number(av[0]));
+	if ((out = fopen(av[3], "w")) == NULL)
+		die(av[3]);
+	if ((lfd = socket(AF_INET, SOCK_STREAM, 0)) < 0)
+		die("socket");
+	setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) != 0 || listen(lfd, 1) != 0)
+		die("listen");
+	if ((fd = accept(lfd, NULL, NULL)) < 0)
+		die("accept");
+	close(lfd);
+	snprintf(stop, sizeof(stop), "%s.stop", av[3]);
+	t0 = mono_ms();
+	/* What is due by now goes out now: a stalled send catches up. */
+	for (;;) {
+		int64_t el = mono_ms() - t0;
+
+		if (access(stop, F_OK) == 0 && el < secs * 1000)
+			secs = el / 1000;
+
+		due = (uint64_t)(rate * (el < secs * 1000 ? el : secs * 1000) / 1000);
+		while (sent < due) {
+			size_t n = due - sent < CHUNK ? (size_t)(due - sent) : CHUNK;
+
+			pattern(sent, buf, n);
+			write_all(fd, buf, n);
+			if (fwrite(buf, 1, n, out) != n)
+				die("fwrite");
+			sent += n;
+		}
+		if (el >= secs * 1000)
+			break;
+		nanosleep(&tick, NULL);
+	}
+	if (fclose(out) != 0)
+		die("fclose");
+	shutdown(fd, SHUT_WR);
+	read_to_end(fd);
+	return 0;
+}
+
+static int
+sink(char **av)
+{
+	static uint8_t buf[CHUNK];
+	int fd = dial(av[0], av[1]);
+	int out = open(av[2], O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	unsigned long long total = 0;
+	int64_t last = wall_ms(), now;
+	ssize_t n;
+
+	if (out < 0)
+		die(av[2]);
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	while ((n = recv(fd, buf, sizeof(buf), 0)) != 0) {
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			die("recv");
+		}
+		now = wall_ms();
+		if (now - last >= GAP_MS)
+			printf("gap %lld %lld\n", (long long)last, (long long)now);
+		last = now;
+		total += (unsigned long long)n;
+		/* Unbuffered: the test watches the file grow. */
+		write_all(out, buf, (size_t)n);
+	}
+	if (close(out) != 0)
+		die("close");
+	printf("bytes %llu\n", total);
+	close(fd);
+	return 0;
+}
+
+static int
+bursts(char **av)
+{
+	size_t len = (size_t)number(av[2]);
+	uint8_t *out = malloc(len), *in = malloc(len);
+	int fd = dial(av[0], av[1]);
+	char line[256];
+	uint64_t off = 0;
+	unsigned k = 0;
+	ssize_t n;
+	size_t got;
+	int64_t t0;
+
+	if (out == NULL || in == NULL)
+		die("malloc");
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	while (fgets(line, sizeof(line), stdin) != NULL) {
+		t0 = wall_ms();
+		pattern(off, out, len);
+		write_all(fd, out, len);
+		for (got = 0; got < len; got += (size_t)n) {
+			if ((n = recv(fd, in + got, len - got, 0)) == 0) {
+				fprintf(stderr, "traffic: burst %u: end of stream after "
+				    "%zu of %zu bytes\n", k, got, len);
+				return 1;
+			}
+			if (n < 0 && errno == EINTR)
+				n = 0;
+			else if (n < 0)
+				die("recv");
+		}
+		if (memcmp(in, out, len) != 0) {
+			printf("burst %u MISMATCH\n", k);
+			return 1;
+		}
+		printf("burst %u ok %lld\n", k++, (long long)(wall_ms() - t0));
+		off += len;
+	}
+	shutdown(fd, SHUT_WR);
+	read_to_end(fd);
+	return 0;
+}
+
+static int
+push(char **av)
+{
+	static uint8_t buf[CHUNK];
+	uint64_t total = (uint64_t)number(av[2]), off;
+	int fd = dial(av[0], av[1]);
+
+	for (off = 0; off < total; off += CHUNK) {
+		size_t n = total - off < CHUNK ? (size_t)(total - off) : CHUNK;
+
+		pattern(off, buf, n);
+		write_all(fd, buf, n);
+	}
+	shutdown(fd, SHUT_WR);
+	read_to_end(fd);
+	return 0;
+}
+
+static int
+print_pattern(char **av)
+{
+	static uint8_t buf[CHUNK];
+	uint64_t total = (uint64_t)number(av[0]), off;
+
+	for (off = 0; off < total; off += CHUNK) {
+		size_t n = total - off < CHUNK ? (size_t)(total - off) : CHUNK;
+
+		pattern(off, buf, n);
+		if (fwrite(buf, 1, n, stdout) != n)
+			die("fwrite");
+	}
+	return fflush(stdout) == 0 ? 0 : 1;
+}
+
+int
+main(int argc, char **argv)
+{
+	/* A write to a reset connection fails with EPIPE, reported. */
+	signal(SIGPIPE, SIG_IGN);
+	if (argc == 6 && strcmp(argv[1], "source") == 0)
+		return source(argv + 2);
+	if (argc == 5 && strcmp(argv[1], "sink") == 0)
+		return sink(argv + 2);
+	if (argc == 5 && strcmp(argv[1], "bursts") == 0)
+		return bursts(argv + 2);
+	if (argc == 5 && strcmp(argv[1], "push") == 0)
+		return push(argv + 2);
+	if (argc == 3 && strcmp(argv[1], "pattern") == 0)
+		return print_pattern(argv + 2);
+	fprintf(stderr, "usage: traffic source PORT RATE SECONDS OUT | sink ADDR PORT OUT |\n"
+	    "       bursts ADDR PORT BYTES | push ADDR PORT BYTES | pattern BYTES\n");
+	return 2;
+}
