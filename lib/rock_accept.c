@@ -46,13 +46,16 @@ send_error(int fd, uint8_t code, const char *text)
 }
 
 /* Reads, and one deadline for the whole handshake that reads do not push
- * back: a client trickling a byte at a time still runs out of time. */
+ * back: a client trickling a byte at a time still runs out of time. The
+ * deadline follows the round trip of the connection's own handshake. */
 static int
 arm(struct rock_engine *e, struct event **ev, struct event **deadline, int fd,
     event_callback_fn on_read, event_callback_fn on_deadline, void *arg)
 {
-	struct timeval tv = { e->cfg.handshake_timeout_ms / 1000,
-	    (e->cfg.handshake_timeout_ms % 1000) * 1000 };
+	struct rock_tcp_sample t;
+	int ms = rock_handshake_ms(e, rock_tcp_sample(fd, &t) == 0 ?
+	    (int)(t.rtt_us / 1000) : 0);
+	struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
 
 	*ev = event_new(e->base, fd, EV_READ | EV_PERSIST, on_read, arg);
 	*deadline = evtimer_new(e->base, on_deadline, arg);

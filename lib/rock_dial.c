@@ -18,10 +18,6 @@
 #define TCP_FASTOPEN_CONNECT 30	/* Linux 4.11 */
 #endif
 
-/* TCP's initial retransmission timeout (RFC 6298): when a lost SYN goes
- * again. */
-#define ROCK_SYN_RTO_MS 1000
-
 /* ---- blocking helpers for the initial connection, bounded by a deadline */
 
 static int
@@ -142,30 +138,42 @@ read_exact(int fd, uint8_t *p, size_t n, int64_t deadline)
 	return 0;
 }
 
+/* How long a probe waits for the announcement: two lost segments
+ * survive (our FIN resent after our RTO, rockd's answer after its own, its
+ * round trip maybe longer than ours by the path's jitter). R is the SYN's
+ * round trip as TCP measured it (timestamps make it valid even when the
+ * SYN went twice), else the connect's time. At least 500 ms: what a silent
+ * ordinary server costs on first contact. */
+static int
+announce_wait_ms(int fd, int connect_ms)
+{
+	struct rock_tcp_sample t;
+	int rtt = connect_ms, ms;
+
+	if (rock_tcp_sample(fd, &t) == 0 && t.rtt_us > 0)
+		rtt = (int)(t.rtt_us / 1000);
+	ms = 2 * rock_exchange_ms(rtt);
+	return ms < 500 ? 500 : ms;
+}
+
 /* EDP probe: connect, shut our side, read to EOF. Exactly an announcement
  * means enhanced; anything else, an ordinary server. Silence past the wait
  * is reported as not enhanced too, with *silent set: a rockd may just be
- * slow, so that answer is not worth remembering. The deadline, and one
- * SYN retransmission, bound the connect; the wait for the announcement
- * then follows the connect's round
- * trip and survives one lost segment (rock_exchange_ms), at least 500 ms:
- * what a silent ordinary server costs on first contact. */
+ * slow, so that answer is not worth remembering. The deadline bounds the
+ * connect (rock_probe_budget_ms). */
 static int
 probe(const struct sockaddr *addr, socklen_t len, int64_t deadline,
     uint8_t ann[ROCK_ANNOUNCE_LEN], int *silent)
 {
-	int64_t t0 = rock_now_ms(), wait;
+	int64_t t0 = rock_now_ms();
 	struct rock_announce a;
 	uint8_t extra;
 	int fd, r;
 
 	*silent = 0;
-	/* One lost SYN is resent after TCP's initial RTO: a lossy path is
-	 * not taken for a dead host. */
-	if ((r = dial_blocking(addr, len, deadline + ROCK_SYN_RTO_MS, &fd)) != 0)
+	if ((r = dial_blocking(addr, len, deadline, &fd)) != 0)
 		return r;
-	wait = rock_exchange_ms((int)(rock_now_ms() - t0));
-	deadline = rock_now_ms() + (wait < 500 ? 500 : wait);
+	deadline = rock_now_ms() + announce_wait_ms(fd, (int)(rock_now_ms() - t0));
 	shutdown(fd, SHUT_WR);
 	/* The magic first: an ordinary server's first bytes end it early. */
 	r = read_exact(fd, ann, ROCK_MAGIC_LEN, deadline);
@@ -329,6 +337,13 @@ cache_put(struct rock_engine *e, const struct sockaddr *addr, socklen_t len,
 }
 
 int
+rock_probe_budget_ms(int timeout_ms, int mapped)
+{
+	/* TCP resends a lost SYN after 1 s, then 2 s and 4 s more. */
+	return timeout_ms + (mapped ? 1000 : 1000 + 2000 + 4000);
+}
+
+int
 rock_probe(const struct sockaddr *addr, socklen_t len, int timeout_ms,
     uint8_t ann[ROCK_ANNOUNCE_LEN], int *silent)
 {
@@ -429,6 +444,9 @@ handshake_once(struct rock_engine *e, const struct sockaddr *addr,
 		return r;
 	}
 	rtt = (int)(rock_now_ms() - t0);
+	/* The path measured by the connect may be slower than the bound. */
+	if (deadline < t0 + rtt + rock_handshake_ms(e, rtt))
+		deadline = t0 + rtt + rock_handshake_ms(e, rtt);
 	if ((r = hello_exchange(fd, hello + sent, sizeof(hello) - sent, deadline,
 	    &sh)) == 0 &&
 	    (r = rock_keys_client(&keys, &kp, sh.pk)) == 0) {

@@ -115,6 +115,13 @@ int rock_engine_make_room(struct rock_engine *e, size_t max);
  * ROCK_ERR_TIMEOUT (no connection) or ROCK_ERR_SYSTEM. */
 int rock_probe(const struct sockaddr *addr, socklen_t len, int timeout_ms,
     uint8_t ann[ROCK_ANNOUNCE_LEN], int *silent);
+/* The probe's connect bound for a probe timeout (ROCK_PROBE_TIMEOUT_MS):
+ * that, and lost SYNs resent on TCP's schedule. To the program's own port,
+ * three: its own connect would wait for the same answer, so waiting costs
+ * nothing, and giving up would make a plain connection of a rock. To a
+ * mapped port (ROCK_PORT_MAP) one: silence there is more likely a firewall
+ * than loss, and every first connect to the host would pay for it. */
+int rock_probe_budget_ms(int timeout_ms, int mapped);
 /* A probe result (errno as it left it) that says: no rockd there, the
  * destination is refused, unreachable or an ordinary server (but see
  * rock_probe's *silent). Not a connect that timed out. */

@@ -243,6 +243,9 @@ int rock_tcp_sample(int fd, struct rock_tcp_sample *out);
  * rtt_ms, one lost segment included (the retransmission waits for TCP's
  * first RTO). */
 int rock_exchange_ms(int rtt_ms);
+/* A handshake's bound: the configured one (10 s), or four exchanges on a
+ * path slower than that allows. */
+int rock_handshake_ms(const struct rock_engine *e, int rtt_ms);
 void rock_path_init(struct rock_session *s, int rtt_ms);
 /* A new data connection: its signs of life and progress start afresh. */
 void rock_path_new_connection(struct rock_session *s);

@@ -51,12 +51,28 @@ rock_first_bytes_ms(int fd, int floor_ms)
 
 	if (rock_tcp_sample(fd, &t) != 0)
 		return floor_ms;
-	/* Sent with the handshake's last ACK; if lost, resent after the
-	 * client's first RTO. Accepted at a Fast Open SYN, the handshake is
-	 * not done and measured nothing yet: TCP's initial RTO stands in. */
-	rtt = t.state == TCP_STATE_SYN_RECV ? 1000 : (int)(t.rtt_us / 1000);
-	ms = rtt + (2 * rtt > 200 ? 2 * rtt : 200) + 100;
+	if (t.state == TCP_STATE_SYN_RECV) {
+		/* Accepted at a Fast Open SYN: the handshake measured nothing
+		 * yet. TCP's initial RTO (1 s) for the resend, 2 s for the
+		 * round trips around it. */
+		ms = 3100;
+	} else {
+		/* Sent with the handshake's last ACK or just after it; if lost,
+		 * resent after the client's first RTO, R + max(2R, 200 ms),
+		 * which the path's jitter may stretch by 2R (a probe's FIN
+		 * taken for silence makes its rock a plain connection). */
+		rtt = (int)(t.rtt_us / 1000);
+		ms = 3 * rtt + (2 * rtt > 200 ? 2 * rtt : 200) + 100;
+	}
 	return ms > floor_ms ? ms : floor_ms;
+}
+
+int
+rock_handshake_ms(const struct rock_engine *e, int rtt_ms)
+{
+	int ms = 4 * rock_exchange_ms(rtt_ms);
+
+	return ms > e->cfg.handshake_timeout_ms ? ms : e->cfg.handshake_timeout_ms;
 }
 
 void

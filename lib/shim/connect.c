@@ -48,6 +48,13 @@ struct attempt {
 	socklen_t len;
 };
 
+static int
+probe_budget_ms(const struct attempt *a)
+{
+	return rock_probe_budget_ms(shim_state()->cfg.probe_timeout_ms,
+	    memcmp(&a->addr, &a->target, a->len) != 0);
+}
+
 /* Destinations found plain before the engine ever started; after that
  * the engine's probe cache remembers. Lock held. */
 #define PLAIN_CACHE 16
@@ -97,7 +104,7 @@ first_probe(struct attempt *a, struct rock_engine **e)
 	if (plain)
 		return ROCK_ERR_NOT_ENHANCED;
 	rc = rock_probe((struct sockaddr *)&a->target, a->len,
-	    shim_state()->cfg.probe_timeout_ms, ann, &silent);
+	    probe_budget_ms(a), ann, &silent);
 	if (rc != 0) {
 		if (rock_probe_found_plain(rc) && !silent) {
 			int err = errno;
@@ -128,7 +135,7 @@ open_rock(struct attempt *a)
 		rc = first_probe(a, &e);
 	if (rc == 0)
 		rc = rock_client_open(e, (struct sockaddr *)&a->target, a->len,
-		    st->cfg.probe_timeout_ms, shim_rock_cbs(), a->r, &a->r->s);
+		    probe_budget_ms(a), shim_rock_cbs(), a->r, &a->r->s);
 	err = errno;
 	shim_busy = busy;
 	if (rc != 0)
