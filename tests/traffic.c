@@ -8,12 +8,17 @@
  * traffic sink ADDR PORT OUT            client: reads to the end into OUT
  *                                       (unbuffered); prints "gap FROM TO"
  *                                       (wall-clock ms) for every pause of
- *                                       100 ms or more
+ *                                       100 ms or more, and at the end "bytes
+ *                                       N seconds S" (first byte to the end)
  * traffic bursts ADDR PORT BYTES        client: for each line on stdin, BYTES
  *                                       of the pattern out and the same back
  *                                       (an echo server); "burst N ok MS"
  * traffic push ADDR PORT BYTES          client: BYTES of the pattern, its end,
- *                                       then waits for the server's end
+ *                                       then waits for the server's end;
+ *                                       prints "seconds S" (connect to end)
+ * traffic connect ADDR PORT N           client: N connections one after the
+ *                                       other, each closed at once; prints
+ *                                       each connect()'s time, "connect US"
  * traffic pattern BYTES                 the pattern on stdout
  *
  * Exit 0 when every byte was exact; otherwise 1 with the reason on stderr.
@@ -29,8 +34,11 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+
+#include "testtool.h"
 
 #define CHUNK 65536
 #define TICK_MS 20
@@ -50,61 +58,6 @@ pattern(uint64_t off, uint8_t *p, size_t n)
 	}
 }
 
-static int64_t
-wall_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static int64_t
-mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void
-die(const char *what)
-{
-	fprintf(stderr, "traffic: %s: %s\n", what, strerror(errno));
-	exit(1);
-}
-
-static long long
-number(const char *s)
-{
-	char *end;
-	long long v = strtoll(s, &end, 10);
-
-	if (end == s || *end != '\0' || v < 0) {
-		fprintf(stderr, "traffic: bad number '%s'\n", s);
-		exit(2);
-	}
-	return v;
-}
-
-static int
-dial(const char *host, const char *port)
-{
-	struct addrinfo hints = { .ai_socktype = SOCK_STREAM }, *ai;
-	int fd, r;
-
-	if ((r = getaddrinfo(host, port, &hints, &ai)) != 0) {
-		fprintf(stderr, "traffic: %s: %s\n", host, gai_strerror(r));
-		exit(1);
-	}
-	if ((fd = socket(ai->ai_family, SOCK_STREAM, 0)) < 0 ||
-	    connect(fd, ai->ai_addr, ai->ai_addrlen) != 0)
-		die("connect");
-	freeaddrinfo(ai);
-	return fd;
-}
-
 static void
 write_all(int fd, const uint8_t *p, size_t n)
 {
@@ -114,7 +67,7 @@ write_all(int fd, const uint8_t *p, size_t n)
 		if ((w = write(fd, p, n)) < 0) {
 			if (errno == EINTR)
 				continue;
-			die("write");
+			tt_die("write");
 		}
 		p += w;
 		n -= (size_t)w;
@@ -130,14 +83,14 @@ read_to_end(int fd)
 
 	while ((n = recv(fd, buf, sizeof(buf), 0)) != 0)
 		if (n < 0 && errno != EINTR)
-			die("recv");
+			tt_die("recv");
 }
 
 static int
 source(char **av)
 {
 	struct sockaddr_in sa = { .sin_family = AF_INET };
-	long long rate = number(av[1]), secs = number(av[2]);
+	long long rate = tt_number(av[1], LLONG_MAX), secs = tt_number(av[2], LLONG_MAX);
 	static uint8_t buf[CHUNK];
 	uint64_t sent = 0, due;
 	int lfd, fd, one = 1;
@@ -147,22 +100,22 @@ source(char **av)
 	struct timespec tick = { 0, TICK_MS * 1000000L };
 
 	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	sa.sin_port = htons((uint16_t)number(av[0]));
+	sa.sin_port = htons((uint16_t)tt_number(av[0], 65535));
 	if ((out = fopen(av[3], "w")) == NULL)
-		die(av[3]);
+		tt_die(av[3]);
 	if ((lfd = socket(AF_INET, SOCK_STREAM, 0)) < 0)
-		die("socket");
+		tt_die("socket");
 	setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 	if (bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) != 0 || listen(lfd, 1) != 0)
-		die("listen");
+		tt_die("listen");
 	if ((fd = accept(lfd, NULL, NULL)) < 0)
-		die("accept");
+		tt_die("accept");
 	close(lfd);
 	snprintf(stop, sizeof(stop), "%s.stop", av[3]);
-	t0 = mono_ms();
+	t0 = tt_mono_ms();
 	/* What is due by now goes out now: a stalled send catches up. */
 	for (;;) {
-		int64_t el = mono_ms() - t0;
+		int64_t el = tt_mono_ms() - t0;
 
 		if (access(stop, F_OK) == 0 && el < secs * 1000)
 			secs = el / 1000;
@@ -174,7 +127,7 @@ source(char **av)
 			pattern(sent, buf, n);
 			write_all(fd, buf, n);
 			if (fwrite(buf, 1, n, out) != n)
-				die("fwrite");
+				tt_die("fwrite");
 			sent += n;
 		}
 		if (el >= secs * 1000)
@@ -182,7 +135,7 @@ source(char **av)
 		nanosleep(&tick, NULL);
 	}
 	if (fclose(out) != 0)
-		die("fclose");
+		tt_die("fclose");
 	shutdown(fd, SHUT_WR);
 	read_to_end(fd);
 	return 0;
@@ -192,22 +145,24 @@ static int
 sink(char **av)
 {
 	static uint8_t buf[CHUNK];
-	int fd = dial(av[0], av[1]);
+	int fd = tt_dial(av[0], av[1], SOCK_STREAM);
 	int out = open(av[2], O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	unsigned long long total = 0;
-	int64_t last = wall_ms(), now;
+	int64_t last = tt_wall_ms(), now, first = 0;
 	ssize_t n;
 
 	if (out < 0)
-		die(av[2]);
+		tt_die(av[2]);
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	while ((n = recv(fd, buf, sizeof(buf), 0)) != 0) {
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
-			die("recv");
+			tt_die("recv");
 		}
-		now = wall_ms();
+		now = tt_wall_ms();
+		if (first == 0)
+			first = now;
 		if (now - last >= GAP_MS)
 			printf("gap %lld %lld\n", (long long)last, (long long)now);
 		last = now;
@@ -216,8 +171,9 @@ sink(char **av)
 		write_all(out, buf, (size_t)n);
 	}
 	if (close(out) != 0)
-		die("close");
-	printf("bytes %llu\n", total);
+		tt_die("close");
+	printf("bytes %llu seconds %.3f\n", total,
+	    first ? (tt_wall_ms() - first) / 1000.0 : 0.0);
 	close(fd);
 	return 0;
 }
@@ -225,9 +181,9 @@ sink(char **av)
 static int
 bursts(char **av)
 {
-	size_t len = (size_t)number(av[2]);
+	size_t len = (size_t)tt_number(av[2], LLONG_MAX);
 	uint8_t *out = malloc(len), *in = malloc(len);
-	int fd = dial(av[0], av[1]);
+	int fd = tt_dial(av[0], av[1], SOCK_STREAM);
 	char line[256];
 	uint64_t off = 0;
 	unsigned k = 0;
@@ -236,10 +192,10 @@ bursts(char **av)
 	int64_t t0;
 
 	if (out == NULL || in == NULL)
-		die("malloc");
+		tt_die("malloc");
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	while (fgets(line, sizeof(line), stdin) != NULL) {
-		t0 = wall_ms();
+		t0 = tt_wall_ms();
 		pattern(off, out, len);
 		write_all(fd, out, len);
 		for (got = 0; got < len; got += (size_t)n) {
@@ -251,13 +207,13 @@ bursts(char **av)
 			if (n < 0 && errno == EINTR)
 				n = 0;
 			else if (n < 0)
-				die("recv");
+				tt_die("recv");
 		}
 		if (memcmp(in, out, len) != 0) {
 			printf("burst %u MISMATCH\n", k);
 			return 1;
 		}
-		printf("burst %u ok %lld\n", k++, (long long)(wall_ms() - t0));
+		printf("burst %u ok %lld\n", k++, (long long)(tt_wall_ms() - t0));
 		off += len;
 	}
 	shutdown(fd, SHUT_WR);
@@ -269,8 +225,9 @@ static int
 push(char **av)
 {
 	static uint8_t buf[CHUNK];
-	uint64_t total = (uint64_t)number(av[2]), off;
-	int fd = dial(av[0], av[1]);
+	uint64_t total = (uint64_t)tt_number(av[2], LLONG_MAX), off;
+	int64_t t0 = tt_mono_ms();
+	int fd = tt_dial(av[0], av[1], SOCK_STREAM);
 
 	for (off = 0; off < total; off += CHUNK) {
 		size_t n = total - off < CHUNK ? (size_t)(total - off) : CHUNK;
@@ -280,6 +237,32 @@ push(char **av)
 	}
 	shutdown(fd, SHUT_WR);
 	read_to_end(fd);
+	printf("seconds %.3f\n", (tt_mono_ms() - t0) / 1000.0);
+	return 0;
+}
+
+static int
+connect_times(char **av)
+{
+	struct addrinfo hints = { .ai_socktype = SOCK_STREAM }, *ai;
+	long long n = tt_number(av[2], LLONG_MAX), i;
+	int fd, r;
+	int64_t t0;
+
+	if ((r = getaddrinfo(av[0], av[1], &hints, &ai)) != 0) {
+		fprintf(stderr, "traffic: %s: %s\n", av[0], gai_strerror(r));
+		return 1;
+	}
+	for (i = 0; i < n; i++) {
+		if ((fd = socket(ai->ai_family, SOCK_STREAM, 0)) < 0)
+			tt_die("socket");
+		t0 = tt_mono_us();
+		if (connect(fd, ai->ai_addr, ai->ai_addrlen) != 0)
+			tt_die("connect");
+		printf("connect %lld\n", (long long)(tt_mono_us() - t0));
+		close(fd);
+	}
+	freeaddrinfo(ai);
 	return 0;
 }
 
@@ -287,14 +270,14 @@ static int
 print_pattern(char **av)
 {
 	static uint8_t buf[CHUNK];
-	uint64_t total = (uint64_t)number(av[0]), off;
+	uint64_t total = (uint64_t)tt_number(av[0], LLONG_MAX), off;
 
 	for (off = 0; off < total; off += CHUNK) {
 		size_t n = total - off < CHUNK ? (size_t)(total - off) : CHUNK;
 
 		pattern(off, buf, n);
 		if (fwrite(buf, 1, n, stdout) != n)
-			die("fwrite");
+			tt_die("fwrite");
 	}
 	return fflush(stdout) == 0 ? 0 : 1;
 }
@@ -314,7 +297,10 @@ main(int argc, char **argv)
 		return push(argv + 2);
 	if (argc == 3 && strcmp(argv[1], "pattern") == 0)
 		return print_pattern(argv + 2);
+	if (argc == 5 && strcmp(argv[1], "connect") == 0)
+		return connect_times(argv + 2);
 	fprintf(stderr, "usage: traffic source PORT RATE SECONDS OUT | sink ADDR PORT OUT |\n"
-	    "       bursts ADDR PORT BYTES | push ADDR PORT BYTES | pattern BYTES\n");
+	    "       bursts ADDR PORT BYTES | push ADDR PORT BYTES | pattern BYTES |\n"
+	    "       connect ADDR PORT N\n");
 	return 2;
 }

@@ -1,9 +1,9 @@
 #!/bin/sh
 # bootstrap.sh: install the Debian packages rocks needs, build it, then run the demo or the tests.
 set -eu
-usage() { echo "usage: sh tools/bootstrap.sh demo|check|deps" >&2; exit 2; }
-[ $# -eq 1 ] || usage
-case $1 in demo|check|deps) ;; *) usage ;; esac
+usage() { echo "usage: sh tools/bootstrap.sh demo [PROFILE] | check | deps" >&2; exit 2; }
+[ $# -ge 1 ] || usage
+case $1 in demo) [ $# -le 2 ] || usage ;; check|deps) [ $# -eq 1 ] || usage ;; *) usage ;; esac
 cd "$(dirname "$0")/.."
 
 # Build tools, the libraries (libsodium, libevent, Check; libnetfilter_queue
@@ -50,7 +50,7 @@ case $1 in
 demo)
 	# The demo is a bash script (arrays, the harness): never sh, which is
 	# dash on Debian.
-	exec bash tools/demo.sh
+	exec bash tools/demo.sh ${2:+"$2"}
 	;;
 check)
 	echo "== make check"

@@ -1,10 +1,20 @@
 #!/usr/bin/env bash
 # demo.sh: shows a newcomer what rocks does, on network namespaces of this machine.
+# Usage: bash tools/demo.sh [PROFILE]   (a path profile of tests/netns/profiles.sh; wan)
+# Exit status 0 when the stream under rock came through complete and in order.
 set -u
 top=$(cd "$(dirname "$0")/.." && pwd)
+# The build tree (make) may be elsewhere than the sources.
+build=${top_builddir:-$top}
+export top_builddir=$build
 . "$top/tests/netns/netns.sh"
-ROCK="$top/tools/rock"
-ROCKD="$top/daemon/rockd"
+ROCK="$build/tools/rock"
+ROCKD="$build/daemon/rockd"
+profile=${1:-wan}
+case " $NN_PROFILES " in
+*" $(nn_profile_base "$profile") "*) ;;
+*) echo "demo: unknown path profile '$profile' (one of: $NN_PROFILES)"; exit 2 ;;
+esac
 say() { printf '\n\033[1m%s\033[0m\n' "$*"; }
 last_line() { tail -n 1 "$1" 2>/dev/null; }
 
@@ -15,9 +25,13 @@ nn_require_root
 out=$(mktemp -d)
 nn_on_cleanup "rm -rf '$out'"
 nn_setup >/dev/null 2>&1 || { echo "demo: could not create network namespaces"; exit 1; }
+nn_profile "$profile" >/dev/null 2>&1 || { echo "demo: could not put the path on profile $profile"; exit 1; }
 
 say "1. A laptop ($NN_C_ADDR) and a server ($NN_S_ADDR), joined through a router."
 echo "   (network namespaces on this machine; nothing outside them is touched)"
+echo "   The path is \"$profile\": $(nn_profile_rtt_ms "$profile") ms round trips, netem options each way:"
+opts=$(nn_profile_netem "$(nn_profile_base "$profile")")
+echo "     ${opts:-(none: a bare virtual link)}"
 # The service: numbered lines, five a second, forever.
 nn_s socat TCP-LISTEN:9000,bind=127.0.0.1,reuseaddr,fork \
 	SYSTEM:'i=0; while i=$((i+1)); do echo "line $i"; sleep 0.2; done' 2>/dev/null &
@@ -68,6 +82,7 @@ if [ "$n" -gt 0 ] && awk '$2 != NR { bad = 1 } END { exit bad }' "$out/rock"; th
 	echo "   rockd opened $(grep -c 'client connected, backend' "$out/rockd.log") connection(s) to the service for socat under rock."
 else
 	echo "   NO: the stream has a gap or a duplicate (see $out)"
+	ok=1
 fi
 echo "   What socat's connection went through underneath (ROCK_DEBUG=1 ROCK_LOG=FILE):"
 sed -n 's/^[0-9T:.-]*Z librock\[[0-9]*\]: [a-z]*: rock_session_set_state: rock [0-9a-f]*: /     /p' "$out/rock.log"
@@ -76,3 +91,4 @@ echo "   socat itself saw none of it: no error, no reconnect, one connection."
 say "6. Also: rock --keepalive-only CMD is a drop-in for libdontdie:"
 echo "   every TCP socket of CMD gets keepalive with ROCK_KEEPALIVE_TIME/INTVL/PROBES,"
 echo "   so an idle connection to a dead peer fails in seconds instead of hours."
+exit "${ok:-0}"

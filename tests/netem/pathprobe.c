@@ -22,50 +22,12 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include "testtool.h"
+
 static double
 now_s(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-static void
-die(const char *what)
-{
-	fprintf(stderr, "pathprobe: %s: %s\n", what, strerror(errno));
-	exit(1);
-}
-
-static long
-number(const char *s, long max)
-{
-	char *end;
-	long v = strtol(s, &end, 10);
-
-	if (end == s || *end != '\0' || v < 0 || v > max) {
-		fprintf(stderr, "pathprobe: bad number '%s' (0..%ld)\n", s, max);
-		exit(2);
-	}
-	return v;
-}
-
-static int
-dial(const char *host, const char *port, int type)
-{
-	struct addrinfo hints = { .ai_socktype = type }, *ai;
-	int fd, r;
-
-	if ((r = getaddrinfo(host, port, &hints, &ai)) != 0) {
-		fprintf(stderr, "pathprobe: %s: %s\n", host, gai_strerror(r));
-		exit(1);
-	}
-	if ((fd = socket(ai->ai_family, type, 0)) < 0 ||
-	    connect(fd, ai->ai_addr, ai->ai_addrlen) != 0)
-		die("connect");
-	freeaddrinfo(ai);
-	return fd;
+	return (double)tt_mono_us() / 1e6;
 }
 
 static int
@@ -75,30 +37,30 @@ bound(const char *port, int type)
 	int fd = socket(AF_INET6, type, 0), one = 1, off = 0;
 
 	if (fd < 0)
-		die("socket");
+		tt_die("socket");
 	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 	setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof(off));
-	sa.sin6_port = htons((uint16_t)number(port, 65535));
+	sa.sin6_port = htons((uint16_t)tt_number(port, 65535));
 	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0)
-		die("bind");
+		tt_die("bind");
 	if (type == SOCK_STREAM && listen(fd, 1) != 0)
-		die("listen");
+		tt_die("listen");
 	return fd;
 }
 
 static int
 udp_send(char **av)
 {
-	int fd = dial(av[0], av[1], SOCK_DGRAM);
-	uint32_t count = (uint32_t)number(av[2], 10000000), i, msg[2];
-	long gap_us = number(av[3], 10000000);
+	int fd = tt_dial(av[0], av[1], SOCK_DGRAM);
+	uint32_t count = (uint32_t)tt_number(av[2], 10000000), i, msg[2];
+	long gap_us = tt_number(av[3], 10000000);
 	struct timespec ts = { gap_us / 1000000, (gap_us % 1000000) * 1000 };
 
 	for (i = 0; i < count; i++) {
 		msg[0] = htonl(i);
 		msg[1] = htonl(count);
 		if (send(fd, msg, sizeof(msg), 0) < 0 && errno != ECONNREFUSED)
-			die("send");
+			tt_die("send");
 		nanosleep(&ts, NULL);
 	}
 	return 0;
@@ -125,7 +87,7 @@ static int
 udp_recv(char **av)
 {
 	int fd = bound(av[0], SOCK_DGRAM);
-	int quiet = (int)number(av[1], 600000);
+	int quiet = (int)tt_number(av[1], 600000);
 	uint32_t msg[2], seq, count = 0, *order = NULL;
 	unsigned long received = 0, distinct = 0, dups = 0;
 	unsigned char *seen = NULL;
@@ -142,7 +104,7 @@ udp_recv(char **av)
 			if (count == 0 || count > 10000000 ||
 			    (seen = calloc(count, 1)) == NULL ||
 			    (order = calloc(count, sizeof(*order))) == NULL)
-				die("count");
+				tt_die("count");
 		}
 		if (seq >= count)
 			continue;
@@ -165,13 +127,13 @@ udp_recv(char **av)
 static int
 tcp_send(char **av)
 {
-	int fd = dial(av[0], av[1], SOCK_STREAM);
-	double end = now_s() + (double)number(av[2], 3600);
+	int fd = tt_dial(av[0], av[1], SOCK_STREAM);
+	double end = now_s() + (double)tt_number(av[2], 3600);
 	static char buf[65536];
 
 	while (now_s() < end)
 		if (send(fd, buf, sizeof(buf), MSG_NOSIGNAL) < 0)
-			die("send");
+			tt_die("send");
 	close(fd);
 	return 0;
 }
@@ -180,13 +142,13 @@ static int
 tcp_recv(char **av)
 {
 	int lfd = bound(av[0], SOCK_STREAM), fd;
-	double skip = (double)number(av[1], 3600), t0, start = 0, last = 0;
+	double skip = (double)tt_number(av[1], 3600), t0, start = 0, last = 0;
 	unsigned long long bytes = 0;
 	static char buf[65536];
 	ssize_t n;
 
 	if ((fd = accept(lfd, NULL, NULL)) < 0)
-		die("accept");
+		tt_die("accept");
 	t0 = now_s();
 	while ((n = recv(fd, buf, sizeof(buf), 0)) > 0) {
 		double t = now_s();

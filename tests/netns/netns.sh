@@ -519,6 +519,9 @@ nn_cleanup() {
 		nn__kill_ns "$ns"
 		ip netns del "$ns" 2>/dev/null || true
 	done
+	# The path went with the router: a later nn_setup starts afresh.
+	NN__NFQ_DIR= NN__NFQ_PID= NN__UDP_BLOCKED=
+	NN__NFQ_OPTS=()
 	return 0
 }
 

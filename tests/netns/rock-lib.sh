@@ -26,6 +26,12 @@ rock_netns_up() {
 	nn_on_cleanup stop_pids
 }
 
+# sshd's privilege separation directory (compiled into sshd): made if
+# missing, as the system's sshd would, and left in place. Tests run at once
+# (make -j, the matrix's lanes) share it: one that removed it at its exit
+# broke the others' logins ("chroot(/run/sshd): No such file or directory").
+run_sshd_dir() { [ -d /run/sshd ] || mkdir -p /run/sshd; }
+
 nap() {
 	sleep "$1" &
 	napper=$!

@@ -14,14 +14,7 @@ done
 rock_netns_up
 nn_on_cleanup stop_tmux
 
-# sshd's privilege separation directory; made (and removed) only if missing.
-made_run_sshd=
-if [ ! -d /run/sshd ]; then
-	mkdir -p /run/sshd && made_run_sshd=1
-fi
-# shellcheck disable=SC2317 # run by nn_cleanup
-rm_run_sshd() { [ -z "$made_run_sshd" ] || rmdir /run/sshd 2>/dev/null; }
-nn_on_cleanup rm_run_sshd
+run_sshd_dir || t_skip_all "cannot make /run/sshd"
 
 # Keys and a self-contained sshd: key authentication only, for root, with
 # everything under the test's directory.

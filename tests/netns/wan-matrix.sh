@@ -139,11 +139,7 @@ esac
 burst=65536
 
 # The server: sshd, the backends, one rockd in front of all.
-made_run_sshd=
-if [ ! -d /run/sshd ]; then mkdir -p /run/sshd && made_run_sshd=1; fi
-# shellcheck disable=SC2317 # run by nn_cleanup
-rm_run_sshd() { [ -z "$made_run_sshd" ] || rmdir /run/sshd 2>/dev/null; }
-nn_on_cleanup rm_run_sshd
+run_sshd_dir || t_skip_all "cannot make /run/sshd"
 ssh-keygen -q -t ed25519 -N '' -f "$t_tmp/host_key" && ssh-keygen -q -t ed25519 -N '' -f "$t_tmp/id" ||
 	t_skip_all "ssh-keygen failed"
 cp "$t_tmp/id.pub" "$t_tmp/authorized_keys"
@@ -181,15 +177,21 @@ stop_tmux() { tmux -S "$tmux_sock" kill-server 2>/dev/null; }
 ssh_opts="-F /dev/null -i $t_tmp/id -o BatchMode=yes -o StrictHostKeyChecking=no -o UserKnownHostsFile=$t_tmp/known_hosts -o LogLevel=ERROR"
 tmux -S "$tmux_sock" -f /dev/null new-session -d -x 120 -y 40 \
 	"ASAN_OPTIONS='${ASAN_OPTIONS:-}:detect_leaks=0' ROCK_DEBUG=1 ROCK_LOG='$t_tmp/ssh.log' ip netns exec '$NN_C' '$ROCK' ssh -tt $ssh_opts root@$NN_S_ADDR; sleep 600"
+# shellcheck disable=SC2317 # called through wait_for
 screen() { tmux -S "$tmux_sock" capture-pane -p -t 0 -S -200; }
-# TEXT TIMEOUT_S: wait until the pane shows TEXT at the start of a line.
-wait_screen() {
-	local end=$(($(now_ms) + $2 * 1000))
-	until screen | grep -q -- "^$1"; do
+# TIMEOUT_S CMD...: wait until CMD succeeds.
+wait_for() {
+	local end=$(($(now_ms) + $1 * 1000))
+	shift
+	until "$@"; do
 		[ "$(now_ms)" -lt "$end" ] || return 1
-		sleep 0.2
+		sleep 0.1
 	done
 }
+# TEXT TIMEOUT_S: wait until the pane shows TEXT at the start of a line.
+wait_screen() { wait_for "$2" on_screen "$1"; }
+# shellcheck disable=SC2317 # called through wait_for
+on_screen() { screen | grep -q -- "^$1"; }
 keys=0 keys_ok=0
 # One line typed: an answer only the remote shell can compute.
 keystroke() {
@@ -204,32 +206,20 @@ keystroke() {
 # FD: one burst on that client.
 burst_now() { echo go >&"$1"; }
 # FILE N TIMEOUT_S: wait until FILE reports N bursts echoed.
-wait_bursts() {
-	local end=$(($(now_ms) + $3 * 1000))
-	until [ "$(bursts_done "$1")" -ge "$2" ]; do
-		[ "$(now_ms)" -lt "$end" ] || return 1
-		sleep 0.2
-	done
-}
+wait_bursts() { wait_for "$3" bursts_reached "$1" "$2"; }
+# shellcheck disable=SC2317 # called through wait_for
+bursts_reached() { [ "$(bursts_done "$1")" -ge "$2" ]; }
 bursts_done() { grep -c '^burst [0-9]* ok' "$1"; }
 got() { stat -c %s "$t_tmp/stream.got" 2>/dev/null || echo 0; }
 sent() { stat -c %s "$t_tmp/stream.sent" 2>/dev/null || echo 0; }
 # BYTES TIMEOUT_S: wait until the stream has brought BYTES.
-wait_got() {
-	local end=$(($(now_ms) + $2 * 1000))
-	until [ "$(got)" -ge "$1" ]; do
-		[ "$(now_ms)" -lt "$end" ] || return 1
-		sleep 0.1
-	done
-}
+wait_got() { wait_for "$2" got_reached "$1"; }
+# shellcheck disable=SC2317 # called through wait_for
+got_reached() { [ "$(got)" -ge "$1" ]; }
 # TIMEOUT_S: wait until the stream has caught up with its source.
-wait_caught_up() {
-	local end=$(($(now_ms) + $1 * 1000))
-	until [ "$(got)" -ge $(($(sent) - rate)) ]; do
-		[ "$(now_ms)" -lt "$end" ] || return 1
-		sleep 0.2
-	done
-}
+wait_caught_up() { wait_for "$1" caught_up; }
+# shellcheck disable=SC2317 # called through wait_for
+caught_up() { [ "$(got)" -ge $(($(sent) - rate)) ]; }
 # AFTER_MS: ms from AFTER_MS until the stream flowed again: the end of the
 # sink's pause (100 ms or more) around AFTER_MS; "<100" when it did not
 # pause that long.
@@ -253,6 +243,13 @@ logs="$t_tmp/sink.log $t_tmp/bursts.log $t_tmp/idle.log $t_tmp/ssh.log"
 # ---- A. a fault-free minute: bursts after idle gaps of 12-30 s, the
 # paced stream, a typed line every 5 s
 wait_screen '.*[#$] *$' $((20 + rtt / 50)) || t_bad "$P: no shell prompt through rock ssh"
+# A lossy path must not make a plain connection of any of them. A first
+# connect is a probe and a handshake: a lost SYN or answer costs a second
+# or more (TCP's initial RTO), so wait for each to decide.
+for r in sink bursts idle ssh; do
+	wait_for 20 grep -q ': a rock$\|: no rock' "$t_tmp/$r.log"
+	t_check "$P: the $r connection is a rock" grep -q ': a rock$' "$t_tmp/$r.log"
+done
 burst_now "$idle_fd"
 gaps=(12 20 25)
 t_a=$(now_ms)
