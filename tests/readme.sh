@@ -19,11 +19,17 @@ done
 # (a): a copy of the sources, as a clone or the release tarball has them.
 copy="$t_tmp/tree"
 mkdir "$copy"
-if git -C "$top_srcdir" rev-parse --git-dir >/dev/null 2>&1; then
-	(cd "$top_srcdir" && git ls-files -z -co --exclude-standard | xargs -0 cp --parents -t "$copy")
+src=$(cd "$top_srcdir" && pwd -P)
+if [ "$(git -C "$src" rev-parse --show-toplevel 2>/dev/null)" = "$src" ]; then
+	(cd "$src" && git ls-files -z -co --exclude-standard | xargs -0 -r cp --parents -t "$copy")
 else
-	cp -a "$top_srcdir"/. "$copy"/ && chmod -R u+w "$copy"
+	# An unpacked tarball (make distcheck builds in _build and installs in
+	# _inst inside it): its files, not those builds.
+	tar -C "$src" --exclude=./_build --exclude=./_inst -cf - . | tar -C "$copy" -xf - &&
+		chmod -R u+w "$copy"
 fi
+t_check "the copy of the tree has the README and tools/bootstrap.sh" \
+	test -f "$copy/README" -a -f "$copy/tools/bootstrap.sh"
 # As a user would run it: none of make check's settings, and at low
 # priority beside the timing tests that may run meanwhile.
 (cd "$copy" && env -u top_builddir -u top_srcdir -u ROCK_SAN_PRELOAD -u ASAN_OPTIONS \
