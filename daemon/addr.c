@@ -79,6 +79,66 @@ rockd_parse_addr(const char *spec, int passive, struct sockaddr_storage *ss,
 	return 0;
 }
 
+static int
+port_of(const struct sockaddr_storage *a)
+{
+	return a->ss_family == AF_INET6 ?
+	    ntohs(((const struct sockaddr_in6 *)a)->sin6_port) :
+	    ntohs(((const struct sockaddr_in *)a)->sin_port);
+}
+
+/* The IPv4 address a listener takes: its own, or one mapped into IPv6
+ * (::ffff:a.b.c.d); 0 when it is neither. */
+static int
+v4_of(const struct sockaddr_storage *a, struct in_addr *out)
+{
+	const struct in6_addr *v6;
+
+	if (a->ss_family == AF_INET) {
+		*out = ((const struct sockaddr_in *)a)->sin_addr;
+		return 1;
+	}
+	v6 = &((const struct sockaddr_in6 *)a)->sin6_addr;
+	if (!IN6_IS_ADDR_V4MAPPED(v6))
+		return 0;
+	memcpy(out, &v6->s6_addr[12], 4);
+	return 1;
+}
+
+static int
+v6_wildcard(const struct sockaddr_storage *a)
+{
+	return a->ss_family == AF_INET6 &&
+	    IN6_IS_ADDR_UNSPECIFIED(&((const struct sockaddr_in6 *)a)->sin6_addr);
+}
+
+/* Whether two listeners would want the same connections, as bind(2) sees
+ * it on Linux with SO_REUSEADDR: the same port, and the same address or a
+ * wildcard that takes the other's ([::] is dual-stack: it takes IPv4
+ * too, unless the host sets net.ipv6.bindv6only). */
+int
+rockd_addr_overlap(const struct sockaddr_storage *a,
+    const struct sockaddr_storage *b)
+{
+	struct in_addr a4, b4;
+	int av4, bv4;
+
+	if (port_of(a) != port_of(b))
+		return 0;
+	if (v6_wildcard(a) || v6_wildcard(b))
+		return 1;
+	av4 = v4_of(a, &a4);
+	bv4 = v4_of(b, &b4);
+	if (av4 != bv4)
+		return 0;
+	if (av4)
+		return a4.s_addr == b4.s_addr || a4.s_addr == htonl(INADDR_ANY) ||
+		    b4.s_addr == htonl(INADDR_ANY);
+	return memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
+	    &((const struct sockaddr_in6 *)b)->sin6_addr,
+	    sizeof(struct in6_addr)) == 0;
+}
+
 void
 rockd_no_delay(evutil_socket_t fd)
 {

@@ -43,11 +43,11 @@ add_service(struct rockd_config *cfg, const char *listen, const char *backend,
 		return -1;
 	}
 	for (tail = &cfg->services; *tail != NULL; tail = &(*tail)->next) {
-		if ((*tail)->listen_len == s->listen_len &&
-		    memcmp(&(*tail)->listen_addr, &s->listen_addr,
-		    s->listen_len) == 0) {
-			snprintf(err, errlen, "\"%s\": listen address used twice",
-			    listen);
+		if (rockd_addr_overlap(&(*tail)->listen_addr, &s->listen_addr)) {
+			snprintf(err, errlen, "\"%s\": the same port as \"%s\" on "
+			    "an overlapping address (a wildcard takes every "
+			    "address; [::] takes IPv4 too)", listen,
+			    (*tail)->listen_spec);
 			free(s);
 			return -1;
 		}
@@ -167,6 +167,18 @@ rockd_config_load(struct rockd_config *cfg, const char *path, char *err,
 		} else {
 			r = parse_line(cfg, line, why, sizeof(why));
 		}
+	}
+	/* A read error (a directory, an I/O error mid-file) must not pass
+	 * for the end of the file: half a config would load. */
+	if (r == 0 && ferror(f)) {
+		if (lineno == 0)
+			snprintf(err, errlen, "%s: cannot read: %s", path,
+			    strerror(errno));
+		else
+			snprintf(err, errlen, "%s: cannot read past line %d: %s",
+			    path, lineno, strerror(errno));
+		fclose(f);
+		return -1;
 	}
 	fclose(f);
 	if (r == 0 && cfg->services == NULL) {

@@ -101,5 +101,8 @@ void rockd_no_delay(evutil_socket_t fd);
 /* Address text "[ADDR:]PORT" or "HOST:PORT" into a sockaddr; -1 + err. */
 int rockd_parse_addr(const char *spec, int passive, struct sockaddr_storage *ss,
     socklen_t *len, char *err, size_t errlen);
+/* Two listen addresses that bind(2) would not both take. */
+int rockd_addr_overlap(const struct sockaddr_storage *a,
+    const struct sockaddr_storage *b);
 
 #endif

@@ -10,6 +10,10 @@
 #include "rock_engine_int.h"
 #include "rock_err.h"
 
+/* A line a stranger's bytes cause: within the engine's budget for its kind. */
+#define stranger(e, kind, ...) \
+	rlog_info_limited((e)->log, &(e)->stranger_log[kind], __VA_ARGS__)
+
 #define HELLO_TOTAL (ROCK_ANNOUNCE_LEN + ROCK_CLIENT_HELLO_LEN)
 
 struct rock_handshake {
@@ -115,18 +119,21 @@ hello_complete(struct rock_handshake *hs)
 	struct rock_engine *e = hs->e;
 
 	if (!rock_equal(hs->buf, e->announcement, ROCK_ANNOUNCE_LEN)) {
-		rlog_info(e->log, "handshake: announcement from another server "
-		    "instance; client told to probe again");
+		stranger(e, ROCK_STRANGER_HANDSHAKE, "handshake: "
+		    "announcement from another server instance; client told "
+		    "to probe again");
 		rock_handshake_reject(hs, ROCK_WERR_STALE, "stale announcement");
 		return;
 	}
 	if (rock_client_hello_decode(&hs->hello, hs->buf + ROCK_ANNOUNCE_LEN) != 0) {
-		rlog_info(e->log, "handshake: malformed hello; dropped");
+		stranger(e, ROCK_STRANGER_HANDSHAKE,
+		    "handshake: malformed hello; dropped");
 		rock_handshake_reject(hs, ROCK_WERR_PROTOCOL, "malformed hello");
 		return;
 	}
 	if (hs->hello.version != ROCK_VERSION) {
-		rlog_info(e->log, "handshake: client asked for version %u; refused",
+		stranger(e, ROCK_STRANGER_HANDSHAKE,
+		    "handshake: client asked for version %u; refused",
 		    hs->hello.version);
 		rock_handshake_reject(hs, ROCK_WERR_VERSION, "version 2 only");
 		return;
@@ -141,8 +148,9 @@ hello_complete(struct rock_handshake *hs)
 static void
 hello_failed(struct rock_handshake *hs, const char *why)
 {
-	rlog_info(hs->e->log, "handshake: %s before the hello was complete "
-	    "(%zu of %d bytes); dropped", why, hs->have, HELLO_TOTAL);
+	stranger(hs->e, ROCK_STRANGER_HANDSHAKE, "handshake: %s "
+	    "before the hello was complete (%zu of %d bytes); dropped", why,
+	    hs->have, HELLO_TOTAL);
 	handshake_free(hs, 1);
 }
 
@@ -290,7 +298,8 @@ static void
 reconnect_reject(struct reconnect *rc, uint8_t code, const char *why)
 {
 	rc->e->stats.reconnect_rejected++;
-	rlog_info(rc->e->log, "reconnect rejected: %s", why);
+	stranger(rc->e, ROCK_STRANGER_RECONNECT, "reconnect rejected: %s",
+	    why);
 	send_error(rc->fd, code, why);
 	reconnect_free(rc, 1);
 }
@@ -390,7 +399,8 @@ on_reconnect_deadline(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
-	rlog_info(rc->e->log, "reconnect: timed out mid-request; dropped");
+	stranger(rc->e, ROCK_STRANGER_RECONNECT,
+	    "reconnect: timed out mid-request; dropped");
 	reconnect_free(rc, 1);
 }
 
@@ -402,8 +412,8 @@ on_reconnect_read(evutil_socket_t fd, short what, void *arg)
 
 	(void)what;
 	if (r < 0) {
-		rlog_info(rc->e->log, "reconnect: connection closed mid-request; "
-		    "dropped");
+		stranger(rc->e, ROCK_STRANGER_RECONNECT,
+		    "reconnect: connection closed mid-request; dropped");
 		reconnect_free(rc, 1);
 	} else if (r > 0) {
 		check_request(rc);

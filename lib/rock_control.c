@@ -319,6 +319,7 @@ rock_control_tick(struct rock_engine *e)
 {
 	int64_t now = rock_now_ms();
 	struct rock_session *s, *next;
+	int i;
 
 	for (s = e->all; s != NULL; s = next) {
 		next = s->next;
@@ -328,6 +329,8 @@ rock_control_tick(struct rock_engine *e)
 	}
 	if (e->ticks++ % 2 == 0)
 		send_heartbeats(e);
+	for (i = 0; i < ROCK_STRANGER_KINDS; i++)
+		rock_log_limit_flush(e->log, &e->stranger_log[i]);
 	log_drops(e);
 }
 

@@ -69,6 +69,9 @@ rock_engine_new(struct rock_engine **out, struct event_base *base,
 		return ROCK_ERR_NOMEM;
 	e->base = base;
 	e->log = log;
+	e->stranger_log[ROCK_STRANGER_HANDSHAKE].what = "failed handshake";
+	e->stranger_log[ROCK_STRANGER_RECONNECT].what = "refused reconnect";
+	e->stranger_log[ROCK_STRANGER_REFUSAL].what = "refusal";
 	e->udp_fd = e->nl_fd = -1;
 	if (cfg != NULL)
 		e->cfg = *cfg;
@@ -163,6 +166,12 @@ const struct rock_engine_stats *
 rock_engine_stats(const struct rock_engine *e)
 {
 	return &e->stats;
+}
+
+struct rock_log_limit *
+rock_engine_stranger_log(struct rock_engine *e, enum rock_stranger kind)
+{
+	return &e->stranger_log[kind];
 }
 
 void

@@ -105,6 +105,18 @@ int rock_client_open(struct rock_engine *e, const struct sockaddr *addr,
     socklen_t len, int timeout_ms, const struct rock_session_cbs *cbs,
     void *arg, struct rock_session **out);
 
+/* The budgets for log lines strangers can cause, one per kind, which the
+ * owner shares for its own (rockd's refusals); the engine's tick flushes
+ * their counts. */
+enum rock_stranger {
+	ROCK_STRANGER_HANDSHAKE,	/* a hello that failed */
+	ROCK_STRANGER_RECONNECT,	/* a reconnect refused or cut short */
+	ROCK_STRANGER_REFUSAL,		/* BUSY: the owner's limits */
+	ROCK_STRANGER_KINDS
+};
+struct rock_log_limit *rock_engine_stranger_log(struct rock_engine *e,
+    enum rock_stranger kind);
+
 /* Below max sessions, or made so by closing the rock suspended longest:
  * 0; -1 when every rock is connected (answer BUSY). */
 int rock_engine_make_room(struct rock_engine *e, size_t max);

@@ -155,6 +155,7 @@ struct rock_engine {
 	size_t nhandshakes;		/* server handshakes and reconnects in progress */
 	unsigned long drops_logged;	/* drop count already reported */
 	unsigned long hostile_logged;	/* of which forged, replayed, malformed */
+	struct rock_log_limit stranger_log[ROCK_STRANGER_KINDS];
 	struct out_packet *open_packets; /* OPEN_PACKETS, for the tick */
 	unsigned long ticks;		/* heartbeats go on every other one */
 	/* The one suspended rock per server address that dials; the others

@@ -13,19 +13,6 @@
 
 #include "rock_log.h"
 
-void
-rock_log_configure(struct rock_log *log, const struct rock_config *cfg,
-    const char *ident)
-{
-	log->sink = cfg->log_sink;
-	log->debug = cfg->debug;
-	log->ident = ident;
-	/* A user who sets nothing still sees bad settings reported on the
-	 * terminal; ROCK_LOG, once set, is the single place for everything. */
-	log->warn_to_stderr = cfg->log_sink == ROCK_LOG_SYSLOG;
-	log->path = cfg->log_path;
-}
-
 static const char *
 level_name(enum rock_log_level level)
 {
@@ -69,6 +56,41 @@ write_file(const char *path, const char *buf, size_t len)
 		return;
 	write_all((int)fd, buf, len);
 	syscall(SYS_close, fd);
+}
+
+/* A log file that cannot be written would swallow every warning: said
+ * once, on stderr and syslog, and the default sink is used instead. */
+static void
+check_file(struct rock_log *log)
+{
+	long fd = syscall(SYS_openat, AT_FDCWD, log->path,
+	    O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY, 0644);
+	int err = errno;
+
+	if (fd >= 0) {
+		syscall(SYS_close, fd);
+		return;
+	}
+	log->sink = ROCK_LOG_SYSLOG;
+	log->warn_to_stderr = 1;
+	rock_log_emit(log, ROCK_LOG_WARN, __func__, "ROCK_LOG=\"%s\" ignored "
+	    "(cannot write: %s); logging to syslog, warnings to stderr too",
+	    log->path, strerror(err));
+}
+
+void
+rock_log_configure(struct rock_log *log, const struct rock_config *cfg,
+    const char *ident)
+{
+	log->sink = cfg->log_sink;
+	log->debug = cfg->debug;
+	log->ident = ident;
+	/* A user who sets nothing still sees bad settings reported on the
+	 * terminal; ROCK_LOG, once set, is the single place for everything. */
+	log->warn_to_stderr = cfg->log_sink == ROCK_LOG_SYSLOG;
+	log->path = cfg->log_path;
+	if (log->sink == ROCK_LOG_FILE)
+		check_file(log);
 }
 
 static size_t
@@ -119,4 +141,41 @@ rock_log_emit(const struct rock_log *log, enum rock_log_level level,
 		write_file(log->path, line, len);
 	}
 	errno = saved;
+}
+
+static int64_t
+mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void
+rock_log_limit_flush(const struct rock_log *log, struct rock_log_limit *l)
+{
+	int64_t now = mono_ms();
+
+	if (l->window_ms != 0 && now - l->window_ms < ROCK_LOG_LIMIT_WINDOW_MS)
+		return;
+	if (l->suppressed > 0)
+		rock_log_emit(log, ROCK_LOG_INFO, "log_limit", "%lu more %s "
+		    "lines left out in the last %lld s", l->suppressed,
+		    l->what, (long long)(now - l->window_ms) / 1000);
+	l->window_ms = now;
+	l->lines = 0;
+	l->suppressed = 0;
+}
+
+int
+rock_log_limit_pass(const struct rock_log *log, struct rock_log_limit *l)
+{
+	rock_log_limit_flush(log, l);
+	if (l->lines < ROCK_LOG_LIMIT_LINES) {
+		l->lines++;
+		return 1;
+	}
+	l->suppressed++;
+	return 0;
 }

@@ -3,6 +3,7 @@
 #define ROCK_LOG_H
 
 #include <limits.h>
+#include <stdint.h>
 
 #include "rock_config.h"
 
@@ -30,12 +31,34 @@ void rock_log_emit(const struct rock_log *log, enum rock_log_level level,
     const char *func, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
+/* A budget for lines that strangers can cause (hostile handshakes,
+ * refusals): a burst per window, then a count of what was left out. */
+struct rock_log_limit {
+	const char *what;		/* names the lines in the count */
+	int64_t window_ms;		/* start of the current window */
+	unsigned lines;			/* written in it */
+	unsigned long suppressed;	/* left out in it */
+};
+#define ROCK_LOG_LIMIT_LINES 20
+#define ROCK_LOG_LIMIT_WINDOW_MS 10000
+
+/* 1: write the line (a new window may start here). */
+int rock_log_limit_pass(const struct rock_log *log, struct rock_log_limit *l);
+/* Once the window is over: how many lines were left out in it, if any;
+ * a new window starts. Called from a timer, so the count is never held
+ * back until the next stranger comes. */
+void rock_log_limit_flush(const struct rock_log *log, struct rock_log_limit *l);
+
 #define rlog_error(log, ...) \
 	rock_log_emit((log), ROCK_LOG_ERROR, __func__, __VA_ARGS__)
 #define rlog_warn(log, ...) \
 	rock_log_emit((log), ROCK_LOG_WARN, __func__, __VA_ARGS__)
 #define rlog_info(log, ...) \
 	rock_log_emit((log), ROCK_LOG_INFO, __func__, __VA_ARGS__)
+#define rlog_info_limited(log, lim, ...) do { \
+	if (rock_log_limit_pass((log), (lim))) \
+		rock_log_emit((log), ROCK_LOG_INFO, __func__, __VA_ARGS__); \
+} while (0)
 /* The test keeps the formatting cost off every hot path when debug is off. */
 #define rlog_debug(log, ...) do { \
 	if ((log)->debug) \

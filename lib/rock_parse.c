@@ -7,6 +7,17 @@
 #include "rock_err.h"
 #include "rock_parse.h"
 
+/* Checked before any value: "99999999999999999999x" is not a number,
+ * rather than a number too large. */
+static int
+all_digits(const char *p)
+{
+	for (; *p != '\0'; p++)
+		if (*p < '0' || *p > '9')
+			return 0;
+	return 1;
+}
+
 int
 rock_parse_ll(const char *s, long long min, long long max, long long *out)
 {
@@ -18,15 +29,13 @@ rock_parse_ll(const char *s, long long min, long long max, long long *out)
 		return ROCK_ERR_EMPTY;
 	if (*p == '-' || *p == '+')
 		neg = (*p++ == '-');
-	if (*p == '\0')
+	if (*p == '\0' || !all_digits(p))
 		return ROCK_ERR_NOT_NUMBER;
 	/* Scan by hand: strtoll accepts blanks and reports overflow via errno,
 	 * which a preloaded library must not disturb. */
 	for (; *p != '\0'; p++) {
 		unsigned d;
 
-		if (*p < '0' || *p > '9')
-			return ROCK_ERR_NOT_NUMBER;
 		d = (unsigned)(*p - '0');
 		if (mag > ((unsigned long long)LLONG_MAX + 1 - d) / 10)
 			return neg ? ROCK_ERR_TOO_SMALL : ROCK_ERR_TOO_LARGE;

@@ -54,6 +54,16 @@ t_eq "bad ROCK_KEEPALIVE_PROBES reported once" \
 	"$(grep -c 'ROCK_KEEPALIVE_PROBES="128" ignored (too large); accepted: a count, 1 to 127' "$t_tmp/err")" 1
 t_eq "nothing else on stderr" "$(wc -l <"$t_tmp/err")" 2
 
+# A log file that cannot be written is reported once, not swallowed, and
+# the warnings that follow still reach stderr.
+clean_env ROCK_LOG="$t_tmp/no-such-dir/rock.log" ROCK_KEEPALIVE_TIME=abc \
+	"$ROCK" --keepalive-only "$prog" check 1 -1 -1 -1 -1 >/dev/null 2>"$t_tmp/err"
+t_eq "unwritable ROCK_LOG reported once" \
+	"$(grep -c "ROCK_LOG=\"$t_tmp/no-such-dir/rock.log\" ignored (cannot write: No such file or directory); logging to syslog, warnings to stderr too" "$t_tmp/err")" 1
+t_eq "unwritable ROCK_LOG: the next warning on stderr" \
+	"$(grep -c 'ROCK_KEEPALIVE_TIME="abc" ignored' "$t_tmp/err")" 1
+t_check "unwritable ROCK_LOG: no file made" test ! -e "$t_tmp/no-such-dir"
+
 # ROCK_MODE=off touches nothing, even with values set; plain rock mode has the baseline.
 if clean_env ROCK_MODE=off ROCK_KEEPALIVE_TIME=5 LD_PRELOAD="$LIBROCK_PRELOAD" \
 	"$prog" check 0 -1 -1 -1 -1 >"$t_tmp/out" 2>&1; then t_ok "ROCK_MODE=off"; else

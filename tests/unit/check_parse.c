@@ -34,6 +34,9 @@ static const struct parse_case parse_cases[] = {
 	{ "0x10", 0, 100, ROCK_ERR_NOT_NUMBER, 0 },
 	{ "1e3", 0, 10000, ROCK_ERR_NOT_NUMBER, 0 },
 	{ "1.5", 0, 10, ROCK_ERR_NOT_NUMBER, 0 },
+	/* Not a number, however large its digits before the garbage. */
+	{ "99999999999999999999x", 0, 10, ROCK_ERR_NOT_NUMBER, 0 },
+	{ "-99999999999999999999x", -10, 10, ROCK_ERR_NOT_NUMBER, 0 },
 	{ "9223372036854775807", 0, LLONG_MAX, 0, LLONG_MAX },
 	{ "9223372036854775808", 0, LLONG_MAX, ROCK_ERR_TOO_LARGE, 0 },
 	{ "99999999999999999999999", 0, LLONG_MAX, ROCK_ERR_TOO_LARGE, 0 },
