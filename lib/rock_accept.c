@@ -135,7 +135,7 @@ hello_complete(struct rock_handshake *hs)
 		stranger(e, ROCK_STRANGER_HANDSHAKE,
 		    "handshake: client asked for version %u; refused",
 		    hs->hello.version);
-		rock_handshake_reject(hs, ROCK_WERR_VERSION, "version 2 only");
+		rock_handshake_reject(hs, ROCK_WERR_VERSION, "version 3 only");
 		return;
 	}
 	/* The owner answers now (rockd dials its backend, with its own
@@ -332,6 +332,7 @@ take_over(struct rock_session *s, struct reconnect *rc,
 
 	reconnect_free(rc, 0);
 	ok.consumed = s->consumed;
+	ok.end = rock_session_end(s);
 	ok.flags = s->flags;
 	memset(ok.tag, 0, sizeof(ok.tag));
 	rock_reconnect_ok_encode(&ok, out);
@@ -347,10 +348,12 @@ take_over(struct rock_session *s, struct reconnect *rc,
 	rock_session_hold(s);
 	/* The client gave up on the old connection: so do we. */
 	rock_session_fail(s, "replaced by an authenticated reconnect");
-	rock_session_resume_counts(s, rq->consumed, rq->flags);
 	/* The client takes the OK as the switch: a connection dropped after
 	 * it is reset, never ended with a FIN it could read as our end. */
-	if ((r = rock_stream_replay(s)) != 0) {
+	if (rock_session_resume_counts(s, rq->consumed, rq->end,
+	    rq->flags) != 0) {
+		rock_close_reset(fd);
+	} else if ((r = rock_stream_replay(s)) != 0) {
 		rock_close_reset(fd);
 		rock_session_close(s, r, "peer's count outside what we hold");
 	} else if (rock_stream_attach(s, fd) != 0) {

@@ -140,6 +140,7 @@ make_record(struct rock_session *s, uint8_t out[ROCK_HB_RECORD_LEN])
 	memcpy(r.id, s->id, ROCK_ID_LEN);
 	r.seq = ++s->seq_out;
 	r.consumed = s->consumed;
+	r.end = rock_session_end(s);
 	r.flags = s->flags;
 	/* UDP may pass one way only: the peer then arms its keepalive, so
 	 * its data connection speaks to us even when it has nothing to say. */
@@ -283,6 +284,7 @@ check_session(struct rock_session *s, int64_t now)
 		check_liveness(s, now);
 		if (s->state == ROCK_ST_CONNECTED)
 			check_stall(s, now);
+		rock_session_eof_check(s, now);
 	} else if (s->state == ROCK_ST_SUSPENDED && limit > 0 &&
 	    now - s->suspended_at_ms >= (int64_t)limit * 1000) {
 		rock_session_close(s, ROCK_ERR_TIMEOUT, "suspend timeout");
@@ -375,7 +377,7 @@ accept_record(struct rock_engine *e, const uint8_t *rec,
 	s->udp_peer = *from;
 	s->udp_peer_len = fromlen;
 	rock_session_hold(s);
-	(void)rock_session_peer_count(s, r.consumed, r.flags);
+	(void)rock_session_peer_count(s, r.consumed, r.end, r.flags);
 	rock_session_release(s);
 }
 

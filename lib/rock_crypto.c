@@ -8,9 +8,9 @@
 #include "rock_crypto.h"
 #include "rock_err.h"
 
-#define LABEL_HB "rocks hb v2"
-#define LABEL_RQ "rocks rq v2"
-#define LABEL_OK "rocks ok v2"
+#define LABEL_HB "rocks hb v3"
+#define LABEL_RQ "rocks rq v3"
+#define LABEL_OK "rocks ok v3"
 
 int
 rock_crypto_init(void)

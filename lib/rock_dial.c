@@ -685,11 +685,12 @@ send_request(struct rock_attempt *a, short wait)
 	rq.attempt = a->number;
 	rq.since = lowest_open(s->dial, a->number);
 	rq.consumed = s->consumed;
+	rq.end = rock_session_end(s);
 	rq.flags = s->flags;
 	rock_reconnect_req_encode(&rq, out);
 	rock_request_tag(rq.tag, s->keys.tx, out);
 	rock_reconnect_req_encode(&rq, out);
-	/* 77 bytes on a fresh connection always fit its send buffer. */
+	/* 85 bytes on a fresh connection always fit its send buffer. */
 	if (send(a->fd, out, sizeof(out), MSG_NOSIGNAL | MSG_DONTWAIT) !=
 	    (ssize_t)sizeof(out))
 		return -1;
@@ -984,7 +985,10 @@ attempt_answered(struct rock_attempt *a)
 	rtt = a->rtt_ms;
 	a->fd = -1;
 	dial_free(s);
-	rock_session_resume_counts(s, ok.consumed, ok.flags);
+	if (rock_session_resume_counts(s, ok.consumed, ok.end, ok.flags) != 0) {
+		rock_close_reset(fd);
+		return;
+	}
 	reconnected(s, fd, rtt);
 }
 

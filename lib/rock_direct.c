@@ -30,9 +30,23 @@ rock_direct_fd(const struct rock_session *s)
 }
 
 int
-rock_direct_peer_shut(const struct rock_session *s)
+rock_direct_peer_ended(const struct rock_session *s)
 {
-	return (s->peer_flags & ROCK_FLAG_WR_SHUT) != 0;
+	return rock_session_peer_ended(s);
+}
+
+void
+rock_direct_eof_unconfirmed(struct rock_session *s)
+{
+	rock_session_eof_read(s);
+}
+
+void
+rock_direct_eof_confirmed(struct rock_session *s)
+{
+	s->in_callback++;
+	s->cbs->direct->eof_confirmed(s, s->arg);
+	s->in_callback--;
 }
 
 void

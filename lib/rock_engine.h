@@ -54,6 +54,9 @@ struct rock_direct_ops {
 	/* new_fd is authenticated and replayed: put it under the
 	 * application's descriptors in place of old_fd. */
 	void (*swap)(struct rock_session *s, int old_fd, int new_fd, void *arg);
+	/* The peer confirmed the end of file the application read (and was
+	 * held from, rock_direct_eof_unconfirmed): it may read it now. */
+	void (*eof_confirmed)(struct rock_session *s, void *arg);
 };
 
 /* What the owner of a session (rockd's relay, rockcat) is told. */
@@ -179,11 +182,16 @@ int rock_direct_sent(struct rock_session *s, const struct iovec *iov,
 size_t rock_direct_space(struct rock_session *s);
 /* The descriptor the engine holds on the current data connection. */
 int rock_direct_fd(const struct rock_session *s);
-/* The peer said (authenticated) that it shut its write side. */
-int rock_direct_peer_shut(const struct rock_session *s);
+/* The peer said (authenticated) that its stream ends where the
+ * application has read to: an end of file read now is that end. */
+int rock_direct_peer_ended(const struct rock_session *s);
 /* These run on the engine's loop only: the application's read saw the
  * peer's end of stream; see whether both ends are done; its I/O failed. */
 void rock_direct_eof(struct rock_session *s);
+/* The application read an end of file the peer has not confirmed: the
+ * owner holds it back until ops->eof_confirmed, or the data connection
+ * fails (ops->suspend) and a reconnect brings the rest or an error. */
+void rock_direct_eof_unconfirmed(struct rock_session *s);
 void rock_direct_finish(struct rock_session *s);
 void rock_direct_fail(struct rock_session *s, const char *why);
 /* Any thread, lock held: the application shut its write side; the FIN

@@ -63,6 +63,8 @@ struct rock_session {
 	uint64_t consumed;		/* delivered to the owner */
 	uint64_t acked_consumed;	/* our count the peer last saw from us */
 	uint64_t peer_consumed;		/* highest count the peer reported */
+	uint64_t peer_end;		/* the peer's stream length, once WR_SHUT */
+	int64_t eof_unconfirmed_ms;	/* an EOF read, the peer's word not yet */
 	uint32_t flags;			/* ROCK_FLAG_*: ours */
 	uint32_t peer_flags;
 	int want_shut;			/* owner asked; done once outq drains */
@@ -201,7 +203,22 @@ void rock_close_reset(int fd);
 void rock_session_fail(struct rock_session *s, const char *why);
 /* An authentic count from the peer; ROCK_ERR_PROTOCOL ends the session. */
 int rock_session_peer_count(struct rock_session *s, uint64_t consumed,
-    uint32_t flags);
+    uint64_t end, uint32_t flags);
+/* Our stream's length for the peer: all we wrote, once we shut down
+ * writing; 0 before. */
+uint64_t rock_session_end(const struct rock_session *s);
+/* An end of file read on the data connection: the end of the stream only
+ * once the peer's authenticated word matches it. */
+void rock_session_eof_read(struct rock_session *s);
+/* Stream mode: the peer's end of stream, confirmed: tell the owner. */
+void rock_stream_eof(struct rock_session *s);
+/* Direct mode: the same, for the owner, which held the end of file back. */
+void rock_direct_eof_confirmed(struct rock_session *s);
+/* The peer's word came (or time ran out) for an end of file read before. */
+void rock_session_eof_check(struct rock_session *s, int64_t now);
+/* 1: the peer said, authenticated, that its stream ends where we have
+ * read to: an end of file on the data connection is that end. */
+int rock_session_peer_ended(const struct rock_session *s);
 void rock_session_maybe_finish(struct rock_session *s);
 /* Keep s alive across calls that may end it; release returns 0 if it was
  * freed meanwhile (the caller must not touch it then). */
@@ -273,8 +290,8 @@ void rock_udp_peer_from_tcp(struct rock_session *s, uint16_t udp_port);
 void rock_dial_schedule(struct rock_session *s, int now);
 void rock_dial_cancel(struct rock_session *s);
 void rock_dial_all_now(struct rock_engine *e);
-void rock_session_resume_counts(struct rock_session *s, uint64_t peer_consumed,
-    uint32_t peer_flags);
+int rock_session_resume_counts(struct rock_session *s, uint64_t peer_consumed,
+    uint64_t peer_end, uint32_t peer_flags);
 
 /* rtnetlink watch (rock_netlink.c). */
 int rock_netlink_open(struct rock_engine *e);

@@ -89,6 +89,7 @@ rock_path_new_connection(struct rock_session *s)
 {
 	s->tcp_watched = 0;
 	s->stall_since_ms = 0;
+	s->eof_unconfirmed_ms = 0;
 }
 
 /* TCP's own estimate, whenever we read one: it follows the path as it

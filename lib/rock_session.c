@@ -250,9 +250,94 @@ rock_session_close(struct rock_session *s, int err, const char *why)
 
 /* A count the peer proved with its key. More than we ever sent is a lie
  * (or a bug) of that peer: it costs that session, nothing else. */
+static int
+bad_end(struct rock_session *s, const char *why)
+{
+	rock_session_close(s, ROCK_ERR_PROTOCOL, why);
+	return ROCK_ERR_PROTOCOL;
+}
+
+uint64_t
+rock_session_end(const struct rock_session *s)
+{
+	return (s->flags & ROCK_FLAG_WR_SHUT) ? rock_ring_end(&s->ring) : 0;
+}
+
+int
+rock_session_peer_ended(const struct rock_session *s)
+{
+	return (s->peer_flags & ROCK_FLAG_WR_SHUT) && s->consumed == s->peer_end;
+}
+
+/* The peer's flags, and its stream's length once it shut down writing:
+ * final, and never short of what we have read. Anything else is a peer
+ * that lies: the session ends. */
+static int
+take_peer_end(struct rock_session *s, uint64_t end, uint32_t flags)
+{
+	if (!(flags & ROCK_FLAG_WR_SHUT) && end != 0)
+		return bad_end(s, "an end of stream without its flag");
+	if ((flags & ROCK_FLAG_WR_SHUT) && (s->peer_flags & ROCK_FLAG_WR_SHUT) &&
+	    end != s->peer_end)
+		return bad_end(s, "a second, different end of stream");
+	if ((flags & ROCK_FLAG_WR_SHUT) && end < s->consumed)
+		return bad_end(s, "an end of stream before bytes we read");
+	if (flags & ROCK_FLAG_WR_SHUT)
+		s->peer_end = end;
+	s->peer_flags |= flags & (ROCK_FLAG_WR_SHUT | ROCK_FLAG_EOF_SEEN);
+	return 0;
+}
+
+static void
+eof_confirmed(struct rock_session *s)
+{
+	if (rock_is_direct(s))
+		rock_direct_eof_confirmed(s);
+	else
+		rock_stream_eof(s);
+}
+
+/* An end of file is the peer's end of stream only when the peer said so,
+ * authenticated, at the count we have read to. Its word may come after
+ * the FIN (UDP is slower, or lost): we wait for it, no longer than the
+ * path's dead time, then take the end of file for a failure, as we do a
+ * FIN before the peer's last byte: a FIN the peer's program never asked
+ * for (forged on the path, or its kernel's when the peer died) must not
+ * end the stream. The reconnect brings the peer's word, or an error. */
+void
+rock_session_eof_read(struct rock_session *s)
+{
+	if (s->state != ROCK_ST_CONNECTED)
+		return;
+	if (rock_session_peer_ended(s)) {
+		eof_confirmed(s);
+		return;
+	}
+	if (s->peer_flags & ROCK_FLAG_WR_SHUT) {
+		rock_session_fail(s, "end of file before the peer's last byte");
+		return;
+	}
+	if (s->eof_unconfirmed_ms == 0)
+		s->eof_unconfirmed_ms = rock_now_ms();
+}
+
+void
+rock_session_eof_check(struct rock_session *s, int64_t now)
+{
+	if (s->eof_unconfirmed_ms == 0 || s->state != ROCK_ST_CONNECTED)
+		return;
+	if (rock_session_peer_ended(s)) {
+		s->eof_unconfirmed_ms = 0;
+		eof_confirmed(s);
+	} else if ((s->peer_flags & ROCK_FLAG_WR_SHUT) ||
+	    now - s->eof_unconfirmed_ms >= rock_path_dead_ms(s)) {
+		rock_session_fail(s, "end of file the peer did not confirm");
+	}
+}
+
 int
 rock_session_peer_count(struct rock_session *s, uint64_t consumed,
-    uint32_t flags)
+    uint64_t peer_end, uint32_t flags)
 {
 	uint64_t end = rock_ring_end(&s->ring);
 	int r;
@@ -269,7 +354,11 @@ rock_session_peer_count(struct rock_session *s, uint64_t consumed,
 	if ((r = rock_ring_ack(&s->ring, s->peer_consumed < end ?
 	    s->peer_consumed : end)) != 0)
 		return r;
-	s->peer_flags |= flags & (ROCK_FLAG_WR_SHUT | ROCK_FLAG_EOF_SEEN);
+	if ((r = take_peer_end(s, peer_end, flags)) != 0)
+		return r;
+	rock_session_eof_check(s, rock_now_ms());
+	if (s->state == ROCK_ST_CLOSED)
+		return 0;
 	if (s->state == ROCK_ST_CONNECTED)
 		rock_stream_kick(s);	/* room in the ring: write more */
 	if (rock_is_direct(s) && s->cbs->on_drain != NULL) {
@@ -297,13 +386,13 @@ rock_session_maybe_finish(struct rock_session *s)
 	}
 }
 
-void
+int
 rock_session_resume_counts(struct rock_session *s, uint64_t peer_consumed,
-    uint32_t peer_flags)
+    uint64_t peer_end, uint32_t peer_flags)
 {
-	s->peer_flags |= peer_flags & (ROCK_FLAG_WR_SHUT | ROCK_FLAG_EOF_SEEN);
 	if (peer_consumed > s->peer_consumed)
 		s->peer_consumed = peer_consumed;
+	return take_peer_end(s, peer_end, peer_flags);
 }
 
 void

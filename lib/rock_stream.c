@@ -205,7 +205,8 @@ rock_stream_kick(struct rock_session *s)
 {
 	if (s->state != ROCK_ST_CONNECTED || s->ev_read == NULL)
 		return;
-	if (s->paused || (s->flags & ROCK_FLAG_EOF_SEEN))
+	if (s->paused || (s->flags & ROCK_FLAG_EOF_SEEN) ||
+	    s->eof_unconfirmed_ms != 0)
 		event_del(s->ev_read);
 	else
 		event_add(s->ev_read, NULL);
@@ -222,8 +223,8 @@ on_write(evutil_socket_t fd, short what, void *arg)
 	rock_session_callback(arg, flush);
 }
 
-static void
-got_eof(struct rock_session *s)
+void
+rock_stream_eof(struct rock_session *s)
 {
 	s->flags |= ROCK_FLAG_EOF_SEEN;
 	event_del(s->ev_read);
@@ -249,7 +250,8 @@ read_data(struct rock_session *s, int fd)
 	if (n < 0) {
 		rock_session_fail(s, strerror(errno));
 	} else if (n == 0) {
-		got_eof(s);
+		event_del(s->ev_read);
+		rock_session_eof_read(s);
 	} else {
 		s->consumed += (uint64_t)n;
 		if (s->cbs != NULL && s->cbs->on_data != NULL)

@@ -147,8 +147,9 @@ rock_reconnect_req_encode(const struct rock_reconnect_req *r,
 	put32(out + 41, r->attempt);
 	put32(out + 45, r->since);
 	put64(out + 49, r->consumed);
-	put32(out + 57, r->flags);
-	memcpy(out + 61, r->tag, ROCK_TAG_LEN);
+	put64(out + 57, r->end);
+	put32(out + 65, r->flags);
+	memcpy(out + 69, r->tag, ROCK_TAG_LEN);
 }
 
 int
@@ -163,8 +164,9 @@ rock_reconnect_req_decode(struct rock_reconnect_req *r,
 	r->attempt = get32(in + 41);
 	r->since = get32(in + 45);
 	r->consumed = get64(in + 49);
-	r->flags = get32(in + 57);
-	memcpy(r->tag, in + 61, ROCK_TAG_LEN);
+	r->end = get64(in + 57);
+	r->flags = get32(in + 65);
+	memcpy(r->tag, in + 69, ROCK_TAG_LEN);
 	/* Attempts count from 1; none open after this one is nonsense. */
 	if (r->attempt == 0 || r->since == 0 || r->since > r->attempt)
 		return ROCK_ERR_PROTOCOL;
@@ -177,8 +179,9 @@ rock_reconnect_ok_encode(const struct rock_reconnect_ok *o,
 {
 	out[0] = ROCK_MSG_RECONNECT_OK;
 	put64(out + 1, o->consumed);
-	put32(out + 9, o->flags);
-	memcpy(out + 13, o->tag, ROCK_TAG_LEN);
+	put64(out + 9, o->end);
+	put32(out + 17, o->flags);
+	memcpy(out + 21, o->tag, ROCK_TAG_LEN);
 }
 
 int
@@ -188,8 +191,9 @@ rock_reconnect_ok_decode(struct rock_reconnect_ok *o,
 	if (in[0] != ROCK_MSG_RECONNECT_OK)
 		return ROCK_ERR_PROTOCOL;
 	o->consumed = get64(in + 1);
-	o->flags = get32(in + 9);
-	memcpy(o->tag, in + 13, ROCK_TAG_LEN);
+	o->end = get64(in + 9);
+	o->flags = get32(in + 17);
+	memcpy(o->tag, in + 21, ROCK_TAG_LEN);
 	return 0;
 }
 
@@ -244,8 +248,9 @@ rock_hb_record_encode(const struct rock_hb_record *r, uint8_t out[ROCK_HB_RECORD
 	memcpy(out, r->id, ROCK_ID_LEN);
 	put64(out + 16, r->seq);
 	put64(out + 24, r->consumed);
-	put32(out + 32, r->flags);
-	memcpy(out + 36, r->tag, ROCK_TAG_LEN);
+	put64(out + 32, r->end);
+	put32(out + 40, r->flags);
+	memcpy(out + 44, r->tag, ROCK_TAG_LEN);
 }
 
 void
@@ -254,8 +259,9 @@ rock_hb_record_decode(struct rock_hb_record *r, const uint8_t in[ROCK_HB_RECORD_
 	memcpy(r->id, in, ROCK_ID_LEN);
 	r->seq = get64(in + 16);
 	r->consumed = get64(in + 24);
-	r->flags = get32(in + 32);
-	memcpy(r->tag, in + 36, ROCK_TAG_LEN);
+	r->end = get64(in + 32);
+	r->flags = get32(in + 40);
+	memcpy(r->tag, in + 44, ROCK_TAG_LEN);
 }
 
 int

@@ -5,7 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define ROCK_VERSION		2
+#define ROCK_VERSION		3
 #define ROCK_MAGIC_LEN		8
 #define ROCK_ANNOUNCE_LEN	1024
 #define ROCK_ANNOUNCE_RANDOM	1012
@@ -45,14 +45,14 @@ enum rock_wire_error {
 
 #define ROCK_CLIENT_HELLO_LEN	46
 #define ROCK_SERVER_HELLO_LEN	64
-#define ROCK_RECONNECT_REQ_LEN	77
-#define ROCK_RECONNECT_OK_LEN	29
+#define ROCK_RECONNECT_REQ_LEN	85
+#define ROCK_RECONNECT_OK_LEN	37
 #define ROCK_ERROR_MAX_TEXT	200
 #define ROCK_ERROR_MAX_LEN	(3 + ROCK_ERROR_MAX_TEXT)
 
 #define ROCK_HB_HEADER_LEN	6
-#define ROCK_HB_RECORD_LEN	52
-#define ROCK_HB_MAX_RECORDS	22
+#define ROCK_HB_RECORD_LEN	60
+#define ROCK_HB_MAX_RECORDS	19
 #define ROCK_HB_MAX_LEN	(ROCK_HB_HEADER_LEN + ROCK_HB_MAX_RECORDS * ROCK_HB_RECORD_LEN)
 
 extern const uint8_t rock_magic_announce[ROCK_MAGIC_LEN];
@@ -90,6 +90,7 @@ struct rock_reconnect_req {
 	uint32_t attempt;	/* strictly increasing per session, from 1 */
 	uint32_t since;		/* lowest attempt still open at the client */
 	uint64_t consumed;
+	uint64_t end;		/* the client's stream length, with WR_SHUT */
 	uint32_t flags;
 	uint8_t tag[ROCK_TAG_LEN];
 };
@@ -97,6 +98,7 @@ struct rock_reconnect_req {
 /* RECONNECT_OK: the server's counts. */
 struct rock_reconnect_ok {
 	uint64_t consumed;
+	uint64_t end;		/* the server's stream length, with WR_SHUT */
 	uint32_t flags;
 	uint8_t tag[ROCK_TAG_LEN];
 };
@@ -111,6 +113,7 @@ struct rock_hb_record {
 	uint8_t id[ROCK_ID_LEN];
 	uint64_t seq;
 	uint64_t consumed;
+	uint64_t end;		/* the sender's stream length, with WR_SHUT */
 	uint32_t flags;
 	uint8_t tag[ROCK_TAG_LEN];
 };

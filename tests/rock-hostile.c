@@ -728,6 +728,7 @@ record_make(const struct session *ss, uint8_t out[HB_PACKET],
 	memcpy(r.id, id, ROCK_ID_LEN);
 	r.seq = seq;
 	r.consumed = ss->received;
+	r.end = (flags & ROCK_FLAG_WR_SHUT) ? ss->sent : 0;
 	r.flags = flags;
 	rock_hb_header_encode(1, out);
 	rock_hb_record_encode(&r, out + ROCK_HB_HEADER_LEN);
@@ -805,8 +806,10 @@ attack_udp(struct session *ss)
 	return server_heartbeat(ss);
 }
 
-/* Both ends of stream, then a record saying we have read everything:
- * rockd ends the session cleanly and forgets its id. */
+/* Our end of stream (its length in a record, then the FIN: rockd takes a
+ * FIN for the end only at the length we state), rockd's, then a record
+ * saying we have read everything: rockd ends the session cleanly and
+ * forgets its id. */
 static int
 close_cleanly(struct session *ss)
 {
@@ -815,10 +818,13 @@ close_cleanly(struct session *ss)
 	int i, r = -1;
 
 	step = "clean close";
+	record_make(ss, p, ss->id, 7, ROCK_FLAG_WR_SHUT);
+	if (udp_send(ss, p, sizeof(p)) != 0)
+		return -1;
 	shutdown(ss->fd, SHUT_WR);
 	if (expect_eof(ss->fd, "our end of stream") != 0)
 		return -1;
-	record_make(ss, p, ss->id, 7, ROCK_FLAG_WR_SHUT | ROCK_FLAG_EOF_SEEN);
+	record_make(ss, p, ss->id, 8, ROCK_FLAG_WR_SHUT | ROCK_FLAG_EOF_SEEN);
 	if (udp_send(ss, p, sizeof(p)) != 0)
 		return -1;
 	for (i = 0; i < 20 && r != 0; i++) {

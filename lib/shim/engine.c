@@ -158,7 +158,20 @@ on_closed(struct rock_session *s, int err, void *arg)
 	shim_wake_pollers();
 }
 
-static const struct rock_direct_ops direct_ops = { on_suspend, on_swap };
+/* The end of file the program was held from is the peer's: let it in. */
+static void
+on_eof_confirmed(struct rock_session *s, void *arg)
+{
+	struct shim_rock *r = arg;
+
+	(void)s;
+	shim_rock_set_ready(r, 1);
+	shim_epoll_resume(r);
+}
+
+static const struct rock_direct_ops direct_ops = {
+	on_suspend, on_swap, on_eof_confirmed
+};
 static const struct rock_session_cbs rock_cbs = {
 	NULL, NULL, on_drain, on_state, on_closed, &direct_ops
 };
@@ -207,6 +220,8 @@ run_cmds(struct shim_rock *r, int cmds)
 		rock_direct_fail(r->s, "the program's I/O failed");
 	if ((cmds & SHIM_CMD_EOF) && r->s != NULL)
 		rock_direct_eof(r->s);
+	if ((cmds & SHIM_CMD_EOF_WAIT) && r->s != NULL)
+		rock_direct_eof_unconfirmed(r->s);
 	if ((cmds & SHIM_CMD_RELEASE) && r->s != NULL)
 		rock_direct_release(r->s, &released_cbs, r);
 	else if ((cmds & SHIM_CMD_FINISH) && r->s != NULL)

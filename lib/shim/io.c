@@ -131,23 +131,6 @@ engine_gone(struct shim_rock *r, ssize_t *ret)
 	return 0;
 }
 
-/* A read of 0 is the peer's FIN, or a reset whose error another thread
- * took. A socket still open (CLOSE_WAIT, ...) had a FIN. A closed one is
- * a FIN both ways (ours went first) or a reset: finished if we had shut
- * our side or the peer said so over the control channel. Else it is taken
- * for a failure: the reconnect then brings the peer's word and the FIN. */
-static int
-peer_finished(int fd, const struct shim_rock *r)
-{
-	struct tcp_info ti;
-	socklen_t len = sizeof(ti);
-
-	if (shim_real.getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0)
-		return 0;
-	return ti.tcpi_state != TCP_CLOSE || r->wr_shut ||
-	    rock_direct_peer_shut(r->s);
-}
-
 /* Errors that say the connection is gone: the engine's business. Any
  * other (EINVAL for MSG_OOB, EFAULT, EBADF) is the program's. */
 static int
@@ -192,8 +175,15 @@ recv_once(struct shim_rock *r, struct call *c, struct msghdr *m, ssize_t *ret,
 	if (n == 0 && iov_total(m->msg_iov, m->msg_iovlen) > 0 && !r->rd_shut) {
 		if (!r->ready)
 			return 0;	/* our own SHUT_RD at a suspension */
-		if (r->s != NULL && !peer_finished(c->fd, r)) {
-			shim_rock_failed(r);
+		/* A read of 0 is a FIN, the peer's or anyone's (forged on
+		 * the path, its kernel's when it died), or a reset whose
+		 * error another thread took: the end of the stream only at
+		 * the length the peer stated, authenticated. Until the
+		 * engine has that word the program waits, as in a
+		 * suspension. */
+		if (r->s != NULL && !rock_direct_peer_ended(r->s)) {
+			shim_rock_set_ready(r, 0);
+			shim_post(r, SHIM_CMD_EOF_WAIT);
 			return 0;
 		}
 		if (r->s != NULL)

@@ -161,7 +161,8 @@ enum {
 	SHIM_CMD_FAIL = 1,	/* the program's I/O failed */
 	SHIM_CMD_EOF = 2,	/* the program read the peer's end of stream */
 	SHIM_CMD_FINISH = 4,	/* see whether both ends are done */
-	SHIM_CMD_RELEASE = 8	/* the program let go */
+	SHIM_CMD_RELEASE = 8,	/* the program let go */
+	SHIM_CMD_EOF_WAIT = 16	/* an end of file the peer has not confirmed */
 };
 
 void shim_lock(void);

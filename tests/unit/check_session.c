@@ -302,6 +302,7 @@ run_until(int (*cond)(void), int ms)
 static size_t want_bytes;
 static int got_all(void) { return cl.ngot >= want_bytes; }
 static int is_closed(void) { return cl.closed; }
+static int is_suspended_once(void) { return cl.states[ROCK_ST_SUSPENDED] >= 1; }
 static int is_connected(void)
 {
 	return cl.s != NULL && rock_session_state(cl.s) == ROCK_ST_CONNECTED;
@@ -406,6 +407,43 @@ START_TEST(test_half_close_across_reconnect)
 }
 END_TEST
 
+/* A FIN the client's program never asked for (here sent behind the
+ * engine's back, as a box on the path or a dying peer's kernel would) is
+ * not the end of the stream: the server holds it, finds no word from the
+ * client, fails the connection; the reconnect carries on, byte-exact, and
+ * nobody sees an end of file. */
+START_TEST(test_fin_without_end_of_stream)
+{
+	static uint8_t msg[300000];
+	struct server sv;
+
+	pair_up(&sv, NULL);
+	fill_pattern(msg, sizeof(msg), 5);
+	ck_assert_int_eq(rock_session_send(cl.s, msg, sizeof(msg) / 2), 0);
+	want_bytes = sizeof(msg) / 2;
+	ck_assert(run_until(got_all, 5000));
+	ck_assert_int_eq(shutdown(rock_direct_fd(cl.s), SHUT_WR), 0);
+	/* The server's dead time on loopback (2.5 s and TCP's RTO), then
+	 * the reconnect. */
+	ck_assert(run_until(is_suspended_once, 5000));
+	ck_assert(run_until(is_connected, 5000));
+	ck_assert_int_eq(rock_session_send(cl.s, msg + sizeof(msg) / 2,
+	    sizeof(msg) / 2), 0);
+	want_bytes = sizeof(msg);
+	ck_assert(run_until(got_all, 10000));
+	ck_assert_mem_eq(cl.got, msg, sizeof(msg));
+	ck_assert_int_eq(cl.eof, 0);
+	ck_assert_int_eq(cl.closed, 0);
+	ck_assert_uint_eq(rock_engine_stats(cl.e)->reconnects, 1);
+	/* And the real end still works after it. */
+	rock_session_shutdown(cl.s);
+	ck_assert(run_until(is_closed, 5000));
+	ck_assert_int_eq(cl.closed_err, 0);
+	ck_assert_int_eq(cl.eof, 1);
+	pair_down(&sv);
+}
+END_TEST
+
 /* SUSPENDED -> CLOSED when nobody answers within the suspend timeout. */
 START_TEST(test_suspend_timeout)
 {
@@ -462,7 +500,7 @@ START_TEST(test_protocol_violation)
 	ck_assert_int_eq(rock_session_send(cl.s, "abc", 3), 0);
 	want_bytes = 3;
 	ck_assert(run_until(got_all, 5000));
-	ck_assert_int_eq(rock_session_peer_count(cl.s, 4, 0), ROCK_ERR_PROTOCOL);
+	ck_assert_int_eq(rock_session_peer_count(cl.s, 4, 0, 0), ROCK_ERR_PROTOCOL);
 	ck_assert_int_eq(cl.closed, 1);
 	ck_assert_int_eq(cl.closed_err, ROCK_ERR_PROTOCOL);
 	ck_assert_int_eq(rock_session_state(cl.s), ROCK_ST_CLOSED);
@@ -543,6 +581,7 @@ session_suite(void)
 	tcase_add_test(tc, test_fail_reconnect_replay);
 	tcase_add_test(tc, test_graceful_close);
 	tcase_add_test(tc, test_half_close_across_reconnect);
+	tcase_add_test(tc, test_fin_without_end_of_stream);
 	tcase_add_test(tc, test_suspend_timeout);
 	tcase_add_test(tc, test_reconnect_unknown);
 	tcase_add_test(tc, test_protocol_violation);

@@ -135,7 +135,8 @@ START_TEST(test_decode_roundtrip)
 	uint8_t out[ROCK_ANNOUNCE_LEN];
 
 	ck_assert_int_eq(rock_announce_decode(&a, vec("announcement")->bytes), 0);
-	ck_assert_uint_eq(a.version_max, 2);
+	ck_assert_uint_eq(a.version_max, 3);
+	ck_assert_uint_eq(a.version_min, 3);
 	ck_assert_uint_eq(a.features, ROCK_FEAT_ALL);
 	rock_announce_encode(&a, out);
 	ck_assert_mem_eq(out, vec("announcement")->bytes, ROCK_ANNOUNCE_LEN);
@@ -151,11 +152,13 @@ START_TEST(test_decode_roundtrip)
 	ck_assert_uint_eq(rq.attempt, 3);
 	ck_assert_uint_eq(rq.since, 2);
 	ck_assert_uint_eq(rq.consumed, 2000);
-	ck_assert_uint_eq(rq.flags, ROCK_FLAG_EOF_SEEN);
+	ck_assert_uint_eq(rq.end, 5000);
+	ck_assert_uint_eq(rq.flags, ROCK_FLAG_WR_SHUT | ROCK_FLAG_EOF_SEEN);
 	rock_reconnect_req_encode(&rq, out);
 	ck_assert_mem_eq(out, vec("reconnect_request")->bytes, ROCK_RECONNECT_REQ_LEN);
 	ck_assert_int_eq(rock_reconnect_ok_decode(&ok, vec("reconnect_ok")->bytes), 0);
 	ck_assert_uint_eq(ok.consumed, 1000);
+	ck_assert_uint_eq(ok.end, 0);
 	ck_assert_uint_eq(ok.flags, 0);
 }
 END_TEST
@@ -173,16 +176,17 @@ START_TEST(test_reconnect_tags)
 	memcpy(id, rq + 9, ROCK_ID_LEN);
 	memcpy(nonce, rq + 25, ROCK_NONCE_LEN);
 	rock_request_tag(tag, vec("key_cs")->bytes, rq);
-	ck_assert(rock_equal(tag, rq + 61, ROCK_TAG_LEN));
+	ck_assert(rock_equal(tag, rq + 69, ROCK_TAG_LEN));
 	memcpy(b, rq, sizeof(b));
 	b[56] ^= 0x01;		/* the consumed count changed on the way */
+	b[64] ^= 0x01;		/* and the client's end */
 	rock_request_tag(tag, vec("key_cs")->bytes, b);
-	ck_assert(!rock_equal(tag, rq + 61, ROCK_TAG_LEN));
+	ck_assert(!rock_equal(tag, rq + 69, ROCK_TAG_LEN));
 	rock_ok_tag(tag, vec("key_sc")->bytes, id, nonce, ok);
-	ck_assert(rock_equal(tag, ok + 13, ROCK_TAG_LEN));
+	ck_assert(rock_equal(tag, ok + 21, ROCK_TAG_LEN));
 	nonce[0] ^= 0x01;	/* another request's nonce */
 	rock_ok_tag(tag, vec("key_sc")->bytes, id, nonce, ok);
-	ck_assert(!rock_equal(tag, ok + 13, ROCK_TAG_LEN));
+	ck_assert(!rock_equal(tag, ok + 21, ROCK_TAG_LEN));
 }
 END_TEST
 
@@ -198,13 +202,17 @@ START_TEST(test_keys_and_tags)
 	ck_assert_uint_eq(n, 1);
 	memcpy(rec, hb->bytes + ROCK_HB_HEADER_LEN, sizeof(rec));
 	rock_hb_tag(tag, vec("key_cs")->bytes, rec);
-	ck_assert(rock_equal(tag, rec + 36, ROCK_TAG_LEN));
+	ck_assert(rock_equal(tag, rec + 44, ROCK_TAG_LEN));
 	rec[24] ^= 0x01;	/* consumed count changed by an attacker */
 	rock_hb_tag(tag, vec("key_cs")->bytes, rec);
-	ck_assert(!rock_equal(tag, rec + 36, ROCK_TAG_LEN));
+	ck_assert(!rock_equal(tag, rec + 44, ROCK_TAG_LEN));
 	rec[24] ^= 0x01;
+	rec[39] ^= 0x01;	/* the stream's end changed by an attacker */
+	rock_hb_tag(tag, vec("key_cs")->bytes, rec);
+	ck_assert(!rock_equal(tag, rec + 44, ROCK_TAG_LEN));
+	rec[39] ^= 0x01;
 	rock_hb_tag(tag, vec("key_sc")->bytes, rec);	/* wrong direction's key */
-	ck_assert(!rock_equal(tag, rec + 36, ROCK_TAG_LEN));
+	ck_assert(!rock_equal(tag, rec + 44, ROCK_TAG_LEN));
 }
 END_TEST
 
@@ -241,7 +249,7 @@ START_TEST(test_hostile_decode)
 	b[0] = 'G';
 	ck_assert_int_eq(rock_announce_decode(&a, b), ROCK_ERR_PROTOCOL);
 	b[0] = 0x89;
-	b[9] = 3;	/* min above max */
+	b[9] = ROCK_VERSION + 1;	/* min above max */
 	ck_assert_int_eq(rock_announce_decode(&a, b), ROCK_ERR_PROTOCOL);
 	memcpy(b, vec("client_hello")->bytes, ROCK_CLIENT_HELLO_LEN);
 	b[0] = ROCK_MSG_SERVER_HELLO;	/* wrong type */

@@ -40,10 +40,12 @@ fixture_init(struct fixture *f)
 static void
 handshake_vectors(const struct fixture *f, wire_vector_fn *emit, void *arg)
 {
-	struct rock_announce a = { 2, 2, ROCK_FEAT_ALL, { 0 } };
-	struct rock_client_hello ch = { 2, ROCK_FEAT_ALL, { 0 }, 131072, 16384, 4434 };
-	struct rock_server_hello sh = { 2, ROCK_FEAT_ALL, { 0 }, { 0 }, 131072,
-	    87040, 4433 };
+	struct rock_announce a = { ROCK_VERSION, ROCK_VERSION, ROCK_FEAT_ALL,
+	    { 0 } };
+	struct rock_client_hello ch = { ROCK_VERSION, ROCK_FEAT_ALL, { 0 },
+	    131072, 16384, 4434 };
+	struct rock_server_hello sh = { ROCK_VERSION, ROCK_FEAT_ALL, { 0 }, { 0 },
+	    131072, 87040, 4433 };
 	uint8_t buf[ROCK_ANNOUNCE_LEN];
 	size_t i;
 
@@ -65,7 +67,8 @@ handshake_vectors(const struct fixture *f, wire_vector_fn *emit, void *arg)
 static void
 heartbeat_vectors(const struct fixture *f, wire_vector_fn *emit, void *arg)
 {
-	struct rock_hb_record r = { { 0 }, 7, 123456789, ROCK_FLAG_WR_SHUT, { 0 } };
+	struct rock_hb_record r = { { 0 }, 7, 123456789, 200000000,
+	    ROCK_FLAG_WR_SHUT, { 0 } };
 	uint8_t pkt[ROCK_HB_HEADER_LEN + ROCK_HB_RECORD_LEN];
 
 	memcpy(r.id, f->id, ROCK_ID_LEN);
@@ -80,8 +83,8 @@ static void
 reconnect_vectors(const struct fixture *f, wire_vector_fn *emit, void *arg)
 {
 	struct rock_reconnect_req rq = { ROCK_VERSION, { 0 }, { 0 }, 3, 2, 2000,
-	    ROCK_FLAG_EOF_SEEN, { 0 } };
-	struct rock_reconnect_ok ok = { 1000, 0, { 0 } };
+	    5000, ROCK_FLAG_WR_SHUT | ROCK_FLAG_EOF_SEEN, { 0 } };
+	struct rock_reconnect_ok ok = { 1000, 0, 0, { 0 } };
 	uint8_t buf[ROCK_ERROR_MAX_LEN];
 	size_t n;
 
