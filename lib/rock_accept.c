@@ -320,24 +320,56 @@ superseded(const struct rock_session *s, const struct rock_reconnect_req *rq)
 	return NULL;
 }
 
+static void
+ok_encode(const struct rock_session *s, const uint8_t nonce[ROCK_NONCE_LEN],
+    uint8_t out[ROCK_RECONNECT_OK_LEN])
+{
+	struct rock_reconnect_ok ok;
+
+	ok.consumed = s->consumed;
+	ok.end = rock_session_end(s);
+	ok.flags = s->flags;
+	memset(ok.tag, 0, sizeof(ok.tag));
+	rock_reconnect_ok_encode(&ok, out);
+	rock_ok_tag(ok.tag, s->keys.tx, s->id, nonce, out);
+	rock_reconnect_ok_encode(&ok, out);
+}
+
+/* A status exchange: the client's counts and end taken as from an
+ * authentic record (they only grow, so a replayed request says nothing
+ * new), ours in an OK for its nonce; the data connection stays as it is.
+ * Where UDP does not pass, this is how an end of stream is confirmed
+ * without a reconnect. */
+static void
+answer_status(struct rock_session *s, struct reconnect *rc,
+    const struct rock_reconnect_req *rq)
+{
+	uint8_t out[ROCK_RECONNECT_OK_LEN];
+	int fd = rc->fd;
+
+	reconnect_free(rc, 0);
+	rock_session_hold(s);
+	s->last_heard_ms = rock_now_ms();
+	if (rock_session_peer_count(s, rq->consumed, rq->end,
+	    rq->flags & (ROCK_FLAG_WR_SHUT | ROCK_FLAG_EOF_SEEN)) == 0) {
+		ok_encode(s, rq->nonce, out);
+		(void)send(fd, out, sizeof(out), MSG_NOSIGNAL | MSG_DONTWAIT);
+	}
+	close(fd);
+	rock_session_release(s);
+}
+
 /* OK, then the replay at once: the request carried the client's count,
  * so the server's bytes follow their acceptance on the same flight. */
 static void
 take_over(struct rock_session *s, struct reconnect *rc,
     const struct rock_reconnect_req *rq)
 {
-	struct rock_reconnect_ok ok;
 	uint8_t out[ROCK_RECONNECT_OK_LEN];
 	int fd = rc->fd, r;
 
 	reconnect_free(rc, 0);
-	ok.consumed = s->consumed;
-	ok.end = rock_session_end(s);
-	ok.flags = s->flags;
-	memset(ok.tag, 0, sizeof(ok.tag));
-	rock_reconnect_ok_encode(&ok, out);
-	rock_ok_tag(ok.tag, s->keys.tx, s->id, rq->nonce, out);
-	rock_reconnect_ok_encode(&ok, out);
+	ok_encode(s, rq->nonce, out);
 	if (send(fd, out, sizeof(out), MSG_NOSIGNAL | MSG_DONTWAIT) !=
 	    (ssize_t)sizeof(out)) {
 		close(fd);
@@ -386,6 +418,10 @@ check_request(struct reconnect *rc)
 	rock_request_tag(tag, s->keys.rx, rc->buf);
 	if (!rock_equal(tag, rq.tag, ROCK_TAG_LEN)) {
 		reconnect_reject(rc, ROCK_WERR_AUTH, "wrong key");
+		return;
+	}
+	if (rq.flags & ROCK_FLAG_STATUS) {
+		answer_status(s, rc, &rq);
 		return;
 	}
 	if ((why = superseded(s, &rq)) != NULL) {

@@ -285,6 +285,9 @@ check_session(struct rock_session *s, int64_t now)
 		if (s->state == ROCK_ST_CONNECTED)
 			check_stall(s, now);
 		rock_session_eof_check(s, now);
+		if (s->status_wanted && s->status == NULL &&
+		    s->state == ROCK_ST_CONNECTED)
+			rock_status_send(s);
 	} else if (s->state == ROCK_ST_SUSPENDED && limit > 0 &&
 	    now - s->suspended_at_ms >= (int64_t)limit * 1000) {
 		rock_session_close(s, ROCK_ERR_TIMEOUT, "suspend timeout");

@@ -108,7 +108,7 @@ rock_direct_eof(struct rock_session *s)
 	s->flags |= ROCK_FLAG_EOF_SEEN;
 	rlog_debug(s->e->log, "rock %s: peer's end of stream after %llu bytes",
 	    s->name, (unsigned long long)s->consumed);
-	rock_control_ack_now(s);
+	rock_session_tell_peer(s);
 	rock_session_maybe_finish(s);
 }
 
@@ -121,7 +121,7 @@ rock_direct_shutdown(struct rock_session *s, int connected)
 	if (!connected || s->state != ROCK_ST_CONNECTED || s->shut_sent)
 		return;
 	s->flags |= ROCK_FLAG_WR_SHUT;
-	rock_control_ack_now(s);
+	rock_session_tell_peer(s);
 	shutdown(s->fd, SHUT_WR);
 	s->shut_sent = 1;
 }
@@ -178,12 +178,15 @@ swap_in(struct rock_session *s)
 		rock_path_new_connection(s);
 		rock_stream_keepalive(s, !s->udp_verified);
 		s->last_heard_ms = rock_now_ms();
+		rock_session_set_state(s, ROCK_ST_CONNECTED, "reconnected");
+		if (s->want_shut && !(s->flags & ROCK_FLAG_WR_SHUT)) {
+			s->flags |= ROCK_FLAG_WR_SHUT;
+			rock_session_tell_peer(s);
+		}
 		if (s->want_shut) {
 			shutdown(fd, SHUT_WR);
 			s->shut_sent = 1;
-			s->flags |= ROCK_FLAG_WR_SHUT;
 		}
-		rock_session_set_state(s, ROCK_ST_CONNECTED, "reconnected");
 	} else if (rock_stream_attach(s, fd) != 0) {
 		/* Released meanwhile: the engine drives it from here on. */
 		close(fd);

@@ -96,6 +96,7 @@ size_t rock_engine_nhandshakes(const struct rock_engine *e);
 struct rock_engine_stats {
 	unsigned long hb_ok, hb_bad_tag, hb_replayed, hb_unknown, hb_malformed;
 	unsigned long reconnects, reconnect_rejected;
+	unsigned long status_exchanges;	/* client: ends confirmed over TCP */
 	unsigned long probes, probe_cache_hits;
 };
 const struct rock_engine_stats *rock_engine_stats(const struct rock_engine *e);

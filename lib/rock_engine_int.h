@@ -65,6 +65,8 @@ struct rock_session {
 	uint64_t peer_consumed;		/* highest count the peer reported */
 	uint64_t peer_end;		/* the peer's stream length, once WR_SHUT */
 	int64_t eof_unconfirmed_ms;	/* an EOF read, the peer's word not yet */
+	struct rock_status *status;	/* client: a status exchange in flight */
+	int status_wanted;		/* one to send (again) from the loop */
 	uint32_t flags;			/* ROCK_FLAG_*: ours */
 	uint32_t peer_flags;
 	int want_shut;			/* owner asked; done once outq drains */
@@ -285,6 +287,16 @@ void rock_control_close(struct rock_engine *e);
 void rock_control_tick(struct rock_engine *e);
 void rock_control_ack_now(struct rock_session *s);
 void rock_udp_peer_from_tcp(struct rock_session *s, uint16_t udp_port);
+
+/* Status exchange (rock_status.c, client): our counts, flags and end
+ * for the server's, over a short TCP connection, when UDP does not carry
+ * records; at most one in flight. */
+void rock_status_send(struct rock_session *s);
+/* Our flags changed (WR_SHUT, EOF_SEEN): a record now, and where records
+ * do not reach the peer, a status exchange (from the engine's loop: this
+ * may run on an application's thread, inside its calls). */
+void rock_session_tell_peer(struct rock_session *s);
+void rock_status_free(struct rock_session *s);
 
 /* Reconnect (rock_dial.c, client; rock_accept.c, server). */
 void rock_dial_schedule(struct rock_session *s, int now);

@@ -230,6 +230,7 @@ rock_session_close(struct rock_session *s, int err, const char *why)
 	if (s->state == ROCK_ST_CLOSED)
 		return;
 	rock_dial_cancel(s);
+	rock_status_free(s);
 	rock_direct_stop(s);
 	rock_stream_detach(s);
 	if (s->fd >= 0) {
@@ -322,6 +323,16 @@ rock_session_eof_read(struct rock_session *s)
 }
 
 void
+rock_session_tell_peer(struct rock_session *s)
+{
+	rock_control_ack_now(s);
+	/* No record ever came back, or the peer says it hears none of ours:
+	 * ours are not getting through. */
+	if (s->role == ROCK_ROLE_CLIENT && (!s->udp_verified || s->peer_quiet))
+		s->status_wanted = 1;	/* sent by the next tick, on the loop */
+}
+
+void
 rock_session_eof_check(struct rock_session *s, int64_t now)
 {
 	if (s->eof_unconfirmed_ms == 0 || s->state != ROCK_ST_CONNECTED)
@@ -329,7 +340,14 @@ rock_session_eof_check(struct rock_session *s, int64_t now)
 	if (rock_session_peer_ended(s)) {
 		s->eof_unconfirmed_ms = 0;
 		eof_confirmed(s);
-	} else if ((s->peer_flags & ROCK_FLAG_WR_SHUT) ||
+		return;
+	}
+	/* The record with the peer's end is sent with its FIN and repeated
+	 * every interval: one interval without it, and the client asks. */
+	if (now - s->eof_unconfirmed_ms >= s->e->cfg.hb_interval_ms &&
+	    s->status == NULL)
+		s->status_wanted = 1;
+	if ((s->peer_flags & ROCK_FLAG_WR_SHUT) ||
 	    now - s->eof_unconfirmed_ms >= rock_path_dead_ms(s)) {
 		rock_session_fail(s, "end of file the peer did not confirm");
 	}
@@ -434,6 +452,7 @@ rock_session_free(struct rock_session *s)
 		return;
 	}
 	rock_dial_cancel(s);
+	rock_status_free(s);
 	rock_direct_stop(s);
 	rock_stream_detach(s);
 	if (s->fd >= 0)

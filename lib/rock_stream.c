@@ -169,7 +169,7 @@ maybe_shut(struct rock_session *s)
 	/* The word on the control channel first, then the FIN: a direct-mode
 	 * peer reading end of file on a closed socket looks for that word. */
 	s->flags |= ROCK_FLAG_WR_SHUT;
-	rock_control_ack_now(s);
+	rock_session_tell_peer(s);
 	shutdown(s->fd, SHUT_WR);
 	s->shut_sent = 1;
 }
@@ -230,7 +230,7 @@ rock_stream_eof(struct rock_session *s)
 	event_del(s->ev_read);
 	rlog_debug(s->e->log, "rock %s: peer's end of stream after %llu bytes",
 	    s->name, (unsigned long long)s->consumed);
-	rock_control_ack_now(s);
+	rock_session_tell_peer(s);
 	if (s->cbs != NULL && s->cbs->on_eof != NULL)
 		s->cbs->on_eof(s, s->arg);
 	if (s->state != ROCK_ST_CLOSED)

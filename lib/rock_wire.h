@@ -42,6 +42,8 @@ enum rock_wire_error {
 #define ROCK_FLAG_EOF_SEEN	0x2u
 /* Records only, and only for now: the sender hears no records from us. */
 #define ROCK_FLAG_QUIET		0x4u
+/* Reconnect requests only: a status exchange; the data connection stays. */
+#define ROCK_FLAG_STATUS	0x8u
 
 #define ROCK_CLIENT_HELLO_LEN	46
 #define ROCK_SERVER_HELLO_LEN	64

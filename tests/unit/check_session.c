@@ -444,6 +444,38 @@ START_TEST(test_fin_without_end_of_stream)
 }
 END_TEST
 
+/* The same toward the client, which asks the server over TCP (a status
+ * exchange) once a heartbeat interval has passed without the server's word:
+ * told the server has not shut its side, it fails the connection at once,
+ * well before the dead time, and the stream goes on. */
+START_TEST(test_fin_to_client_asked)
+{
+	static uint8_t msg[300000];
+	struct server sv;
+	int64_t t0;
+
+	pair_up(&sv, NULL);
+	fill_pattern(msg, sizeof(msg), 9);
+	ck_assert_int_eq(rock_session_send(cl.s, msg, sizeof(msg) / 2), 0);
+	want_bytes = sizeof(msg) / 2;
+	ck_assert(run_until(got_all, 5000));
+	ck_assert_ptr_nonnull(sv.last);
+	t0 = rock_now_ms();
+	ck_assert_int_eq(shutdown(rock_direct_fd(sv.last), SHUT_WR), 0);
+	ck_assert(run_until(is_suspended_once, 5000));
+	ck_assert_int_lt(rock_now_ms() - t0, 2000);
+	ck_assert_uint_ge(rock_engine_stats(cl.e)->status_exchanges, 1);
+	ck_assert(run_until(is_connected, 5000));
+	ck_assert_int_eq(rock_session_send(cl.s, msg + sizeof(msg) / 2,
+	    sizeof(msg) / 2), 0);
+	want_bytes = sizeof(msg);
+	ck_assert(run_until(got_all, 10000));
+	ck_assert_mem_eq(cl.got, msg, sizeof(msg));
+	ck_assert_int_eq(cl.eof, 0);
+	pair_down(&sv);
+}
+END_TEST
+
 /* SUSPENDED -> CLOSED when nobody answers within the suspend timeout. */
 START_TEST(test_suspend_timeout)
 {
@@ -582,6 +614,7 @@ session_suite(void)
 	tcase_add_test(tc, test_graceful_close);
 	tcase_add_test(tc, test_half_close_across_reconnect);
 	tcase_add_test(tc, test_fin_without_end_of_stream);
+	tcase_add_test(tc, test_fin_to_client_asked);
 	tcase_add_test(tc, test_suspend_timeout);
 	tcase_add_test(tc, test_reconnect_unknown);
 	tcase_add_test(tc, test_protocol_violation);
