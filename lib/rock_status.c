@@ -199,4 +199,6 @@ rock_status_send(struct rock_session *s)
 		return;
 	}
 	s->e->stats.status_exchanges++;
+	rlog_debug(s->e->log, "rock %s: asking the server for its counts over "
+	    "TCP", s->name);
 }
