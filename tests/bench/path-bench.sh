@@ -3,7 +3,7 @@
 #
 # Usage (as root, from the build tree): tests/bench/path-bench.sh [ROUNDS]
 #   ROUNDS     throughput rounds per profile (default 5); each round runs
-#              plain and rock back to back, the order alternating
+#              plain and rock at the same time, so both meet the same path
 #   PROFILES   path profiles (default "wan cellular"; tests/netns/profiles.sh)
 #
 # Both clients are tests/traffic (sink for downloads, push for uploads,
@@ -50,12 +50,23 @@ up_mbs() {
 		awk -v n="$bytes" '$1 == "seconds" { printf "%.3f", n / $2 / 1e6 }'
 }
 
+# FN: FN plain and FN rock at the same time; their MB/s in
+# $t_tmp/plain.mbs and $t_tmp/rock.mbs.
+both() {
+	local a b
+	"$1" plain >"$t_tmp/plain.mbs" &
+	a=$!
+	"$1" rock >"$t_tmp/rock.mbs" &
+	b=$!
+	wait "$a" "$b"
+}
+
 bench_profile() {
-	local p=$1 rtt r k first second dn up ratios_d=() ratios_u=() d_plain=() d_rock=() u_plain=() u_rock=()
+	local p=$1 rtt r k ratios_d=() ratios_u=() d_plain=() d_rock=() u_plain=() u_rock=()
 	export NN_PROFILE=$p
 	rtt=$(nn_profile_rtt_ms "$p")
 	case $(nn_profile_base "$p") in
-	cellular) bytes=$((1 * 1048576)) ;;
+	cellular) bytes=$((4 * 1048576)) ;;
 	satellite | dsl) bytes=$((16 * 1048576)) ;;
 	*) bytes=$((64 * 1048576)) ;;
 	esac
@@ -79,14 +90,14 @@ bench_profile() {
 	nn_wait_port "$NN_S" "$NN_S_ADDR" 7000 5 || return 1
 	echo "== $p: round trip $rtt ms; netem each way: $(nn_profile_netem "$(nn_profile_base "$p")")"
 
-	# Bulk, both ways, alternating which client goes first.
+	# Bulk, both ways: plain and rock at once, so that both see the path's
+	# weather (a lossy path makes each transfer's rate vary by a factor of
+	# two or three from one to the next); each round's ratio is theirs.
 	for ((r = 1; r <= rounds; r++)); do
-		if [ $((r % 2)) = 1 ]; then first=plain second=rock; else first=rock second=plain; fi
-		for k in "$first" "$second"; do
-			dn=$(down_mbs "$k")
-			up=$(up_mbs "$k")
-			if [ "$k" = plain ]; then d_plain+=("$dn") u_plain+=("$up"); else d_rock+=("$dn") u_rock+=("$up"); fi
-		done
+		both down_mbs
+		d_plain+=("$(cat "$t_tmp/plain.mbs")") d_rock+=("$(cat "$t_tmp/rock.mbs")")
+		both up_mbs
+		u_plain+=("$(cat "$t_tmp/plain.mbs")") u_rock+=("$(cat "$t_tmp/rock.mbs")")
 		ratios_d+=("$(ratio "${d_rock[-1]}" "${d_plain[-1]}")")
 		ratios_u+=("$(ratio "${u_rock[-1]}" "${u_plain[-1]}")")
 		echo "   round $r: download plain ${d_plain[-1]} rock ${d_rock[-1]} MB/s; upload plain ${u_plain[-1]} rock ${u_rock[-1]} MB/s"
