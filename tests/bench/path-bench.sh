@@ -64,6 +64,8 @@ both() {
 bench_profile() {
 	local p=$1 rtt r k ratios_d=() ratios_u=() d_plain=() d_rock=() u_plain=() u_rock=()
 	export NN_PROFILE=$p
+	# The last profile's cleanup took the scratch directory with it.
+	mkdir -p "$t_tmp"
 	rtt=$(nn_profile_rtt_ms "$p")
 	case $(nn_profile_base "$p") in
 	cellular) bytes=$((4 * 1048576)) ;;
