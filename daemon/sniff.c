@@ -41,12 +41,9 @@ answer_probe(struct sniff *sn)
 }
 
 /* Refusals come as fast as strangers connect: their lines have a budget. */
-static int
-refusal_logged(struct rockd *d)
-{
-	return rock_log_limit_pass(&d->log,
-	    rock_engine_stranger_log(d->engine, ROCK_STRANGER_REFUSAL));
-}
+#define refusal(d, ...) \
+	rlog_limited(&(d)->log, rock_engine_stranger_log((d)->engine, \
+	    ROCK_STRANGER_REFUSAL), ROCK_LOG_WARN, __VA_ARGS__)
 
 static void
 to_plain(struct sniff *sn)
@@ -67,9 +64,8 @@ rock_hello(struct rock_handshake *hs, void *arg)
 		return;
 	}
 	if (rock_engine_make_room(d->engine, d->max_rocks) != 0) {
-		if (refusal_logged(d))
-			rlog_warn(&d->log, "%zu rocks, all connected: refusing "
-			    "another", d->max_rocks);
+		refusal(d, "%zu rocks, all connected: refusing another",
+		    d->max_rocks);
 		rock_handshake_reject(hs, ROCK_WERR_BUSY, "too many rocks");
 	} else {
 		rockd_rock_start(d, b, hs);
@@ -95,9 +91,8 @@ to_rock(struct sniff *sn, enum rock_sniff kind)
 	struct rockd_backend *b;
 
 	if (rock_engine_nhandshakes(d->engine) >= MAX_HANDSHAKES) {
-		if (refusal_logged(d))
-			rlog_warn(&d->log, "%d handshakes in progress: "
-			    "refusing another", MAX_HANDSHAKES);
+		refusal(d, "%d handshakes in progress: refusing another",
+		    MAX_HANDSHAKES);
 		refuse_busy(sn->fd);
 		return;
 	}

@@ -12,7 +12,8 @@
 
 /* A line a stranger's bytes cause: within the engine's budget for its kind. */
 #define stranger(e, kind, ...) \
-	rlog_info_limited((e)->log, &(e)->stranger_log[kind], __VA_ARGS__)
+	rlog_limited((e)->log, &(e)->stranger_log[kind], ROCK_LOG_INFO, \
+	    __VA_ARGS__)
 
 #define HELLO_TOTAL (ROCK_ANNOUNCE_LEN + ROCK_CLIENT_HELLO_LEN)
 

@@ -420,7 +420,7 @@ handshake_once(struct rock_engine *e, const struct sockaddr *addr,
 	struct rock_keys keys;
 	int fd = -1, r, rtt, err;
 	size_t sent;
-	int64_t t0;
+	int64_t t0, bound;
 
 	if ((r = announcement_for(e, addr, len, deadline, ann)) != 0)
 		return r;
@@ -445,8 +445,9 @@ handshake_once(struct rock_engine *e, const struct sockaddr *addr,
 	}
 	rtt = (int)(rock_now_ms() - t0);
 	/* The path measured by the connect may be slower than the bound. */
-	if (deadline < t0 + rtt + rock_handshake_ms(e, rtt))
-		deadline = t0 + rtt + rock_handshake_ms(e, rtt);
+	bound = t0 + rtt + rock_handshake_ms(e, rtt);
+	if (deadline < bound)
+		deadline = bound;
 	if ((r = hello_exchange(fd, hello + sent, sizeof(hello) - sent, deadline,
 	    &sh)) == 0 &&
 	    (r = rock_keys_client(&keys, &kp, sh.pk)) == 0) {

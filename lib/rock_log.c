@@ -46,11 +46,17 @@ write_all(int fd, const char *buf, size_t len)
 	}
 }
 
+static long
+open_file(const char *path)
+{
+	return syscall(SYS_openat, AT_FDCWD, path,
+	    O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY, 0644);
+}
+
 static void
 write_file(const char *path, const char *buf, size_t len)
 {
-	long fd = syscall(SYS_openat, AT_FDCWD, path,
-	    O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY, 0644);
+	long fd = open_file(path);
 
 	if (fd < 0)
 		return;
@@ -63,8 +69,7 @@ write_file(const char *path, const char *buf, size_t len)
 static void
 check_file(struct rock_log *log)
 {
-	long fd = syscall(SYS_openat, AT_FDCWD, log->path,
-	    O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY, 0644);
+	long fd = open_file(log->path);
 	int err = errno;
 
 	if (fd >= 0) {

@@ -55,9 +55,10 @@ void rock_log_limit_flush(const struct rock_log *log, struct rock_log_limit *l);
 	rock_log_emit((log), ROCK_LOG_WARN, __func__, __VA_ARGS__)
 #define rlog_info(log, ...) \
 	rock_log_emit((log), ROCK_LOG_INFO, __func__, __VA_ARGS__)
-#define rlog_info_limited(log, lim, ...) do { \
+/* A line within a budget (struct rock_log_limit). */
+#define rlog_limited(log, lim, level, ...) do { \
 	if (rock_log_limit_pass((log), (lim))) \
-		rock_log_emit((log), ROCK_LOG_INFO, __func__, __VA_ARGS__); \
+		rock_log_emit((log), (level), __func__, __VA_ARGS__); \
 } while (0)
 /* The test keeps the formatting cost off every hot path when debug is off. */
 #define rlog_debug(log, ...) do { \

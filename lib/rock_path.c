@@ -34,13 +34,18 @@ rock_tcp_sample(int fd, struct rock_tcp_sample *out)
 	return 0;
 }
 
+/* Linux's first retransmission timeout: rtt + max(2 rtt, 200 ms). */
+static int
+first_rto_ms(int rtt_ms)
+{
+	return rtt_ms + (2 * rtt_ms > 200 ? 2 * rtt_ms : 200);
+}
+
 int
 rock_exchange_ms(int rtt_ms)
 {
-	/* Linux's first RTO: rtt + max(2 rtt, 200 ms); then the answer. */
-	int rto = rtt_ms + (2 * rtt_ms > 200 ? 2 * rtt_ms : 200);
-
-	return rto + rtt_ms + 100;
+	/* The request resent once, then the answer. */
+	return first_rto_ms(rtt_ms) + rtt_ms + 100;
 }
 
 int
@@ -62,7 +67,7 @@ rock_first_bytes_ms(int fd, int floor_ms)
 		 * which the path's jitter may stretch by 2R (a probe's FIN
 		 * taken for silence makes its rock a plain connection). */
 		rtt = (int)(t.rtt_us / 1000);
-		ms = 3 * rtt + (2 * rtt > 200 ? 2 * rtt : 200) + 100;
+		ms = first_rto_ms(rtt) + 2 * rtt + 100;
 	}
 	return ms > floor_ms ? ms : floor_ms;
 }

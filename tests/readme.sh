@@ -45,7 +45,7 @@ t_check "the demo ran on the wan path profile" grep -q 'The path is "wan"' "$t_t
 t_check "the plain socat did not come through the resets" \
 	grep -q 'plain socat: \(died\|stuck\)' "$t_tmp/demo.out"
 if grep -qi 'bad substitution\|syntax error\|: not found' "$t_tmp/demo.out"; then
-	t_bad "a shell error in the output: $(grep -mi1 'bad substitution\|syntax error\|: not found' "$t_tmp/demo.out")"
+	t_bad "a shell error in the output: $(grep -m1 -i 'bad substitution\|syntax error\|: not found' "$t_tmp/demo.out")"
 else
 	t_ok "no shell error on the way"
 fi

@@ -74,6 +74,21 @@ write_all(int fd, const uint8_t *p, size_t n)
 	}
 }
 
+/* The pattern's first `total` bytes into fd. */
+static void
+write_pattern(int fd, uint64_t total)
+{
+	static uint8_t buf[CHUNK];
+	uint64_t off;
+
+	for (off = 0; off < total; off += CHUNK) {
+		size_t n = total - off < CHUNK ? (size_t)(total - off) : CHUNK;
+
+		pattern(off, buf, n);
+		write_all(fd, buf, n);
+	}
+}
+
 /* Reads to the end of the stream; 0, or dies on an error. */
 static void
 read_to_end(int fd)
@@ -224,17 +239,11 @@ bursts(char **av)
 static int
 push(char **av)
 {
-	static uint8_t buf[CHUNK];
-	uint64_t total = (uint64_t)tt_number(av[2], LLONG_MAX), off;
+	uint64_t total = (uint64_t)tt_number(av[2], LLONG_MAX);
 	int64_t t0 = tt_mono_ms();
 	int fd = tt_dial(av[0], av[1], SOCK_STREAM);
 
-	for (off = 0; off < total; off += CHUNK) {
-		size_t n = total - off < CHUNK ? (size_t)(total - off) : CHUNK;
-
-		pattern(off, buf, n);
-		write_all(fd, buf, n);
-	}
+	write_pattern(fd, total);
 	shutdown(fd, SHUT_WR);
 	read_to_end(fd);
 	printf("seconds %.3f\n", (tt_mono_ms() - t0) / 1000.0);
@@ -269,17 +278,8 @@ connect_times(char **av)
 static int
 print_pattern(char **av)
 {
-	static uint8_t buf[CHUNK];
-	uint64_t total = (uint64_t)tt_number(av[0], LLONG_MAX), off;
-
-	for (off = 0; off < total; off += CHUNK) {
-		size_t n = total - off < CHUNK ? (size_t)(total - off) : CHUNK;
-
-		pattern(off, buf, n);
-		if (fwrite(buf, 1, n, stdout) != n)
-			tt_die("fwrite");
-	}
-	return fflush(stdout) == 0 ? 0 : 1;
+	write_pattern(STDOUT_FILENO, (uint64_t)tt_number(av[0], LLONG_MAX));
+	return 0;
 }
 
 int

@@ -24,8 +24,6 @@ rounds=${1:-5}
 case $rounds in '' | *[!0-9]* | 0*) echo "usage: $0 [ROUNDS]" >&2; exit 2 ;; esac
 [ -x "$TRAFFIC" ] && [ -x "$ROCKD" ] || { echo "build first: make && make tests/traffic" >&2; exit 1; }
 
-# NUMBERS...: the median (the lower middle one).
-median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", (b > 0 ? a / b : 0) }'; }
 
 # KIND CMD...: CMD plain, or under rock (KIND rock), in the client namespace.
@@ -64,6 +62,8 @@ both() {
 bench_profile() {
 	local p=$1 rtt r k ratios_d=() ratios_u=() d_plain=() d_rock=() u_plain=() u_rock=()
 	export NN_PROFILE=$p
+	# The last profile's cleanup took the scratch directory with it.
+	mkdir -p "$t_tmp"
 	rtt=$(nn_profile_rtt_ms "$p")
 	case $(nn_profile_base "$p") in
 	cellular) bytes=$((4 * 1048576)) ;;

@@ -32,6 +32,9 @@ rock_netns_up() {
 # broke the others' logins ("chroot(/run/sshd): No such file or directory").
 run_sshd_dir() { [ -d /run/sshd ] || mkdir -p /run/sshd; }
 
+# NUMBERS...: their median (the lower middle one).
+median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+
 nap() {
 	sleep "$1" &
 	napper=$!
@@ -75,9 +78,10 @@ cat_ms() {
 		index($0, " " tr) { print $2; exit }' "$1"
 }
 
-# LOG AFTER_MS TRANSITION: wall-clock ms of rockd's first state change
-# TRANSITION ("CONNECTED -> SUSPENDED") at or after AFTER_MS; empty if none.
-# rockd's lines start with an ISO 8601 UTC timestamp with milliseconds.
+# LOG AFTER_MS TRANSITION: wall-clock ms of the first state change
+# TRANSITION ("CONNECTED -> SUSPENDED") at or after AFTER_MS in a log of
+# rockd's or librock's (ROCK_LOG); empty if none. Their lines start with an
+# ISO 8601 UTC timestamp with milliseconds.
 # shellcheck disable=SC2317 # called through wait_ms
 rockd_ms() {
 	local ts ms

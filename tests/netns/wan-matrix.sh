@@ -2,9 +2,6 @@
 # wan-matrix.sh: on every path profile at once, through rockd: a fault-free minute of mixed traffic with no suspension, a 20 s blackhole and an address change byte-exact, idle detection, UDP blocked with a receiver that does not read; prints the figures.
 # shellcheck source-path=SCRIPTDIR
 #
-# One lane per profile, each a process of this script (--lane PROFILE) in
-# its own namespaces; the lanes run in parallel and this process prints
-# their results in order. WAN_MATRIX_PROFILES picks lanes (default: all).
 # Two lanes per profile, each a process of this script in its own
 # namespaces, all in parallel: "faults" (the fault-free minute, the
 # blackhole, the new address, idle detection) and, per base profile,
@@ -227,17 +224,6 @@ flowing_after() {
 	awk -v t="$1" '$1 == "gap" && $2 <= t && $3 > t { print $3 - t; f = 1; exit }
 		END { if (!f) print "<100" }' "$t_tmp/sink.out"
 }
-# LOG AFTER_MS TRANSITION: wall-clock ms of LOG's first state change
-# TRANSITION ("CONNECTED -> SUSPENDED") at or after AFTER_MS.
-state_ms() {
-	local ts ms
-	while read -r ts; do
-		ms=$(date -u -d "$ts" +%s%3N) || continue
-		[ "$ms" -lt "$2" ] || { echo "$ms"; return; }
-	done < <(grep "$3" "$1" | awk '{ print $1 }')
-}
-# NUMBERS...: their median (the lower middle one).
-median() { printf '%s\n' "$@" | sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 logs="$t_tmp/sink.log $t_tmp/bursts.log $t_tmp/idle.log $t_tmp/ssh.log"
 
 # ---- A. a fault-free minute: bursts after idle gaps of 12-30 s, the
@@ -299,14 +285,14 @@ wait_bursts "$t_tmp/idle.out" 2 $((10 + rtt / 50))
 wait_bursts "$t_tmp/bursts.out" "$n_bursts" $((10 + rtt / 50))
 touch "$t_tmp/stream.sent.stop"
 
-det=$(state_ms "$t_tmp/idle.log" "$fault" 'CONNECTED -> SUSPENDED')
+det=$(rockd_ms "$t_tmp/idle.log" "$fault" 'CONNECTED -> SUSPENDED')
 det=${det:+$((det - fault))}
 back_addr=$(flowing_after "$moved")
 # Data flowing again: the stream's first bytes after the restore, and the
 # other rocks (each its own process, so its own scout) back in place.
 backs=("$(flowing_after "$restore")")
 for r in bursts idle ssh; do
-	ms=$(state_ms "$t_tmp/$r.log" "$restore" 'SUSPENDED -> CONNECTED')
+	ms=$(rockd_ms "$t_tmp/$r.log" "$restore" 'SUSPENDED -> CONNECTED')
 	backs+=("${ms:+$((ms - restore))}")
 done
 back=$(median "${backs[@]/#</}")

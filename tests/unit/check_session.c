@@ -502,8 +502,11 @@ START_TEST(test_reconnect_unknown)
 	struct rock_session *victim;
 
 	pair_up(&sv, NULL);
-	victim = sv.last;
+	/* Read once the server's thread is joined: it sets last just after
+	 * its hello went out, which the client may see first. */
 	server_stop(&sv);
+	victim = sv.last;
+	ck_assert_ptr_nonnull(victim);
 	rock_session_free(victim);	/* the server forgets; its thread is stopped */
 	__atomic_store_n(&sv.stop, 0, __ATOMIC_RELEASE);
 	sv.lfd = socket(AF_INET, SOCK_STREAM, 0);
