@@ -257,6 +257,9 @@ struct rock_tcp_sample {
 	uint32_t last_ack_recv_ms, last_data_recv_ms;
 	uint32_t segs_in;
 	uint64_t bytes_acked;
+	/* For the log: why TCP is not moving. */
+	uint8_t ca_state, backoff;
+	uint32_t rto_us, lost, retrans, snd_wnd, last_data_sent_ms;
 };
 int rock_tcp_sample(int fd, struct rock_tcp_sample *out);
 /* One request and its answer over a fresh connection whose round trip is

@@ -31,6 +31,13 @@ rock_tcp_sample(int fd, struct rock_tcp_sample *out)
 	/* Older kernels fill less: the fields they lack read as 0. */
 	out->segs_in = ti.tcpi_segs_in;
 	out->bytes_acked = ti.tcpi_bytes_acked;
+	out->ca_state = ti.tcpi_ca_state;
+	out->backoff = ti.tcpi_backoff;
+	out->rto_us = ti.tcpi_rto;
+	out->lost = ti.tcpi_lost;
+	out->retrans = ti.tcpi_retrans;
+	out->snd_wnd = ti.tcpi_snd_wnd;
+	out->last_data_sent_ms = ti.tcpi_last_data_sent;
 	return 0;
 }
 
@@ -178,7 +185,15 @@ rock_path_stalled(struct rock_session *s, int64_t now)
 		s->stall_since_ms = t.unacked == 0 ? 0 : now;
 		return 0;
 	}
-	return now - s->stall_since_ms >= rock_path_stall_ms(s);
+	if (now - s->stall_since_ms < rock_path_stall_ms(s))
+		return 0;
+	rlog_info(s->e->log, "rock %s: TCP moved nothing for %lld ms: %u segments "
+	    "unacknowledged, %u lost, %u retransmitted, backoff %u, RTO %u ms, "
+	    "congestion state %u, peer's window %u, last sent %u ms ago, "
+	    "last ack %u ms ago", s->name, (long long)(now - s->stall_since_ms),
+	    t.unacked, t.lost, t.retrans, t.backoff, t.rto_us / 1000, t.ca_state,
+	    t.snd_wnd, t.last_data_sent_ms, t.last_ack_recv_ms);
+	return 1;
 }
 
 void

@@ -5,6 +5,9 @@
 #   ROUNDS     throughput rounds per profile (default 5); each round runs
 #              plain and rock at the same time, so both meet the same path
 #   PROFILES   path profiles (default "wan cellular"; tests/netns/profiles.sh)
+#   CC         TCP congestion control in the namespaces (default: the
+#              system's); printed, since on a lossy path it decides most
+#              of a transfer's rate (see doc/paths.md)
 #
 # Both clients are tests/traffic (sink for downloads, push for uploads,
 # connect for connect times), plain TCP through rockd's plain relay, and
@@ -72,6 +75,10 @@ bench_profile() {
 	esac
 	rock_netns_up
 	nn_s sysctl -qw net.ipv4.tcp_fastopen=3
+	if [ -n "${CC:-}" ]; then
+		nn_s sysctl -qw net.ipv4.tcp_congestion_control="$CC" &&
+			nn_c sysctl -qw net.ipv4.tcp_congestion_control="$CC" || return 1
+	fi
 	nn_s socat -t 60 TCP4-LISTEN:9000,bind=127.0.0.1,reuseaddr,fork SYSTEM:"'$TRAFFIC' pattern $bytes" 2>/dev/null &
 	pids+=($!)
 	nn_s socat -u -t 60 TCP4-LISTEN:9001,bind=127.0.0.1,reuseaddr,fork OPEN:/dev/null 2>/dev/null &
@@ -88,7 +95,7 @@ bench_profile() {
 	pids+=($!)
 	for k in 9000 9001 9002 9003 9004; do nn_wait_port "$NN_S" 127.0.0.1 "$k" 5 || return 1; done
 	nn_wait_port "$NN_S" "$NN_S_ADDR" 7000 5 || return 1
-	echo "== $p: round trip $rtt ms; netem each way: $(nn_profile_netem "$(nn_profile_base "$p")")"
+	echo "== $p: round trip $rtt ms; netem each way: $(nn_profile_netem "$(nn_profile_base "$p")"); TCP congestion control $(nn_s sysctl -n net.ipv4.tcp_congestion_control)"
 
 	# Bulk, both ways: plain and rock at once, so that both see the path's
 	# weather (a lossy path makes each transfer's rate vary by a factor of
