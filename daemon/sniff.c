@@ -63,9 +63,10 @@ rock_hello(struct rock_handshake *hs, void *arg)
 		free(b);		/* the handshake died before its hello */
 		return;
 	}
-	if (rock_engine_make_room(d->engine, d->max_rocks) != 0) {
-		refusal(d, "%zu rocks, all connected: refusing another",
-		    d->max_rocks);
+	if (rock_engine_make_room(d->engine, d->max_rocks,
+	    rock_handshake_peer(hs)) != 0) {
+		refusal(d, "%zu rocks, none that a newcomer may push out: "
+		    "refusing another", d->max_rocks);
 		rock_handshake_reject(hs, ROCK_WERR_BUSY, "too many rocks");
 	} else {
 		rockd_rock_start(d, b, hs);

@@ -233,6 +233,12 @@ handshake_rtt_ms(int fd)
 	return rock_tcp_sample(fd, &t) == 0 ? (int)(t.rtt_us / 1000) : 0;
 }
 
+const struct sockaddr *
+rock_handshake_peer(const struct rock_handshake *hs)
+{
+	return hs->peer_len > 0 ? (const struct sockaddr *)&hs->peer : NULL;
+}
+
 int
 rock_handshake_accept(struct rock_handshake *hs,
     const struct rock_session_cbs *cbs, void *arg, struct rock_session **out)
@@ -421,6 +427,7 @@ check_request(struct reconnect *rc)
 		reconnect_reject(rc, ROCK_WERR_AUTH, "wrong key");
 		return;
 	}
+	s->proven = 1;
 	if (rq.flags & ROCK_FLAG_STATUS) {
 		answer_status(s, rc, &rq);
 		return;

@@ -35,6 +35,22 @@ normalize(const struct rock_engine *e, struct sockaddr_storage *ss, socklen_t *l
 	*len = sizeof(*s6);
 }
 
+/* Records for many rocks come and go in bursts (a tick's heartbeats, the
+ * farewells of rocks closed at once): the default buffers (about 200
+ * datagrams) drop them. Privileged, past net.core's maximum; else up to it. */
+#define CONTROL_BUFFER (4 * 1024 * 1024)
+
+static void
+size_buffers(int fd)
+{
+	int v = CONTROL_BUFFER;
+
+	if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &v, sizeof(v)) != 0)
+		(void)setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &v, sizeof(v));
+	if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &v, sizeof(v)) != 0)
+		(void)setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &v, sizeof(v));
+}
+
 static int
 open_socket(struct rock_engine *e, int family, const struct sockaddr *bind_to,
     socklen_t len)
@@ -59,6 +75,7 @@ open_socket(struct rock_engine *e, int family, const struct sockaddr *bind_to,
 		return -1;
 	}
 	e->udp_family = family;
+	size_buffers(fd);
 	return fd;
 }
 
@@ -132,6 +149,15 @@ hears_nothing(const struct rock_session *s, int64_t now)
 	return now - s->last_heard_ms >= 2 * s->e->cfg.hb_interval_ms;
 }
 
+void
+rock_control_seal(struct rock_hb_record *r, const uint8_t tx[ROCK_KEY_LEN],
+    uint8_t out[ROCK_HB_RECORD_LEN])
+{
+	memset(r->tag, 0, sizeof(r->tag));
+	rock_hb_record_encode(r, out);
+	rock_hb_tag(out + ROCK_HB_RECORD_LEN - ROCK_TAG_LEN, tx, out);
+}
+
 static void
 make_record(struct rock_session *s, uint8_t out[ROCK_HB_RECORD_LEN])
 {
@@ -146,9 +172,7 @@ make_record(struct rock_session *s, uint8_t out[ROCK_HB_RECORD_LEN])
 	 * its data connection speaks to us even when it has nothing to say. */
 	if (hears_nothing(s, rock_now_ms()))
 		r.flags |= ROCK_FLAG_QUIET;
-	memset(r.tag, 0, sizeof(r.tag));
-	rock_hb_record_encode(&r, out);
-	rock_hb_tag(out + ROCK_HB_RECORD_LEN - ROCK_TAG_LEN, s->keys.tx, out);
+	rock_control_seal(&r, s->keys.tx, out);
 	s->acked_consumed = s->consumed;
 }
 
@@ -185,6 +209,20 @@ rock_control_ack_now(struct rock_session *s)
 	p.n = 1;
 	make_record(s, p.buf + ROCK_HB_HEADER_LEN);
 	send_packet(s->e, &p);
+}
+
+void
+rock_control_send_record(struct rock_engine *e,
+    const struct sockaddr_storage *to, socklen_t tolen,
+    const uint8_t rec[ROCK_HB_RECORD_LEN])
+{
+	struct out_packet p;
+
+	p.to = *to;
+	p.tolen = tolen;
+	p.n = 1;
+	memcpy(p.buf + ROCK_HB_HEADER_LEN, rec, ROCK_HB_RECORD_LEN);
+	send_packet(e, &p);
 }
 
 static struct out_packet *
@@ -252,7 +290,12 @@ check_liveness(struct rock_session *s, int64_t now)
 	tcp = rock_path_tcp_heard(s, now);
 	if (tcp > heard)
 		heard = tcp;
-	if (now - heard >= rock_path_dead_ms(s))
+	if (now - heard < rock_path_dead_ms(s))
+		return;
+	if (rock_path_only_farewell_missing(s))
+		rock_session_close(s, 0, "both ends closed; the peer's last "
+		    "word was lost");
+	else
 		rock_session_fail(s, "no heartbeat and no TCP segment");
 }
 
@@ -281,6 +324,8 @@ check_session(struct rock_session *s, int64_t now)
 	/* Off the data path: storage the in-flight bytes no longer need. */
 	rock_ring_compact(&s->ring);
 	if (s->state == ROCK_ST_CONNECTED) {
+		if (now - s->connected_at_ms >= ROCK_UNPROVEN_MS)
+			s->proven = 1;
 		check_liveness(s, now);
 		if (s->state == ROCK_ST_CONNECTED)
 			check_stall(s, now);
@@ -291,6 +336,10 @@ check_session(struct rock_session *s, int64_t now)
 	} else if (s->state == ROCK_ST_SUSPENDED && limit > 0 &&
 	    now - s->suspended_at_ms >= (int64_t)limit * 1000) {
 		rock_session_close(s, ROCK_ERR_TIMEOUT, "suspend timeout");
+	} else if (s->state == ROCK_ST_SUSPENDED && s->role == ROCK_ROLE_SERVER &&
+	    !s->proven && now - s->suspended_at_ms >= ROCK_UNPROVEN_MS) {
+		rock_session_close(s, ROCK_ERR_TIMEOUT, "never proven by its "
+		    "client, suspended: expired");
 	}
 }
 
@@ -334,6 +383,7 @@ rock_control_tick(struct rock_engine *e)
 	}
 	if (e->ticks++ % 2 == 0)
 		send_heartbeats(e);
+	rock_farewell_tick(e, now);
 	for (i = 0; i < ROCK_STRANGER_KINDS; i++)
 		rock_log_limit_flush(e->log, &e->stranger_log[i]);
 	log_drops(e);
@@ -359,7 +409,8 @@ accept_record(struct rock_engine *e, const uint8_t *rec,
 
 	rock_hb_record_decode(&r, rec);
 	if ((s = rock_engine_find(e, r.id)) == NULL) {
-		e->stats.hb_unknown++;
+		if (rock_farewell_answer(e, &r, rec, from, fromlen) != 0)
+			e->stats.hb_unknown++;
 		return;
 	}
 	rock_hb_tag(tag, s->keys.rx, rec);
@@ -375,6 +426,7 @@ accept_record(struct rock_engine *e, const uint8_t *rec,
 	s->seq_in = r.seq;
 	s->last_heard_ms = rock_now_ms();
 	s->udp_verified = 1;
+	s->proven = 1;
 	s->peer_quiet = (r.flags & ROCK_FLAG_QUIET) != 0;
 	/* Follow the peer's latest source: NAT rebinding, address change. */
 	s->udp_peer = *from;

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <netinet/in.h>
 
 #include "rock_engine_int.h"
 #include "rock_err.h"
@@ -103,6 +104,7 @@ rock_engine_free(struct rock_engine *e)
 		e->all->in_callback = 0;
 		rock_session_free(e->all);
 	}
+	rock_farewell_free_all(e);
 	rock_netlink_close(e);
 	rock_control_close(e);
 	free(e->table);
@@ -125,22 +127,74 @@ rock_engine_set_suspend_timeout(struct rock_engine *e, long seconds)
 	e->cfg.suspend_timeout_s = seconds;
 }
 
-int
-rock_engine_make_room(struct rock_engine *e, size_t max)
+/* An address's host part as 16 bytes (IPv4 as v4-mapped); -1 if neither. */
+static int
+host_of(const struct sockaddr *sa, uint8_t out[16])
 {
-	struct rock_session *s, *oldest = NULL;
+	static const uint8_t mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+
+	if (sa->sa_family == AF_INET6) {
+		memcpy(out, &((const struct sockaddr_in6 *)sa)->sin6_addr, 16);
+		return 0;
+	}
+	if (sa->sa_family != AF_INET)
+		return -1;
+	memcpy(out, mapped, sizeof(mapped));
+	memcpy(out + 12, &((const struct sockaddr_in *)sa)->sin_addr, 4);
+	return 0;
+}
+
+static int
+same_host(const struct sockaddr *a, const struct sockaddr_storage *b)
+{
+	uint8_t x[16], y[16];
+
+	return a != NULL && host_of(a, x) == 0 &&
+	    host_of((const struct sockaddr *)b, y) == 0 && memcmp(x, y, 16) == 0;
+}
+
+/* Whether a goes before b (none yet: NULL): suspended before connected,
+ * then the older one. */
+static int
+goes_before(const struct rock_session *a, const struct rock_session *b)
+{
+	int as, bs;
+
+	if (b == NULL)
+		return 1;
+	as = a->state == ROCK_ST_SUSPENDED;
+	bs = b->state == ROCK_ST_SUSPENDED;
+	if (as != bs)
+		return as;
+	return as ? a->suspended_at_ms < b->suspended_at_ms :
+	    a->connected_at_ms < b->connected_at_ms;
+}
+
+int
+rock_engine_make_room(struct rock_engine *e, size_t max,
+    const struct sockaddr *peer)
+{
+	struct rock_session *s, *stranger = NULL, *own = NULL, *victim;
 
 	if (e->nsessions < max)
 		return 0;
-	for (s = e->all; s != NULL; s = s->next)
-		if (s->state == ROCK_ST_SUSPENDED &&
-		    (oldest == NULL || s->suspended_at_ms < oldest->suspended_at_ms))
-			oldest = s;
-	if (oldest == NULL)
+	for (s = e->all; s != NULL; s = s->next) {
+		if (s->state == ROCK_ST_CLOSED)
+			continue;
+		if (!s->proven && goes_before(s, stranger))
+			stranger = s;
+		else if (s->proven && s->state == ROCK_ST_SUSPENDED &&
+		    same_host(peer, &s->peer) &&
+		    (own == NULL || s->suspended_at_ms < own->suspended_at_ms))
+			own = s;
+	}
+	if ((victim = stranger != NULL ? stranger : own) == NULL)
 		return -1;
-	rlog_warn(e->log, "rock %s: %zu rocks, the limit: closing the one "
-	    "suspended longest to make room", oldest->name, e->nsessions);
-	rock_session_close(oldest, ROCK_ERR_TIMEOUT, "evicted to make room");
+	rlog_warn(e->log, "rock %s: %zu rocks, the limit: closing %s to make "
+	    "room", victim->name, e->nsessions, victim == stranger ?
+	    "one its client never proved" : "the newcomer's own suspended "
+	    "longest");
+	rock_session_close(victim, ROCK_ERR_TIMEOUT, "evicted to make room");
 	return 0;
 }
 

@@ -121,9 +121,13 @@ enum rock_stranger {
 struct rock_log_limit *rock_engine_stranger_log(struct rock_engine *e,
     enum rock_stranger kind);
 
-/* Below max sessions, or made so by closing the rock suspended longest:
- * 0; -1 when every rock is connected (answer BUSY). */
-int rock_engine_make_room(struct rock_engine *e, size_t max);
+/* Below max sessions, or made so for a newcomer from peer (its address;
+ * the port is ignored) by closing, in this order: a rock its client never
+ * proved (suspended before connected, the oldest first), or the rock
+ * suspended longest among the newcomer's own. 0; -1 when none may go
+ * (answer BUSY): a stranger cannot push out anyone else's rock. */
+int rock_engine_make_room(struct rock_engine *e, size_t max,
+    const struct sockaddr *peer);
 
 /* The EDP probe alone, without an engine (so a program that never makes
  * a rock never starts one): 0 and the announcement, ROCK_ERR_NOT_ENHANCED
@@ -165,6 +169,8 @@ typedef void rock_hello_fn(struct rock_handshake *hs, void *arg);
  * release arg. */
 void rock_server_handshake(struct rock_engine *e, int fd,
     const uint8_t *early, size_t nearly, rock_hello_fn *on_hello, void *arg);
+/* The client's address of a handshake in progress. */
+const struct sockaddr *rock_handshake_peer(const struct rock_handshake *hs);
 int rock_handshake_accept(struct rock_handshake *hs,
     const struct rock_session_cbs *cbs, void *arg, struct rock_session **out);
 void rock_handshake_reject(struct rock_handshake *hs, uint8_t code,

@@ -76,6 +76,10 @@ struct rock_session {
 	uint64_t seq_out, seq_in;
 	int64_t last_heard_ms;		/* last authentic record */
 	int udp_verified;		/* ever received one */
+	/* Server: the client showed it keeps this rock (an authentic record,
+	 * reconnect or status, or a data connection that lasted); until then
+	 * it may be a stranger's, and goes first (rock_engine_make_room). */
+	int proven;
 	int peer_quiet;			/* its last record: it hears none of ours */
 	int fast_keepalive;		/* kernel keepalive armed as the backstop */
 	uint64_t stall_mark;		/* peer_consumed at the previous tick */
@@ -114,6 +118,12 @@ struct rock_session {
 	struct rock_session *next;	/* engine's list of all sessions */
 	struct rock_session *prev;
 };
+
+/* A server's rock that its client never proved (no authentic record,
+ * reconnect or status, no data connection as long as this) is held this
+ * long once suspended, and is the first to go when rockd is full: a
+ * stranger's hello costs seconds, not the suspend timeout. */
+#define ROCK_UNPROVEN_MS 10000
 
 #define OPEN_PACKETS 64
 #define ROCK_SCOUTS 16
@@ -165,6 +175,9 @@ struct rock_engine {
 	/* The one suspended rock per server address that dials; the others
 	 * to that address wait until it finds the path up (rock_dial.c). */
 	struct rock_session *scouts[ROCK_SCOUTS];
+	/* Finished rocks whose last word is still repeated (rock_farewell.c). */
+	struct rock_farewell *farewells;
+	size_t nfarewells;
 	void (*lock)(void *);		/* the owner's, when other threads */
 	void (*unlock)(void *);		/* touch sessions (the preload shim) */
 	void *lock_arg;
@@ -282,6 +295,8 @@ int64_t rock_path_tcp_heard(struct rock_session *s, int64_t now);
 /* 1: unacknowledged data has not moved for the stall time. */
 int rock_path_stalled(struct rock_session *s, int64_t now);
 void rock_path_progress(struct rock_session *s);
+/* Only the peer's farewell is missing: its silence ends the rock cleanly. */
+int rock_path_only_farewell_missing(struct rock_session *s);
 
 /* The control channel (rock_control.c). */
 int rock_control_open(struct rock_engine *e, const struct sockaddr *bind,
@@ -289,6 +304,23 @@ int rock_control_open(struct rock_engine *e, const struct sockaddr *bind,
 void rock_control_close(struct rock_engine *e);
 void rock_control_tick(struct rock_engine *e);
 void rock_control_ack_now(struct rock_session *s);
+/* Encode r and tag it with tx. */
+void rock_control_seal(struct rock_hb_record *r, const uint8_t tx[ROCK_KEY_LEN],
+    uint8_t out[ROCK_HB_RECORD_LEN]);
+void rock_control_send_record(struct rock_engine *e,
+    const struct sockaddr_storage *to, socklen_t tolen,
+    const uint8_t rec[ROCK_HB_RECORD_LEN]);
+
+/* A finished rock's last record, said now, on every tick for a moment
+ * and in answer to each of the peer's records, so that the peer learns
+ * the end even when UDP loses some (rock_farewell.c). */
+void rock_farewell_add(struct rock_session *s);
+/* A record for no session: 0 if it was a finished one's, answered. */
+int rock_farewell_answer(struct rock_engine *e, const struct rock_hb_record *r,
+    const uint8_t rec[ROCK_HB_RECORD_LEN], const struct sockaddr_storage *from,
+    socklen_t fromlen);
+void rock_farewell_tick(struct rock_engine *e, int64_t now);
+void rock_farewell_free_all(struct rock_engine *e);
 void rock_udp_peer_from_tcp(struct rock_session *s, uint16_t udp_port);
 
 /* Status exchange (rock_status.c, client): our counts, flags and end

@@ -11,6 +11,9 @@
 
 /* The kernel's TCP states (include/net/tcp_states.h), not in its uapi. */
 #define TCP_STATE_SYN_RECV 3
+#define TCP_STATE_FIN_WAIT2 5
+#define TCP_STATE_TIME_WAIT 6
+#define TCP_STATE_CLOSE 7
 
 int
 rock_tcp_sample(int fd, struct rock_tcp_sample *out)
@@ -200,4 +203,22 @@ void
 rock_path_progress(struct rock_session *s)
 {
 	s->stall_since_ms = 0;
+}
+
+/* Both ends shut, the peer's end read, and the peer's TCP acknowledged
+ * everything we sent, our FIN included: all that is missing is the
+ * peer's last word (its farewell, rock_farewell.c). A peer silent now
+ * has finished and its words were lost; TCP itself would call this
+ * connection closed. */
+int
+rock_path_only_farewell_missing(struct rock_session *s)
+{
+	struct rock_tcp_sample t;
+	uint32_t ours = ROCK_FLAG_WR_SHUT | ROCK_FLAG_EOF_SEEN;
+
+	if ((s->flags & ours) != ours || !s->shut_sent ||
+	    rock_tcp_sample(s->fd, &t) != 0 || t.unacked != 0)
+		return 0;
+	return t.state == TCP_STATE_FIN_WAIT2 || t.state == TCP_STATE_TIME_WAIT ||
+	    t.state == TCP_STATE_CLOSE;
 }

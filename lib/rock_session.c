@@ -397,9 +397,9 @@ rock_session_maybe_finish(struct rock_session *s)
 	if ((s->flags & ROCK_FLAG_WR_SHUT) && (s->flags & ROCK_FLAG_EOF_SEEN) &&
 	    (s->peer_flags & ROCK_FLAG_EOF_SEEN) &&
 	    s->peer_consumed == rock_ring_end(&s->ring)) {
-		/* Tell the peer we are done too; if this is lost, its reconnect
-		 * finds no session and it concludes the same. */
-		rock_control_ack_now(s);
+		/* Tell the peer we are done too, again and again for a moment:
+		 * it cannot finish before it hears so. */
+		rock_farewell_add(s);
 		rock_session_close(s, 0, "both ends closed");
 	}
 }

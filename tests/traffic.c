@@ -19,6 +19,10 @@
  * traffic connect ADDR PORT N           client: N connections one after the
  *                                       other, each closed at once; prints
  *                                       each connect()'s time, "connect US"
+ * traffic many ADDR PORT N BYTES        client: N connections, BYTES echoed
+ *                                       on each, then all shut down, read to
+ *                                       their end and closed at once; prints
+ *                                       "closed N at MS" (wall clock)
  * traffic pattern BYTES                 the pattern on stdout
  *
  * Exit 0 when every byte was exact; otherwise 1 with the reason on stderr.
@@ -236,6 +240,44 @@ bursts(char **av)
 	return 0;
 }
 
+/* N rocks at once, each echoing BYTES; then all shut down, read to their
+ * end and closed together. */
+static int
+many(char **av)
+{
+	long n = (long)tt_number(av[2], 100000), i;
+	size_t len = (size_t)tt_number(av[3], 1 << 20), got;
+	uint8_t *out = malloc(len), *in = malloc(len);
+	int *fd = calloc((size_t)n, sizeof(*fd));
+	ssize_t r;
+
+	if (out == NULL || in == NULL || fd == NULL)
+		tt_die("malloc");
+	pattern(0, out, len);
+	for (i = 0; i < n; i++) {
+		fd[i] = tt_dial(av[0], av[1], SOCK_STREAM);
+		write_all(fd[i], out, len);
+	}
+	for (i = 0; i < n; i++) {
+		for (got = 0; got < len; got += (size_t)r)
+			if ((r = recv(fd[i], in + got, len - got, 0)) <= 0)
+				tt_die("many: echo");
+		if (memcmp(in, out, len) != 0) {
+			printf("many: rock %ld: MISMATCH\n", i);
+			return 1;
+		}
+	}
+	for (i = 0; i < n; i++)
+		shutdown(fd[i], SHUT_WR);
+	for (i = 0; i < n; i++) {
+		read_to_end(fd[i]);
+		close(fd[i]);
+	}
+	printf("closed %ld at %lld\n", n, (long long)tt_wall_ms());
+	fflush(stdout);
+	return 0;
+}
+
 static int
 push(char **av)
 {
@@ -295,12 +337,14 @@ main(int argc, char **argv)
 		return bursts(argv + 2);
 	if (argc == 5 && strcmp(argv[1], "push") == 0)
 		return push(argv + 2);
+	if (argc == 6 && strcmp(argv[1], "many") == 0)
+		return many(argv + 2);
 	if (argc == 3 && strcmp(argv[1], "pattern") == 0)
 		return print_pattern(argv + 2);
 	if (argc == 5 && strcmp(argv[1], "connect") == 0)
 		return connect_times(argv + 2);
 	fprintf(stderr, "usage: traffic source PORT RATE SECONDS OUT | sink ADDR PORT OUT |\n"
 	    "       bursts ADDR PORT BYTES | push ADDR PORT BYTES | pattern BYTES |\n"
-	    "       connect ADDR PORT N\n");
+	    "       connect ADDR PORT N | many ADDR PORT N BYTES\n");
 	return 2;
 }

@@ -33,6 +33,15 @@ rock_netns_up() {
 run_sshd_dir() { [ -d /run/sshd ] || mkdir -p /run/sshd; }
 
 # NUMBERS...: their median (the lower middle one).
+# TIMEOUT_S CMD...: wait until CMD succeeds; 1 if it did not in time.
+wait_for() {
+	local end=$(($(now_ms) + $1 * 1000))
+	shift
+	until "$@"; do
+		[ "$(now_ms)" -lt "$end" ] || return 1
+		sleep 0.1
+	done
+}
 median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 
 nap() {

@@ -176,15 +176,6 @@ tmux -S "$tmux_sock" -f /dev/null new-session -d -x 120 -y 40 \
 	"ASAN_OPTIONS='${ASAN_OPTIONS:-}:detect_leaks=0' ROCK_DEBUG=1 ROCK_LOG='$t_tmp/ssh.log' ip netns exec '$NN_C' '$ROCK' ssh -tt $ssh_opts root@$NN_S_ADDR; sleep 600"
 # shellcheck disable=SC2317 # called through wait_for
 screen() { tmux -S "$tmux_sock" capture-pane -p -t 0 -S -200; }
-# TIMEOUT_S CMD...: wait until CMD succeeds.
-wait_for() {
-	local end=$(($(now_ms) + $1 * 1000))
-	shift
-	until "$@"; do
-		[ "$(now_ms)" -lt "$end" ] || return 1
-		sleep 0.1
-	done
-}
 # TEXT TIMEOUT_S: wait until the pane shows TEXT at the start of a line.
 wait_screen() { wait_for "$2" on_screen "$1"; }
 # shellcheck disable=SC2317 # called through wait_for

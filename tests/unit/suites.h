@@ -11,5 +11,6 @@ Suite *ring_suite(void);
 Suite *wire_suite(void);
 Suite *session_suite(void);
 Suite *netem_suite(void);
+Suite *evict_suite(void);
 
 #endif

@@ -1,0 +1,134 @@
+/* rock_farewell.c: a finished rock's last word, repeated for a moment after its session is gone (TCP's TIME_WAIT for the control channel). */
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "rock_engine_int.h"
+
+/* Long enough for the copies below and a few of the peer's heartbeats at
+ * heavy loss, short of the 2 s within which a closed rock leaves nothing. */
+#define FAREWELL_MS 1500
+/* A bound on the memory strangers' closes can make us hold. */
+#define FAREWELL_MAX 4096
+#define FAREWELL_COPIES 6
+
+struct rock_farewell {
+	uint8_t id[ROCK_ID_LEN];
+	struct rock_keys keys;
+	uint64_t seq_out, seq_in;
+	uint64_t consumed, end;
+	uint32_t flags;
+	struct sockaddr_storage to;
+	socklen_t tolen;
+	int64_t expires_ms;
+	struct rock_farewell *next;
+};
+
+static void
+drop(struct rock_engine *e, struct rock_farewell **p)
+{
+	struct rock_farewell *f = *p;
+
+	*p = f->next;
+	rock_keys_wipe(&f->keys);
+	free(f);
+	e->nfarewells--;
+}
+
+static void
+say(struct rock_engine *e, struct rock_farewell *f)
+{
+	struct rock_hb_record r;
+	uint8_t rec[ROCK_HB_RECORD_LEN];
+
+	memcpy(r.id, f->id, ROCK_ID_LEN);
+	r.seq = ++f->seq_out;
+	r.consumed = f->consumed;
+	r.end = f->end;
+	r.flags = f->flags;
+	rock_control_seal(&r, f->keys.tx, rec);
+	rock_control_send_record(e, &f->to, f->tolen, rec);
+}
+
+void
+rock_farewell_add(struct rock_session *s)
+{
+	struct rock_engine *e = s->e;
+	struct rock_farewell *f, **p;
+	int i;
+
+	if (s->udp_peer_len == 0 || !(s->features & ROCK_FEAT_UDP))
+		return;
+	if (e->nfarewells >= FAREWELL_MAX) {
+		/* The oldest is at the tail: the newest are pushed in front. */
+		for (p = &e->farewells; (*p)->next != NULL; p = &(*p)->next)
+			;
+		drop(e, p);
+	}
+	if ((f = calloc(1, sizeof(*f))) == NULL)
+		return;		/* the peer's fallback: silence after both ends shut */
+	memcpy(f->id, s->id, ROCK_ID_LEN);
+	f->keys = s->keys;
+	f->seq_out = s->seq_out;
+	f->seq_in = s->seq_in;
+	f->consumed = s->consumed;
+	f->end = rock_session_end(s);
+	f->flags = s->flags;
+	f->to = s->udp_peer;
+	f->tolen = s->udp_peer_len;
+	f->expires_ms = rock_now_ms() + FAREWELL_MS;
+	f->next = e->farewells;
+	e->farewells = f;
+	e->nfarewells++;
+	/* Copies now: the process may exit before the next tick, and a peer
+	 * that hears none waits for its dead time. Six make one rock in a
+	 * thousand of those closed at 20 % loss wait so (0.2^6 each). */
+	for (i = 0; i < FAREWELL_COPIES; i++)
+		say(e, f);
+}
+
+int
+rock_farewell_answer(struct rock_engine *e, const struct rock_hb_record *r,
+    const uint8_t rec[ROCK_HB_RECORD_LEN], const struct sockaddr_storage *from,
+    socklen_t fromlen)
+{
+	struct rock_farewell *f;
+	uint8_t tag[ROCK_TAG_LEN];
+
+	for (f = e->farewells; f != NULL; f = f->next)
+		if (rock_equal(f->id, r->id, ROCK_ID_LEN))
+			break;
+	if (f == NULL)
+		return -1;
+	rock_hb_tag(tag, f->keys.rx, rec);
+	if (!rock_equal(tag, r->tag, ROCK_TAG_LEN) || r->seq <= f->seq_in)
+		return -1;
+	f->seq_in = r->seq;
+	f->to = *from;
+	f->tolen = fromlen;
+	say(e, f);
+	return 0;
+}
+
+void
+rock_farewell_tick(struct rock_engine *e, int64_t now)
+{
+	struct rock_farewell **p = &e->farewells;
+
+	while (*p != NULL) {
+		if (now >= (*p)->expires_ms) {
+			drop(e, p);
+			continue;
+		}
+		say(e, *p);
+		p = &(*p)->next;
+	}
+}
+
+void
+rock_farewell_free_all(struct rock_engine *e)
+{
+	while (e->farewells != NULL)
+		drop(e, &e->farewells);
+}

@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# rock-sessions.sh: sessions always end and strangers cannot evict: 300 rocks closing at once with 20 % of UDP lost leave nothing in rockd; 400 anonymous handshakes at max-rocks 20 do not push out a suspended user's rock, and expire on their own.
+# shellcheck source-path=SCRIPTDIR
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=rock-lib.sh
+. "$here/rock-lib.sh"
+TRAFFIC="$top_builddir/tests/traffic"
+HOSTILE="$top_builddir/tests/rock-hostile"
+[ -x "$ROCKD" ] && [ -x "$TRAFFIC" ] && [ -x "$HOSTILE" ] ||
+	t_skip_all "rockd, tests/traffic or tests/rock-hostile not built"
+command -v socat >/dev/null || t_skip_all "socat not installed"
+rock_netns_up
+# shellcheck disable=SC2317 # run by nn_cleanup
+drop_udp_loss() { nn_r iptables -w -D FORWARD -p udp -m statistic --mode random --probability 0.2 -j DROP 2>/dev/null; }
+nn_on_cleanup drop_udp_loss
+
+ROCKS=300
+echo "max-rocks 20" >"$t_tmp/small.conf"
+echo "listen 7002 backend 127.0.0.1:9000" >>"$t_tmp/small.conf"
+nn_s socat -t 60 "TCP4-LISTEN:9000,bind=127.0.0.1,reuseaddr,fork,backlog=512" EXEC:cat 2>/dev/null &
+pids+=($!)
+nn_wait_port "$NN_S" 127.0.0.1 9000 5 || t_skip_all "the echo backend did not start"
+# NAME ARGS...: a rockd; its own pid in $rockd_pid (ip netns exec forks).
+start_rockd() {
+	local name=$1
+	shift
+	rm -f "$t_tmp/$name.pid"
+	nn_s "$ROCKD" -F -v -p "$t_tmp/$name.pid" "$@" 2>>"$t_tmp/$name.log" &
+	pids+=($!)
+	wait_for 5 test -s "$t_tmp/$name.pid" || t_skip_all "rockd did not start"
+	rockd_pid=$(cat "$t_tmp/$name.pid")
+}
+# PORT: data connections rockd still holds on PORT (its rocks' sockets;
+# a closed rock's are gone, TIME_WAIT has no owner; not the listener).
+held() { nn_s ss -Htnp state connected "( sport = :$1 )" | grep -c "pid=$rockd_pid,"; }
+
+# ---- 1. 300 rocks close at once, one UDP datagram in five lost ------------
+start_rockd rockd --listen 7001 --backend 127.0.0.1:9000
+nn_wait_port "$NN_S" "$NN_S_ADDR" 7001 5 || t_skip_all "rockd did not listen"
+nn_r iptables -w -A FORWARD -p udp -m statistic --mode random --probability 0.2 -j DROP
+ROCK_DEBUG=1 ROCK_LOG="$t_tmp/many.log" t_foreign nn_c "$ROCK" "$TRAFFIC" many "$NN_S_ADDR" 7001 "$ROCKS" 1000 \
+	>"$t_tmp/many.out" 2>"$t_tmp/many.err" &
+many_pid=$! pids+=($!)
+if wait_pid "$many_pid" 120; then rc=$waited; else rc=124; fi
+exited=$(now_ms)
+t_eq "$ROCKS rocks echoed 1000 bytes each and closed ($(head -c 200 "$t_tmp/many.err"))" "$rc" 0
+closed=$(awk '$1 == "closed" { print $4 }' "$t_tmp/many.out")
+t_check "the client exited within 2 s of closing its rocks ($((exited - ${closed:-0})) ms)" \
+	test -n "$closed" -a "$((exited - ${closed:-0}))" -le 2000
+rocks=$(grep -c 'client connected, backend' "$t_tmp/rockd.log")
+t_eq "rockd took $ROCKS rocks" "$rocks" "$ROCKS"
+# rockd's sessions still open: taken, not yet closed.
+open_rocks() { echo $((rocks - $(grep -c 'on_rock_closed: rock ' "$t_tmp/rockd.log"))); }
+wait_for 2 test "$(open_rocks)" -eq 0
+in2=$(open_rocks)
+wait_for 3 test "$(open_rocks)" -eq 0
+gone=$(($(now_ms) - exited))
+t_eq "5 s after the client's exit rockd holds none of them" "$(open_rocks)" 0
+t_eq "each ended as closed by both ends" "$(grep -c 'on_rock_closed: rock [0-9a-f]*: both ends closed' "$t_tmp/rockd.log")" "$ROCKS"
+t_eq "rockd's data connections are all closed" "$(held 7001)" 0
+echo "measured: $ROCKS rocks closed at 20 % UDP loss: client exit $((exited - ${closed:-0})) ms after its last close; rockd empty $gone ms after it ($in2 open at 2 s); $(grep -c "the peer's last word was lost" "$t_tmp/rockd.log") ended by the peer's silence"
+[ -z "${ROCK_SESSIONS_KEEP:-}" ] || cp "$t_tmp/many.log" "$t_tmp/rockd.log" "$ROCK_SESSIONS_KEEP/"
+drop_udp_loss
+stop_pids
+
+# ---- 2. max-rocks 20: a suspended user's rock and 400 anonymous handshakes -
+nn_s socat -t 60 "TCP4-LISTEN:9000,bind=127.0.0.1,reuseaddr,fork" EXEC:cat 2>/dev/null &
+pids+=($!)
+nn_wait_port "$NN_S" 127.0.0.1 9000 5 || t_skip_all "the echo backend did not start"
+start_rockd small -f "$t_tmp/small.conf"
+nn_wait_port "$NN_S" "$NN_S_ADDR" 7002 5 || t_skip_all "rockd did not listen"
+mkfifo "$t_tmp/bursts.in"
+exec {bursts_fd}<>"$t_tmp/bursts.in"
+ROCK_DEBUG=1 ROCK_LOG="$t_tmp/user.log" t_foreign nn_c "$ROCK" "$TRAFFIC" bursts "$NN_S_ADDR" 7002 4096 \
+	<"$t_tmp/bursts.in" >"$t_tmp/bursts.out" 2>&1 &
+user_pid=$! pids+=($!)
+echo go >&"$bursts_fd"
+wait_for 10 grep -q 'burst 0 ok' "$t_tmp/bursts.out"
+# Heartbeats prove the rock within a second or two.
+sleep 2
+user=$(sed -n 's/.*make_session: rock \([0-9a-f]*\):.*/\1/p' "$t_tmp/user.log" | head -n 1)
+nn_blackhole both
+wait_for 10 grep -q "rock $user: CONNECTED -> SUSPENDED" "$t_tmp/small.log"
+t_check "the user's rock $user is suspended in rockd" grep -q "rock $user: CONNECTED -> SUSPENDED" "$t_tmp/small.log"
+# From the router, which the blackhole does not touch: hello, then gone.
+nn_r "$HOSTILE" abandon "$NN_S_ADDR" 7002 400 >"$t_tmp/abandon.out" 2>&1
+t_eq "400 anonymous handshakes, all taken ($(cat "$t_tmp/abandon.out"))" $? 0
+t_eq "none pushed out the user's rock" "$(grep -c "rock $user: closed" "$t_tmp/small.log")" 0
+nn_restore
+echo go >&"$bursts_fd"
+wait_for 20 grep -q 'burst 1 ok' "$t_tmp/bursts.out"
+t_check "the user's rock came back and echoed byte-exact ($(tail -n 1 "$t_tmp/bursts.out"))" \
+	grep -q 'burst 1 ok' "$t_tmp/bursts.out"
+t_eq "it was not reset" "$(grep -c -i 'reset\|MISMATCH\|end of stream' "$t_tmp/bursts.out")" 0
+# The strangers' rocks are suspended once their FIN is seen (no end of
+# stream) and expire 10 s later.
+wait_for 20 test "$(held 7002)" -le 1
+t_eq "the strangers' rocks expired on their own; rockd holds the user's only" "$(held 7002)" 1
+echo "measured: 400 anonymous handshakes at max-rocks 20: $(grep -c 'closing one its client never proved' "$t_tmp/small.log") strangers evicted, $(grep -c 'closed: never proven by its client' "$t_tmp/small.log") expired, the user's rock kept"
+exec {bursts_fd}>&-
+t_done
