@@ -384,6 +384,10 @@ take_over(struct rock_session *s, struct reconnect *rc,
 	}
 	s->last_attempt = rq->attempt;
 	s->e->stats.reconnects++;
+	/* Where the client is now: its own newcomers may replace this rock. */
+	s->peer_len = sizeof(s->peer);
+	if (getpeername(fd, (struct sockaddr *)&s->peer, &s->peer_len) != 0)
+		s->peer_len = 0;
 	rock_session_hold(s);
 	/* The client gave up on the old connection: so do we. */
 	rock_session_fail(s, "replaced by an authenticated reconnect");

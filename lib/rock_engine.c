@@ -194,6 +194,11 @@ rock_engine_make_room(struct rock_engine *e, size_t max,
 	    "room", victim->name, e->nsessions, victim == stranger ?
 	    "one its client never proved" : "the newcomer's own suspended "
 	    "longest");
+	/* A connected victim's client hears a reset, not a FIN it could take
+	 * for an end. */
+	if (victim->fd >= 0)
+		(void)setsockopt(victim->fd, SOL_SOCKET, SO_LINGER,
+		    &(struct linger){ 1, 0 }, sizeof(struct linger));
 	rock_session_close(victim, ROCK_ERR_TIMEOUT, "evicted to make room");
 	return 0;
 }

@@ -22,6 +22,9 @@ struct rock_farewell {
 	struct sockaddr_storage to;
 	socklen_t tolen;
 	int64_t expires_ms;
+	/* Answered since the last tick: two farewells (both ends finished at
+	 * once) would otherwise answer each other at round-trip speed. */
+	int answered;
 	struct rock_farewell *next;
 };
 
@@ -107,7 +110,9 @@ rock_farewell_answer(struct rock_engine *e, const struct rock_hb_record *r,
 	f->seq_in = r->seq;
 	f->to = *from;
 	f->tolen = fromlen;
-	say(e, f);
+	if (!f->answered)
+		say(e, f);
+	f->answered = 1;
 	return 0;
 }
 
@@ -122,6 +127,7 @@ rock_farewell_tick(struct rock_engine *e, int64_t now)
 			continue;
 		}
 		say(e, *p);
+		(*p)->answered = 0;
 		p = &(*p)->next;
 	}
 }

@@ -215,9 +215,15 @@ rock_path_only_farewell_missing(struct rock_session *s)
 {
 	struct rock_tcp_sample t;
 	uint32_t ours = ROCK_FLAG_WR_SHUT | ROCK_FLAG_EOF_SEEN;
+	int err = 0;
+	socklen_t len = sizeof(err);
 
 	if ((s->flags & ours) != ours || !s->shut_sent ||
 	    rock_tcp_sample(s->fd, &t) != 0 || t.unacked != 0)
+		return 0;
+	/* A reset or TCP's own timeout also leaves nothing unacknowledged
+	 * (the queue purged): that is a failure, not a close. */
+	if (getsockopt(s->fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0 || err != 0)
 		return 0;
 	return t.state == TCP_STATE_FIN_WAIT2 || t.state == TCP_STATE_TIME_WAIT ||
 	    t.state == TCP_STATE_CLOSE;

@@ -231,6 +231,8 @@ START_TEST(test_farewell)
 	uint64_t seq;
 	int i;
 
+	/* The ticks are driven by hand: the timer would say it at random. */
+	event_del(eng->ev_tick);
 	memcpy(id, s->id, ROCK_ID_LEN);
 	peer_open(s);
 	s->features |= ROCK_FEAT_UDP;
@@ -254,22 +256,28 @@ START_TEST(test_farewell)
 	peer_send(id, 1, k.rx);
 	ck_assert_int_eq(peer_read(&k, &r, 500), 0);
 	ck_assert_uint_gt(r.seq, seq);
-	/* ...a replayed one, or a forged one, is not. */
+	/* ...a replayed one, or a forged one, is not... */
 	peer_send(id, 1, k.rx);
 	ck_assert_int_eq(peer_read(&k, &r, 100), -1);
 	rock_random(&wrong, sizeof(wrong));
 	peer_send(id, 2, wrong.rx);
 	ck_assert_int_eq(peer_read(&k, &r, 100), -1);
 	ck_assert_uint_eq(eng->stats.hb_unknown, 2);
-	/* The ticks repeat it, then it is gone. */
+	/* ...nor a second authentic one before the next tick (two farewells
+	 * would answer each other without end). */
+	peer_send(id, 3, k.rx);
+	ck_assert_int_eq(peer_read(&k, &r, 100), -1);
+	ck_assert_uint_eq(eng->stats.hb_unknown, 2);
+	/* The ticks repeat it, and answer again after one; then it is gone. */
 	rock_control_tick(eng);
+	ck_assert_int_eq(peer_read(&k, &r, 500), 0);
+	peer_send(id, 4, k.rx);
 	ck_assert_int_eq(peer_read(&k, &r, 500), 0);
 	usleep(1600 * 1000);
 	rock_control_tick(eng);
 	ck_assert_uint_eq(eng->nfarewells, 0);
-	while (peer_read(&k, &r, 50) == 0)
-		;	/* the heartbeat tick may have said it before expiry */
-	peer_send(id, 3, k.rx);
+	ck_assert_int_eq(peer_read(&k, &r, 50), -1);
+	peer_send(id, 5, k.rx);
 	ck_assert_int_eq(peer_read(&k, &r, 100), -1);
 	close(peer_fd);
 }
