@@ -190,6 +190,12 @@ rock_path_stalled(struct rock_session *s, int64_t now)
 	}
 	if (now - s->stall_since_ms < rock_path_stall_ms(s))
 		return 0;
+	/* TCP has not retransmitted yet: its own timer is longer than our
+	 * bound (seen at 26 s on cellular after an idle gap, 0 lost, nothing
+	 * resent), so its silence says nothing about the path yet. A path
+	 * that lost TCP's state shows as retransmissions going unanswered. */
+	if (t.backoff == 0 && t.retrans == 0 && t.lost == 0)
+		return 0;
 	rlog_info(s->e->log, "rock %s: TCP moved nothing for %lld ms: %u segments "
 	    "unacknowledged, %u lost, %u retransmitted, backoff %u, RTO %u ms, "
 	    "congestion state %u, peer's window %u, last sent %u ms ago, "
