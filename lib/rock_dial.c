@@ -671,26 +671,49 @@ lowest_open(const struct rock_dial *d, uint32_t n)
 	return n;
 }
 
-static int
-send_request(struct rock_attempt *a, short wait)
+void
+rock_dial_request_encode(const struct rock_session *s,
+    const uint8_t nonce[ROCK_NONCE_LEN], uint32_t attempt, uint32_t since,
+    uint32_t flags, uint8_t out[ROCK_RECONNECT_REQ_LEN])
 {
-	struct rock_session *s = a->s;
 	struct rock_reconnect_req rq;
-	uint8_t out[ROCK_RECONNECT_REQ_LEN];
 
 	memset(&rq, 0, sizeof(rq));
 	rq.version = ROCK_VERSION;
 	memcpy(rq.id, s->id, ROCK_ID_LEN);
-	rock_random(a->nonce, ROCK_NONCE_LEN);
-	memcpy(rq.nonce, a->nonce, ROCK_NONCE_LEN);
-	rq.attempt = a->number;
-	rq.since = lowest_open(s->dial, a->number);
+	memcpy(rq.nonce, nonce, ROCK_NONCE_LEN);
+	rq.attempt = attempt;
+	rq.since = since;
 	rq.consumed = s->consumed;
 	rq.end = rock_session_end(s);
-	rq.flags = s->flags;
+	rq.flags = flags;
 	rock_reconnect_req_encode(&rq, out);
 	rock_request_tag(rq.tag, s->keys.tx, out);
 	rock_reconnect_req_encode(&rq, out);
+}
+
+int
+rock_dial_ok_decode(const struct rock_session *s,
+    const uint8_t nonce[ROCK_NONCE_LEN], const uint8_t *buf,
+    struct rock_reconnect_ok *ok)
+{
+	uint8_t tag[ROCK_TAG_LEN];
+
+	if (rock_reconnect_ok_decode(ok, buf) != 0)
+		return ROCK_ERR_PROTOCOL;
+	rock_ok_tag(tag, s->keys.rx, s->id, nonce, buf);
+	return rock_equal(tag, ok->tag, ROCK_TAG_LEN) ? 0 : ROCK_ERR_AUTH;
+}
+
+static int
+send_request(struct rock_attempt *a, short wait)
+{
+	struct rock_session *s = a->s;
+	uint8_t out[ROCK_RECONNECT_REQ_LEN];
+
+	rock_random(a->nonce, ROCK_NONCE_LEN);
+	rock_dial_request_encode(s, a->nonce, a->number,
+	    lowest_open(s->dial, a->number), s->flags, out);
 	/* 85 bytes on a fresh connection always fit its send buffer. */
 	if (send(a->fd, out, sizeof(out), MSG_NOSIGNAL | MSG_DONTWAIT) !=
 	    (ssize_t)sizeof(out))
@@ -968,15 +991,14 @@ attempt_answered(struct rock_attempt *a)
 {
 	struct rock_session *s = a->s;
 	struct rock_reconnect_ok ok;
-	uint8_t tag[ROCK_TAG_LEN];
-	int fd, rtt;
+	int fd, rtt, r;
 
-	if (rock_reconnect_ok_decode(&ok, a->buf) != 0) {
+	if ((r = rock_dial_ok_decode(s, a->nonce, a->buf, &ok)) ==
+	    ROCK_ERR_PROTOCOL) {
 		attempt_failed(a, "unexpected reply");
 		return;
 	}
-	rock_ok_tag(tag, s->keys.rx, s->id, a->nonce, a->buf);
-	if (!rock_equal(tag, ok.tag, ROCK_TAG_LEN)) {
+	if (r != 0) {
 		rlog_warn(s->e->log, "rock %s: reconnect: the server failed "
 		    "authentication", s->name);
 		attempt_failed(a, "bad answer");

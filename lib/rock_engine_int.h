@@ -304,6 +304,16 @@ int rock_control_open(struct rock_engine *e, const struct sockaddr *bind,
 void rock_control_close(struct rock_engine *e);
 void rock_control_tick(struct rock_engine *e);
 void rock_control_ack_now(struct rock_session *s);
+/* A RECONNECT_REQUEST of s for nonce, sealed with its key; a reconnect
+ * or (flags with STATUS) a status request (rock_dial.c). */
+void rock_dial_request_encode(const struct rock_session *s,
+    const uint8_t nonce[ROCK_NONCE_LEN], uint32_t attempt, uint32_t since,
+    uint32_t flags, uint8_t out[ROCK_RECONNECT_REQ_LEN]);
+/* The server's RECONNECT_OK in buf, authentic for nonce: 0, else
+ * ROCK_ERR_PROTOCOL (not an OK) or ROCK_ERR_AUTH (wrong key). */
+int rock_dial_ok_decode(const struct rock_session *s,
+    const uint8_t nonce[ROCK_NONCE_LEN], const uint8_t *buf,
+    struct rock_reconnect_ok *ok);
 /* Encode r and tag it with tx. */
 void rock_control_seal(struct rock_hb_record *r, const uint8_t tx[ROCK_KEY_LEN],
     uint8_t out[ROCK_HB_RECORD_LEN]);

@@ -249,8 +249,6 @@ rock_session_close(struct rock_session *s, int err, const char *why)
 		rock_session_free(s);
 }
 
-/* A count the peer proved with its key. More than we ever sent is a lie
- * (or a bug) of that peer: it costs that session, nothing else. */
 static int
 bad_end(struct rock_session *s, const char *why)
 {
@@ -353,6 +351,8 @@ rock_session_eof_check(struct rock_session *s, int64_t now)
 	}
 }
 
+/* A count the peer proved with its key. More than we ever sent is a lie
+ * (or a bug) of that peer: it costs that session, nothing else. */
 int
 rock_session_peer_count(struct rock_session *s, uint64_t consumed,
     uint64_t peer_end, uint32_t flags)

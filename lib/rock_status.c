@@ -60,22 +60,12 @@ rock_status_free(struct rock_session *s)
 static int
 send_request(struct rock_session *s, struct rock_status *st)
 {
-	struct rock_reconnect_req rq;
 	uint8_t out[ROCK_RECONNECT_REQ_LEN];
 
-	memset(&rq, 0, sizeof(rq));
-	rq.version = ROCK_VERSION;
-	memcpy(rq.id, s->id, ROCK_ID_LEN);
-	memcpy(rq.nonce, st->nonce, ROCK_NONCE_LEN);
-	/* The server keeps no attempt count for these. */
-	rq.attempt = rq.since = 1;
-	rq.consumed = s->consumed;
-	rq.end = rock_session_end(s);
-	rq.flags = (s->flags & (ROCK_FLAG_WR_SHUT | ROCK_FLAG_EOF_SEEN)) |
-	    ROCK_FLAG_STATUS;
-	rock_reconnect_req_encode(&rq, out);
-	rock_request_tag(rq.tag, s->keys.tx, out);
-	rock_reconnect_req_encode(&rq, out);
+	/* The server keeps no attempt count for these: attempt and since 1. */
+	rock_dial_request_encode(s, st->nonce, 1, 1,
+	    (s->flags & (ROCK_FLAG_WR_SHUT | ROCK_FLAG_EOF_SEEN)) |
+	    ROCK_FLAG_STATUS, out);
 	if (send(st->fd, out, sizeof(out), MSG_NOSIGNAL | MSG_DONTWAIT) !=
 	    (ssize_t)sizeof(out))
 		return errno == EINPROGRESS || errno == EAGAIN ? 1 : -1;
@@ -88,12 +78,8 @@ static void
 take_answer(struct rock_session *s, struct rock_status *st)
 {
 	struct rock_reconnect_ok ok;
-	uint8_t tag[ROCK_TAG_LEN];
 
-	if (rock_reconnect_ok_decode(&ok, st->buf) != 0)
-		return;
-	rock_ok_tag(tag, s->keys.rx, s->id, st->nonce, st->buf);
-	if (!rock_equal(tag, ok.tag, ROCK_TAG_LEN))
+	if (rock_dial_ok_decode(s, st->nonce, st->buf, &ok) != 0)
 		return;
 	s->last_heard_ms = rock_now_ms();
 	if (rock_session_peer_count(s, ok.consumed, ok.end,
