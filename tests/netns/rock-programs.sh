@@ -124,6 +124,12 @@ under_rock python3 python3 "$t_tmp/selclient.py" "$NN_S_ADDR" 7001 "$t_tmp/send.
 	>"$t_tmp/python.out" 2>"$t_tmp/python.err" &
 ppid=$!
 pids+=("$ppid")
+# Both must be streaming when the path goes dark: python3 under a sanitizer
+# can take seconds to start, and a connect made inside the blackhole simply
+# completes after it, with nothing to reconnect.
+is_rock() { grep -q ': a rock$' "$t_tmp/$1.rock.log" 2>/dev/null; }
+wait_for 30 is_rock socat && wait_for 30 is_rock python3 ||
+	t_bad "socat, python3: not both rocks within 30 s"
 nap 1
 nn_log "socat, python3: blackhole 5 s"
 nn_blackhole both
