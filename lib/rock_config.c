@@ -72,7 +72,7 @@ rock_config_defaults(struct rock_config *cfg)
 	cfg->port_map[0].from = 22;
 	cfg->port_map[0].to = 4022;
 	cfg->probe_timeout_ms = 1000;
-	cfg->linger_ms = 10000;
+	cfg->linger_ms = 500;
 	cfg->suspend_timeout_s = 3 * 24 * 3600;
 }
 

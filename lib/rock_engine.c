@@ -221,6 +221,40 @@ rock_engine_nhandshakes(const struct rock_engine *e)
 	return e->nhandshakes;
 }
 
+size_t
+rock_engine_nfarewells(const struct rock_engine *e)
+{
+	return e->nfarewells;
+}
+
+static int
+session_owns_fd(const struct rock_session *s, int fd)
+{
+	int i;
+
+	if (fd == s->fd || fd == s->replay_fd || rock_status_fd(s) == fd)
+		return 1;
+	for (i = 0; s->dial != NULL && i < ROCK_DIAL_ATTEMPTS; i++)
+		if (s->dial->a[i].fd == fd)
+			return 1;
+	return 0;
+}
+
+int
+rock_engine_owns_fd(const struct rock_engine *e, int fd)
+{
+	const struct rock_session *s;
+
+	if (fd < 0)
+		return 0;
+	if (fd == e->udp_fd || fd == e->nl_fd)
+		return 1;
+	for (s = e->all; s != NULL; s = s->next)
+		if (session_owns_fd(s, fd))
+			return 1;
+	return 0;
+}
+
 const struct rock_engine_stats *
 rock_engine_stats(const struct rock_engine *e)
 {

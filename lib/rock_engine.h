@@ -91,6 +91,11 @@ void rock_engine_set_suspend_timeout(struct rock_engine *e, long seconds);
 const uint8_t *rock_engine_announcement(const struct rock_engine *e);
 size_t rock_engine_nsessions(const struct rock_engine *e);
 size_t rock_engine_nhandshakes(const struct rock_engine *e);
+/* Finished rocks whose last record is still being repeated to the peer. */
+size_t rock_engine_nfarewells(const struct rock_engine *e);
+/* fd is one of the engine's: its control socket, a data connection, a
+ * reconnect attempt, a status exchange (what a keeper must keep open). */
+int rock_engine_owns_fd(const struct rock_engine *e, int fd);
 
 /* Counters of hostile or stray control traffic, for logs and tests. */
 struct rock_engine_stats {
@@ -225,6 +230,8 @@ uint64_t rock_session_consumed(const struct rock_session *s);
 uint64_t rock_session_sent(const struct rock_session *s);
 /* Sent but not yet known to be consumed by the peer's application. */
 uint64_t rock_session_unacked(const struct rock_session *s);
+/* Ours is done: every byte and our end of stream consumed by the peer. */
+int rock_session_delivered(const struct rock_session *s);
 const char *rock_state_name(enum rock_state st);
 
 #endif

@@ -342,6 +342,7 @@ void rock_status_send(struct rock_session *s);
  * may run on an application's thread, inside its calls). */
 void rock_session_tell_peer(struct rock_session *s);
 void rock_status_free(struct rock_session *s);
+int rock_status_fd(const struct rock_session *s);	/* -1: none */
 
 /* Reconnect (rock_dial.c, client; rock_accept.c, server). */
 void rock_dial_schedule(struct rock_session *s, int now);

@@ -539,3 +539,10 @@ rock_session_unacked(const struct rock_session *s)
 
 	return s->peer_consumed < end ? end - s->peer_consumed : 0;
 }
+
+int
+rock_session_delivered(const struct rock_session *s)
+{
+	return (s->flags & ROCK_FLAG_WR_SHUT) && (s->peer_flags & ROCK_FLAG_EOF_SEEN) &&
+	    s->peer_consumed == rock_ring_end(&s->ring);
+}

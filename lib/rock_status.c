@@ -40,6 +40,12 @@ status_wait(struct rock_session *s, struct rock_status *st)
 	return st->ev == NULL || event_add(st->ev, NULL) != 0 ? -1 : 0;
 }
 
+int
+rock_status_fd(const struct rock_session *s)
+{
+	return s->status != NULL ? s->status->fd : -1;
+}
+
 void
 rock_status_free(struct rock_session *s)
 {

@@ -10,6 +10,7 @@
 #include <linux/kcmp.h>
 #include <sys/eventfd.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <event2/event.h>
@@ -24,6 +25,8 @@ static struct {
 	struct event *ev_cmd;
 	struct shim_rock *cmds;		/* rocks with commands pending */
 	int state;			/* 0 not started, 1 running, -1 failed */
+	int stopping;			/* the thread's loop is asked to end */
+	int forking_keeper;		/* the fork under way is the keeper's */
 	pthread_t thread;
 } eng = { .cmd_fd = -1 };
 
@@ -263,6 +266,8 @@ on_cmd(evutil_socket_t fd, short what, void *arg)
 		run_cmds(r, cmds);
 	}
 	shim_unlock();
+	if (__atomic_load_n(&eng.stopping, __ATOMIC_ACQUIRE))
+		event_base_loopbreak(eng.base);
 }
 
 static void *
@@ -352,34 +357,88 @@ after_fork_parent(void)
 static void
 after_fork_child(void)
 {
+	if (eng.forking_keeper) {
+		/* The keeper runs the loop itself, in this thread. */
+		eng.stopping = 0;
+		shim_waiters_forget();
+		shim_unlock();
+		shim_reinit_after_fork();
+		return;
+	}
 	eng.state = -1;
 	shim_rock_orphan_all();
 	shim_unlock();
 	shim_reinit_after_fork();
 }
 
-/* Decision 8: at exit the peer gets every byte written, within a bound;
- * once all is consumed, a moment more for the ends to close cleanly. */
+/* The thread ends between two callbacks, so the loop is whole for whoever
+ * runs it next. 0 once it has. */
+static int
+engine_stop(void)
+{
+	struct timespec until;
+	uint64_t one = 1;
+
+	__atomic_store_n(&eng.stopping, 1, __ATOMIC_RELEASE);
+	(void)!shim_real.write(eng.cmd_fd, &one, sizeof(one));
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 1;
+	return pthread_timedjoin_np(eng.thread, NULL, &until);
+}
+
+/* What the peers are still owed is finished by a keeper process, which
+ * inherits the engine whole (sockets, rings, keys); the program goes on
+ * exiting at once. */
+static void
+hand_to_keeper(int nrocks)
+{
+	const struct shim_state *st = shim_state();
+	pid_t program = getpid(), pid;
+	int err;
+
+	if ((err = engine_stop()) != 0) {
+		rlog_warn(&st->log, "the engine did not stop (%s): %d rocks not "
+		    "finished are cut", strerror(err), nrocks);
+		return;
+	}
+	__atomic_store_n(&eng.state, -1, __ATOMIC_RELEASE);
+	eng.forking_keeper = 1;
+	pid = fork();
+	if (pid == 0)
+		shim_keeper_run(eng.base, eng.e, eng.cmd_fd, nrocks, program);
+	eng.forking_keeper = 0;
+	if (pid < 0)
+		rlog_warn(&st->log, "cannot start a keeper (%s): %d rocks not "
+		    "finished are cut", strerror(errno), nrocks);
+}
+
+/* Decision 8: at exit the peer gets every byte written and our end. The
+ * program itself waits only while the paths are up, ROCK_LINGER_MS at
+ * most (once all is consumed, a moment for the ends to close); what is
+ * left goes to a keeper, so a dead path never delays the exit. */
 __attribute__((destructor)) static void
 linger_at_exit(void)
 {
 	const struct shim_state *st = shim_state();
-	int64_t deadline, grace = -1;
+	int64_t deadline, grace = -1, until;
+	int left;
 
 	if (__atomic_load_n(&eng.state, __ATOMIC_ACQUIRE) != 1)
 		return;
 	deadline = shim_now_ms() + st->cfg.linger_ms;
 	shim_lock();
 	shim_rock_release_all();
-	while (shim_rock_count() > 0) {
+	while ((left = shim_rock_count()) > 0 && !shim_rock_any_suspended()) {
 		if (grace < 0 && shim_rock_unacked_all() == 0)
 			grace = shim_now_ms() + 200;
-		if (shim_wait(grace >= 0 && grace < deadline ? grace : deadline)
-		    == ETIMEDOUT && (shim_now_ms() >= deadline ||
-		    (grace >= 0 && shim_now_ms() >= grace)))
+		until = grace >= 0 && grace < deadline ? grace : deadline;
+		if (shim_now_ms() >= until)
 			break;
+		(void)shim_wait(until);
 	}
 	shim_unlock();
+	if (left > 0)
+		hand_to_keeper(left);
 }
 
 __attribute__((constructor)) static void

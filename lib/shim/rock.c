@@ -273,23 +273,62 @@ shim_rock_count(void)
 	return n;
 }
 
+/* After fork, in the child: the parent's pollers' eventfds are not its
+ * business. */
+void
+shim_waiters_forget(void)
+{
+	struct shim_waiter *w;
+
+	for (w = waiters; w != NULL; w = w->next)
+		shim_real.close(w->fd);
+	waiters = NULL;
+}
+
 /* After fork, in the child: no engine here; the sockets are plain. */
 void
 shim_rock_orphan_all(void)
 {
 	struct shim_rock *r;
-	struct shim_waiter *w;
 
-	/* The parent's pollers: their eventfds are not the child's business. */
-	for (w = waiters; w != NULL; w = w->next)
-		shim_real.close(w->fd);
-	waiters = NULL;
+	shim_waiters_forget();
 	for (r = all; r != NULL; r = r->next) {
 		r->s = NULL;
 		r->released = 1;
 		r->ready = 1;
 		r->connecting = r->inflight = r->writer = r->ring_blocked = 0;
 	}
+}
+
+int
+shim_rock_any_suspended(void)
+{
+	struct shim_rock *r;
+
+	for (r = all; r != NULL; r = r->next)
+		if (r->s != NULL && rock_session_state(r->s) == ROCK_ST_SUSPENDED)
+			return 1;
+	return 0;
+}
+
+struct shim_rock *
+shim_rock_overdue(int64_t now, int64_t after_ms)
+{
+	struct shim_rock *r;
+
+	for (r = all; r != NULL; r = r->next) {
+		if (r->s == NULL)
+			continue;
+		if (after_ms == 0)
+			return r;
+		if (!rock_session_delivered(r->s))
+			r->delivered_ms = 0;
+		else if (r->delivered_ms == 0)
+			r->delivered_ms = now;
+		else if (now - r->delivered_ms >= after_ms)
+			return r;
+	}
+	return NULL;
 }
 
 uint64_t

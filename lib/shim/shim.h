@@ -153,6 +153,7 @@ struct shim_rock {
 	int fds[SHIM_ROCK_FDS];
 	struct sockaddr_storage peer;	/* what the program connected to */
 	socklen_t peer_len;
+	int64_t delivered_ms;	/* keeper: the peer had all of ours since */
 	struct shim_rock *next_cmd;
 	struct shim_rock *next, *prev;	/* all rocks */
 };
@@ -207,6 +208,12 @@ void shim_rock_release_all(void);			/* lock held */
 int shim_rock_count(void);				/* lock held */
 void shim_rock_orphan_all(void);			/* lock held */
 uint64_t shim_rock_unacked_all(void);			/* lock held */
+int shim_rock_any_suspended(void);			/* lock held */
+/* A rock whose peer has had all of ours for after_ms (0: any rock). */
+struct shim_rock *shim_rock_overdue(int64_t now, int64_t after_ms); /* lock held */
+void shim_waiters_forget(void);				/* lock held */
+void shim_keeper_run(struct event_base *base, struct rock_engine *e,
+    int keep_fd, int nrocks, pid_t program) __attribute__((noreturn));
 /* Put new_fd under the rock's descriptors (connect and reconnect). */
 void shim_rock_install(struct shim_rock *r, int old_fd, int new_fd);
 

@@ -1,0 +1,117 @@
+/* keeper.c: the detached process that finishes an exited program's rocks, as the kernel finishes an orphaned socket. */
+#include "config.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+
+#include "shim.h"
+
+#define KEEPER_CHECK_MS 100
+/* Once the peer has all of ours and our end, its own end is awaited this
+ * long (Linux's tcp_fin_timeout for an orphan), then the rock is reset. */
+#define KEEPER_PEER_END_MS 60000
+
+struct keeper {
+	struct event_base *base;
+	struct rock_engine *e;
+	struct event *ev_check;
+	int64_t give_up_ms;		/* the suspend timeout from the start, if any */
+};
+
+/* Everything of the program's is closed: its pipes, files and other
+ * sockets must not outlive it here. Only the engine's descriptors and
+ * keep_fd stay; the standard ones read and write /dev/null. */
+static void
+close_all_but_engine(const struct rock_engine *e, int keep_fd)
+{
+	DIR *d;
+	struct dirent *de;
+	int null, fd;
+
+	if ((null = open("/dev/null", O_RDWR | O_CLOEXEC)) >= 0) {
+		for (fd = 0; fd < 3; fd++)
+			if (fd != null && !rock_engine_owns_fd(e, fd))
+				shim_real.dup2(null, fd);
+		if (null > 2)
+			shim_real.close(null);
+	}
+	if ((d = opendir("/proc/self/fd")) == NULL)
+		return;
+	while ((de = readdir(d)) != NULL) {
+		fd = atoi(de->d_name);
+		if (de->d_name[0] == '.' || fd < 3 || fd == dirfd(d) ||
+		    fd == keep_fd || rock_engine_owns_fd(e, fd))
+			continue;
+		shim_real.close(fd);
+	}
+	closedir(d);
+}
+
+/* Lock held. Rocks whose peer has had our end for too long are reset;
+ * past the suspend timeout every one is. */
+static void
+abort_overdue(struct keeper *k, int64_t now)
+{
+	struct shim_rock *r;
+
+	while ((r = shim_rock_overdue(now, now >= k->give_up_ms ? 0 :
+	    KEEPER_PEER_END_MS)) != NULL) {
+		rlog_info(&shim_state()->log, "keeper %d: rock %s: reset: %s",
+		    (int)getpid(), rock_session_name(r->s), now >= k->give_up_ms ?
+		    "not finished within the suspend timeout" :
+		    "the peer has had our end for a minute and keeps its own");
+		rock_session_abort(r->s);
+	}
+}
+
+static void
+on_check(evutil_socket_t fd, short what, void *arg)
+{
+	struct keeper *k = arg;
+	int done;
+
+	(void)fd;
+	(void)what;
+	shim_lock();
+	abort_overdue(k, shim_now_ms());
+	done = shim_rock_count() == 0 && rock_engine_nfarewells(k->e) == 0;
+	shim_unlock();
+	if (done)
+		event_base_loopbreak(k->base);
+}
+
+/* In the forked child, the only thread; the engine's thread is gone and
+ * its loop stopped. Runs the loop until every rock is finished. */
+void
+shim_keeper_run(struct event_base *base, struct rock_engine *e, int keep_fd,
+    int nrocks, pid_t program)
+{
+	const struct shim_state *st = shim_state();
+	struct timeval check = { 0, KEEPER_CHECK_MS * 1000 };
+	struct keeper k = { base, e, NULL, 0 };
+
+	shim_busy = 1;
+	(void)setsid();
+	(void)prctl(PR_SET_NAME, "rock-keeper", 0, 0, 0);
+	close_all_but_engine(e, keep_fd);
+	k.give_up_ms = st->cfg.suspend_timeout_s == 0 ? INT64_MAX :
+	    shim_now_ms() + st->cfg.suspend_timeout_s * 1000LL;
+	if (event_reinit(base) != 0 ||
+	    (k.ev_check = event_new(base, -1, EV_PERSIST, on_check, &k)) == NULL ||
+	    event_add(k.ev_check, &check) != 0) {
+		rlog_warn(&st->log, "keeper %d: cannot run its loop; %d rocks of "
+		    "pid %d are cut", (int)getpid(), nrocks, (int)program);
+		_exit(1);
+	}
+	rlog_info(&st->log, "keeper %d: finishing %d rocks of pid %d",
+	    (int)getpid(), nrocks, (int)program);
+	event_base_dispatch(base);
+	rlog_info(&st->log, "keeper %d: done", (int)getpid());
+	_exit(0);
+}

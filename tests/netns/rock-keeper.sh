@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# rock-keeper.sh: a program that writes 100 MiB into a rock and exits as the path goes dark for 30 s exits at once, and a detached keeper delivers every byte and the end of stream; with nothing in flight no keeper is left behind.
+# shellcheck source-path=SCRIPTDIR
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=rock-lib.sh
+. "$here/rock-lib.sh"
+TRAFFIC="$top_builddir/tests/traffic"
+[ -x "$ROCKD" ] && [ -x "$TRAFFIC" ] || t_skip_all "rockd or tests/traffic not built"
+command -v socat >/dev/null || t_skip_all "socat not installed"
+rock_netns_up
+
+mib=${ROCK_KEEPER_MIB:-100}
+outage=${ROCK_KEEPER_OUTAGE_S:-30}
+# A path slow enough that megabytes are still in flight when socat is done.
+for dev in "$NN_R_CIF" "$NN_R_SIF"; do
+	nn_r tc qdisc replace dev "$dev" root tbf rate 100mbit burst 64kb latency 50ms ||
+		t_skip_all "tbf not available"
+done
+"$TRAFFIC" pattern $((mib * 1048576)) >"$t_tmp/send.bin"
+send_sum=$(sha256sum <"$t_tmp/send.bin")
+# shellcheck disable=SC2317 # run by nn_cleanup
+rm_bins() { rm -f "$t_tmp"/*.bin; }
+nn_on_cleanup rm_bins
+# The keepers the library logged starting ("keeper PID: finishing ..."); the
+# harness kills what is left in the namespaces.
+keeper_pids() { sed -n 's/.*keeper \([0-9][0-9]*\): finishing.*/\1/p' "$t_tmp"/*.rock.log 2>/dev/null | sort -u; }
+
+# The backend: one connection, saved to a file; it exits at its end of file.
+backend() {
+	rm -f "$t_tmp/got.bin"
+	nn_s socat -u TCP4-LISTEN:9000,bind=127.0.0.1,reuseaddr \
+		"OPEN:$t_tmp/got.bin,creat,trunc" 2>"$t_tmp/backend.err" &
+	backend_pid=$! pids+=($!)
+	nn_wait_port "$NN_S" 127.0.0.1 9000 5 || t_skip_all "the backend did not start"
+}
+backend
+nn_s "$ROCKD" -F -v --listen 7000 --backend 127.0.0.1:9000 2>"$t_tmp/rockd.log" &
+pids+=($!)
+nn_wait_port "$NN_S" "$NN_S_ADDR" 7000 5 || t_skip_all "rockd did not start"
+
+# ---- 1. the path goes dark as socat has read its input
+# cat feeds socat through a pipe; once cat is done, socat holds at most a
+# pipe's worth more to write.
+{
+	cat "$t_tmp/send.bin"
+	now_ms >"$t_tmp/fed.ms"
+} | ROCK_DEBUG=1 ROCK_LOG="$t_tmp/socat.rock.log" t_foreign nn_c "$ROCK" \
+	socat -u - "TCP:$NN_S_ADDR:7000" 2>"$t_tmp/socat.err" &
+spid=$! pids+=($!)
+wait_for 120 test -s "$t_tmp/fed.ms" || t_bad "socat did not read its input in 2 minutes"
+nn_blackhole both
+dark_ms=$(now_ms)
+at_dark=$(stat -c %s "$t_tmp/got.bin")
+nn_log "blackhole ${outage} s; the backend has $at_dark bytes"
+t_check "bytes in flight as the path went dark" [ "$at_dark" -lt $((mib * 1048576)) ]
+if wait_pid "$spid" 5; then
+	exited_ms=$(now_ms)
+	t_eq "socat: exit status" "$waited" 0
+	nn_log "socat exited $((exited_ms - dark_ms)) ms into the outage"
+	t_check "socat: exited within 2 s of the outage" [ $((exited_ms - dark_ms)) -lt 2000 ]
+else
+	t_bad "socat: still running 5 s into the outage"
+fi
+keepers=$(keeper_pids)
+t_check "a keeper finishes the rock" [ -n "$keepers" ]
+t_check "the keeper runs during the outage" kill -0 "$keepers"
+nap "$outage"
+nn_restore
+if wait_pid "$backend_pid" 120; then
+	t_eq "backend: got its end of file (exit status)" "$waited" 0
+	nn_log "the backend's end of file came $(($(now_ms) - NN_V4_MS)) ms after the path came back"
+else
+	t_bad "backend: no end of file 2 minutes after the outage"
+fi
+t_eq "backend: $mib MiB, sha256 matches" "$(sha256sum <"$t_tmp/got.bin")" "$send_sum"
+nn_log "delivered $(stat -c %s "$t_tmp/got.bin") of $((mib * 1048576)) bytes"
+t_check "the keeper exited" wait_for 10 eval '! kill -0 $keepers 2>/dev/null'
+t_check "the keeper reconnected and replayed" \
+	grep -q ': reconnected; resending' "$t_tmp/socat.rock.log"
+t_check "rockd ended the session cleanly" wait_for 10 grep -q ': both ends closed' "$t_tmp/rockd.log"
+
+# ---- 2. nothing in flight: no keeper, and exit at once
+backend
+before=$(keeper_pids | wc -l)
+start=$(now_ms)
+head -c 1000 "$t_tmp/send.bin" | ROCK_DEBUG=1 ROCK_LOG="$t_tmp/small.rock.log" t_foreign \
+	nn_c "$ROCK" socat -u - "TCP:$NN_S_ADDR:7000" 2>"$t_tmp/small.err"
+t_eq "small: socat exit status" "$?" 0
+nn_log "small: socat took $(($(now_ms) - start)) ms"
+wait_pid "$backend_pid" 10 || t_bad "small: the backend had no end of file"
+t_eq "small: 1000 bytes delivered" "$(cmp -n 1000 "$t_tmp/got.bin" "$t_tmp/send.bin" && stat -c %s "$t_tmp/got.bin")" 1000
+t_eq "small: no keeper" "$(keeper_pids | wc -l)" "$before"
+t_done
