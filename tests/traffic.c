@@ -15,7 +15,9 @@
  *                                       (an echo server); "burst N ok MS"
  * traffic push ADDR PORT BYTES          client: BYTES of the pattern, its end,
  *                                       then waits for the server's end;
- *                                       prints "seconds S" (connect to end)
+ *                                       prints "seconds S" (connected to
+ *                                       end: a rock's handshake is not a
+ *                                       transfer's time)
  * traffic connect ADDR PORT N           client: N connections one after the
  *                                       other, each closed at once; prints
  *                                       each connect()'s time, "connect US"
@@ -282,8 +284,8 @@ static int
 push(char **av)
 {
 	uint64_t total = (uint64_t)tt_number(av[2], LLONG_MAX);
-	int64_t t0 = tt_mono_ms();
 	int fd = tt_dial(av[0], av[1], SOCK_STREAM);
+	int64_t t0 = tt_mono_ms();
 
 	write_pattern(fd, total);
 	shutdown(fd, SHUT_WR);

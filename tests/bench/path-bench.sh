@@ -3,7 +3,8 @@
 #
 # Usage (as root, from the build tree): tests/bench/path-bench.sh [ROUNDS]
 #   ROUNDS     throughput rounds per profile (default 5); each round runs
-#              plain and rock at the same time, so both meet the same path
+#              plain and rock one after the other, alternating which goes
+#              first, so each has the path to itself
 #   PROFILES   path profiles (default "wan cellular"; tests/netns/profiles.sh)
 #   CC         TCP congestion control in the namespaces (default: the
 #              system's); printed, since on a lossy path it decides most
@@ -45,21 +46,20 @@ down_mbs() {
 	client "$1" "$TRAFFIC" sink "$NN_S_ADDR" 7000 /dev/null |
 		awk '$1 == "bytes" { printf "%.3f", $2 / $4 / 1e6 }'
 }
-# Upload: BYTES to the server; MB/s from connect to the server's end.
+# Upload: BYTES to the server; MB/s from connected to the server's end.
 up_mbs() {
 	client "$1" "$TRAFFIC" push "$NN_S_ADDR" 7001 "$bytes" |
 		awk -v n="$bytes" '$1 == "seconds" { printf "%.3f", n / $2 / 1e6 }'
 }
 
-# FN: FN plain and FN rock at the same time; their MB/s in
-# $t_tmp/plain.mbs and $t_tmp/rock.mbs.
+# FN ROUND: FN plain and FN rock one after the other, plain first in odd
+# rounds; their MB/s in $t_tmp/plain.mbs and $t_tmp/rock.mbs. Run at the
+# same time they competed, and the one whose data started first (plain:
+# a rock's handshake costs a round trip or more) took the larger share.
 both() {
-	local a b
-	"$1" plain >"$t_tmp/plain.mbs" &
-	a=$!
-	"$1" rock >"$t_tmp/rock.mbs" &
-	b=$!
-	wait "$a" "$b"
+	local order="plain rock" k
+	[ $(($2 % 2)) -eq 1 ] || order="rock plain"
+	for k in $order; do "$1" "$k" >"$t_tmp/$k.mbs"; done
 }
 
 bench_profile() {
@@ -97,13 +97,14 @@ bench_profile() {
 	nn_wait_port "$NN_S" "$NN_S_ADDR" 7000 5 || return 1
 	echo "== $p: round trip $rtt ms; netem each way: $(nn_profile_netem "$(nn_profile_base "$p")"); TCP congestion control $(nn_s sysctl -n net.ipv4.tcp_congestion_control)"
 
-	# Bulk, both ways: plain and rock at once, so that both see the path's
-	# weather (a lossy path makes each transfer's rate vary by a factor of
-	# two or three from one to the next); each round's ratio is theirs.
+	# Bulk, both ways: plain and rock back to back, so that both see much
+	# the same weather (a lossy path makes each transfer's rate vary by a
+	# factor of two or three from one to the next); each round's ratio is
+	# theirs.
 	for ((r = 1; r <= rounds; r++)); do
-		both down_mbs
+		both down_mbs "$r"
 		d_plain+=("$(cat "$t_tmp/plain.mbs")") d_rock+=("$(cat "$t_tmp/rock.mbs")")
-		both up_mbs
+		both up_mbs "$r"
 		u_plain+=("$(cat "$t_tmp/plain.mbs")") u_rock+=("$(cat "$t_tmp/rock.mbs")")
 		ratios_d+=("$(ratio "${d_rock[-1]}" "${d_plain[-1]}")")
 		ratios_u+=("$(ratio "${u_rock[-1]}" "${u_plain[-1]}")")
