@@ -216,6 +216,8 @@ hand_over(struct rockd *d, size_t pending)
 	    "exiting", (long)ho->pid, rocks, relays, pending > 0 ?
 	    " (connections still in their first exchange are dropped)" : "");
 	ho_free(d);
+	rockd_rocks_release(d);
+	rockd_relays_release(d);
 	d->handed_over = 1;
 	event_base_loopbreak(d->base);
 }

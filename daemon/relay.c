@@ -273,6 +273,13 @@ rockd_relays_dialing(const struct rockd *d)
 /* ---- hand-over (USR2): a connected relay, its two sockets and what it
  * holds for each */
 
+void
+rockd_relays_release(struct rockd *d)
+{
+	while (d->relays != NULL)
+		relay_free(d->relays, 0);
+}
+
 static int
 relay_export(struct rockd_relay *r, struct evbuffer *out, int fds[2])
 {

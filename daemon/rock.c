@@ -328,6 +328,14 @@ rockd_rocks_cut(struct rockd *d, int all)
 
 /* ---- hand-over (USR2): the rock's own state around its engine session */
 
+/* The successor holds every socket: ours only close, nothing is sent. */
+void
+rockd_rocks_release(struct rockd *d)
+{
+	while (d->rocks != NULL)
+		rock_free(d->rocks);
+}
+
 static int
 rock_export(struct rockd_rock *rr, struct evbuffer *out, int fds[2], int *nfds)
 {

@@ -155,6 +155,10 @@ int rockd_takeover(struct rockd *d, int chan);
  * *left counts those mid-way through their first exchange (not sent). */
 int rockd_rocks_send(struct rockd *d, int chan, unsigned *sent, unsigned *left);
 int rockd_relays_send(struct rockd *d, int chan, unsigned *sent, unsigned *left);
+/* After the successor's acknowledgement: free them, closing our copies of
+ * the descriptors (no shutdown, no reset: the successor's sockets). */
+void rockd_rocks_release(struct rockd *d);
+void rockd_relays_release(struct rockd *d);
 /* From a message: 0, the descriptors taken (set to -1); else an error. */
 int rockd_rock_import(struct rockd *d, struct rockd_msg *msg);
 int rockd_relay_import(struct rockd *d, struct rockd_msg *msg);

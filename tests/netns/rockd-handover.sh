@@ -206,4 +206,6 @@ t_check "TERM: what it got ($(size "$t_tmp/s4.out") of $(size "$t_tmp/s4.in") by
 	eval '[ "$(size "$t_tmp/s4.out")" -lt "$(size "$t_tmp/s4.in")" ] && cmp -s -n "$(size "$t_tmp/s4.out")" "$t_tmp/s4.in" "$t_tmp/s4.out"'
 t_eq "TERM: the backend saw the idle rock end and the two cut streams reset" \
 	"$(grep -c ' eof ' "$t_tmp/backend.log") $(grep -c ' reset ' "$t_tmp/backend.log")" "8 2"
+t_eq "no sanitizer report in rockd's logs" \
+	"$(cat "$t_tmp"/rockd*.log | grep -c -e 'Sanitizer' -e 'runtime error' -e 'invariant broken')" 0
 t_done
