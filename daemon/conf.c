@@ -132,6 +132,17 @@ parse_line(struct rockd_config *cfg, char *line, char *err, size_t errlen)
 		cfg->max_rocks = (long)v;
 		return 0;
 	}
+	if (strcmp(tok[0], "drain-timeout") == 0) {
+		long long v;
+
+		if (n != 2 || rock_parse_ll(tok[1], 0, ROCKD_MAX_DRAIN_S, &v) != 0) {
+			snprintf(err, errlen, "expected: drain-timeout SECONDS "
+			    "(0 to %d)", ROCKD_MAX_DRAIN_S);
+			return -1;
+		}
+		cfg->drain_timeout_s = (long)v;
+		return 0;
+	}
 	if (strcmp(tok[0], "pidfile") == 0) {
 		if (n != 2 || tok[1][0] != '/' ||
 		    strlen(tok[1]) >= sizeof(cfg->pidfile)) {
@@ -155,6 +166,7 @@ rockd_config_load(struct rockd_config *cfg, const char *path, char *err,
 
 	cfg->suspend_timeout_s = -1;
 	cfg->max_rocks = -1;
+	cfg->drain_timeout_s = -1;
 	if (f == NULL) {
 		snprintf(err, errlen, "%s: %s", path, strerror(errno));
 		return -1;

@@ -14,16 +14,19 @@
 #include <unistd.h>
 
 #include "rock_err.h"
+#include "rock_parse.h"
 #include "rockd.h"
 
-#define GRACE_SECONDS 10
+/* While draining, suspended rocks are cut (no reconnect can reach us)
+ * and the bound is checked this often. */
+#define DRAIN_TICK_MS 100
 
 static void
 usage(FILE *f)
 {
 	fprintf(f,
-	    "usage: rockd [-F] [-v] [-p PIDFILE] [--listen [ADDR:]PORT --backend HOST:PORT]\n"
-	    "       rockd [-F] [-v] [-p PIDFILE] -f CONFIG\n"
+	    "usage: rockd [-F] [-v] [-p PIDFILE] [--drain-timeout S] [--listen [ADDR:]PORT --backend HOST:PORT]\n"
+	    "       rockd [-F] [-v] [-p PIDFILE] [--drain-timeout S] -f CONFIG\n"
 	    "       rockd -t [-f CONFIG | --listen ... --backend ...]\n"
 	    "Front an unmodified TCP server for rock clients; plain clients pass through.\n"
 	    "With no service given: --listen 4022 --backend 127.0.0.1:22 (sshd).\n"
@@ -33,6 +36,7 @@ usage(FILE *f)
 	    "  -t, --test                 check the configuration and exit (0 good, 2 bad)\n"
 	    "  -F, --foreground           stay in front, log to stderr\n"
 	    "  -p, --pidfile FILE         write the process id to FILE\n"
+	    "      --drain-timeout S      SIGTERM: let sessions finish for S seconds (30)\n"
 	    "  -v, --verbose              debug log\n"
 	    "  -h, --help, -V, --version\n");
 }
@@ -42,6 +46,8 @@ struct options {
 	const char *pidfile;
 	const char *pending_listen;
 	int test, foreground, verbose;
+	long drain_timeout_s;	/* -1: the file's or the default */
+	int takeover;		/* USR2's successor: the channel; else -1 */
 };
 
 static int
@@ -55,11 +61,13 @@ parse_options(int argc, char **argv, struct options *o, struct rockd_config *cfg
 		{ "foreground", no_argument, NULL, 'F' },
 		{ "pidfile", required_argument, NULL, 'p' },
 		{ "verbose", no_argument, NULL, 'v' },
+		{ "drain-timeout", required_argument, NULL, 'D' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 }
 	};
 	char err[512];
+	long long v;
 	int c;
 
 	while ((c = getopt_long(argc, argv, "l:b:f:tFp:vhV", longopts, NULL)) != -1) {
@@ -84,6 +92,14 @@ parse_options(int argc, char **argv, struct options *o, struct rockd_config *cfg
 		case 'F': o->foreground = 1; break;
 		case 'p': o->pidfile = optarg; break;
 		case 'v': o->verbose = 1; break;
+		case 'D':
+			if (rock_parse_ll(optarg, 0, ROCKD_MAX_DRAIN_S, &v) != 0) {
+				fprintf(stderr, "rockd: --drain-timeout needs seconds, "
+				    "0 to %d\n", ROCKD_MAX_DRAIN_S);
+				return 2;
+			}
+			o->drain_timeout_s = (long)v;
+			break;
 		case 'h': usage(stdout); return -1;
 		case 'V': printf("rockd (%s) %s\n", PACKAGE_NAME, PACKAGE_VERSION); return -1;
 		default: usage(stderr); return 2;
@@ -111,42 +127,74 @@ unpaired:
 	return 2;
 }
 
+static long
+drain_timeout(const struct rockd *d)
+{
+	if (d->drain_opt_s >= 0)
+		return d->drain_opt_s;
+	return d->cfg.drain_timeout_s >= 0 ? d->cfg.drain_timeout_s :
+	    ROCKD_DEFAULT_DRAIN_S;
+}
+
 static void
-stop_now(evutil_socket_t fd, short what, void *arg)
+drain_tick(evutil_socket_t fd, short what, void *arg)
 {
 	struct rockd *d = arg;
 
 	(void)fd;
 	(void)what;
-	rlog_warn(&d->log, "grace period over, exiting with relays open");
+	if (rockd_now_ms() < d->drain_deadline_ms) {
+		rockd_rocks_cut(d, 0);
+		return;
+	}
+	rlog_warn(&d->log, "drain time over: cutting what is left with resets");
+	rockd_relays_cut(d);
+	rockd_rocks_cut(d, 1);
 	event_base_loopbreak(d->base);
 }
 
+/* Stop accepting; relays and rocks finish on their own within the drain
+ * timeout, and what is left then is cut with resets both ways: a client
+ * or backend never takes a cut stream for a complete one. A second
+ * signal cuts at once. */
 static void
 on_term(evutil_socket_t sig, short what, void *arg)
 {
 	struct rockd *d = arg;
-	struct timeval grace = { GRACE_SECONDS, 0 };
+	struct timeval tick = { 0, DRAIN_TICK_MS * 1000 };
 
 	(void)what;
-	if (d->stopping)
+	if (d->stopping) {
+		rlog_info(&d->log, "signal %d again: cutting now", (int)sig);
+		d->drain_deadline_ms = 0;
+		drain_tick(-1, 0, d);
 		return;
+	}
 	d->stopping = 1;
-	rlog_info(&d->log, "signal %d: no new connections; closing relays", (int)sig);
+	d->drain_deadline_ms = rockd_now_ms() + drain_timeout(d) * 1000;
+	rockd_handover_abort(d, "stopping");
+	rlog_info(&d->log, "signal %d: no new connections; sessions may finish "
+	    "within %ld s", (int)sig, drain_timeout(d));
 	rockd_services_stop(&d->cfg);
-	rockd_relays_stop(d);
 	event_del(d->sig_hup);
-	event_del(d->sig_term);
-	event_del(d->sig_int);
-	rockd_rocks_stop(d);
+	event_del(d->sig_usr2);
+	rockd_rocks_cut(d, 0);
 	if (d->relays == NULL && d->rocks == NULL) {
 		event_base_loopbreak(d->base);
 		return;
 	}
-	/* The last relay to close ends the loop; the grace timer bounds it. */
-	d->grace = evtimer_new(d->base, stop_now, d);
-	if (d->grace != NULL)
-		evtimer_add(d->grace, &grace);
+	/* The last relay or rock to end ends the loop. */
+	d->drain = event_new(d->base, -1, EV_PERSIST, drain_tick, d);
+	if (d->drain == NULL || event_add(d->drain, &tick) != 0)
+		drain_tick(-1, 0, d);
+}
+
+static void
+on_usr2(evutil_socket_t sig, short what, void *arg)
+{
+	(void)sig;
+	(void)what;
+	rockd_handover_start(arg);
 }
 
 void
@@ -244,10 +292,12 @@ setup_signals(struct rockd *d)
 	d->sig_term = evsignal_new(d->base, SIGTERM, on_term, d);
 	d->sig_int = evsignal_new(d->base, SIGINT, on_term, d);
 	d->sig_hup = evsignal_new(d->base, SIGHUP, on_hup, d);
-	if (d->sig_term == NULL || d->sig_int == NULL || d->sig_hup == NULL)
+	d->sig_usr2 = evsignal_new(d->base, SIGUSR2, on_usr2, d);
+	if (d->sig_term == NULL || d->sig_int == NULL || d->sig_hup == NULL ||
+	    d->sig_usr2 == NULL)
 		return -1;
 	return event_add(d->sig_term, NULL) | event_add(d->sig_int, NULL) |
-	    event_add(d->sig_hup, NULL);
+	    event_add(d->sig_hup, NULL) | event_add(d->sig_usr2, NULL);
 }
 
 static void
@@ -265,8 +315,8 @@ setup_log(struct rockd *d, const struct options *o)
 /* One engine, its control channel on the first service's address and port
  * (UDP and TCP port numbers are separate: the same number is the obvious
  * thing to open in a firewall). */
-static int
-start_engine(struct rockd *d)
+int
+rockd_engine_start(struct rockd *d, int udp_fd)
 {
 	const struct rockd_service *first = d->cfg.services;
 	int r;
@@ -275,12 +325,18 @@ start_engine(struct rockd *d)
 	rock_engine_config_defaults(&d->engine_cfg);
 	if (d->cfg.suspend_timeout_s >= 0)
 		d->engine_cfg.suspend_timeout_s = d->cfg.suspend_timeout_s;
-	if ((r = rock_engine_new(&d->engine, d->base, &d->log, &d->engine_cfg,
-	    (const struct sockaddr *)&first->listen_addr, first->listen_len)) != 0) {
+	/* A successor keeps the control socket its rocks know. */
+	if (udp_fd >= 0)
+		r = rock_engine_new_adopt(&d->engine, d->base, &d->log,
+		    &d->engine_cfg, udp_fd);
+	else
+		r = rock_engine_new(&d->engine, d->base, &d->log, &d->engine_cfg,
+		    (const struct sockaddr *)&first->listen_addr, first->listen_len);
+	if (r != 0) {
 		rlog_error(&d->log, "%s: control channel (UDP): %s",
 		    first->listen_spec, r == ROCK_ERR_SYSTEM ? strerror(errno) :
 		    rock_err(r));
-		return -1;
+		return r;
 	}
 	return 0;
 }
@@ -289,15 +345,18 @@ static void
 teardown(struct rockd *d)
 {
 	rock_engine_free(d->engine);
-	if (d->grace != NULL)
-		event_free(d->grace);
+	if (d->drain != NULL)
+		event_free(d->drain);
+	if (d->sig_usr2 != NULL)
+		event_free(d->sig_usr2);
 	if (d->sig_term != NULL)
 		event_free(d->sig_term);
 	if (d->sig_int != NULL)
 		event_free(d->sig_int);
 	if (d->sig_hup != NULL)
 		event_free(d->sig_hup);
-	/* Relays still open after the grace period die with the process. */
+	/* After a hand-over the successor holds every socket: closing ours
+	 * here sends nothing. */
 	event_base_free(d->base);
 }
 
@@ -312,9 +371,15 @@ run(struct rockd *d, const struct options *o)
 		fprintf(stderr, "rockd: cannot set up the event loop\n");
 		return 1;
 	}
-	if (start_engine(d) != 0 || rockd_services_start(d, &d->cfg) != 0)
+	if (o->takeover >= 0) {
+		if (rockd_takeover(d, o->takeover) != 0)
+			goto out;
+	} else if (rockd_engine_start(d, -1) != 0 ||
+	    rockd_services_start(d, &d->cfg) != 0) {
 		goto out;
-	if (!o->foreground && daemon(0, 0) != 0) {
+	}
+	/* A successor is its predecessor's child: detached already. */
+	if (!o->foreground && o->takeover < 0 && daemon(0, 0) != 0) {
 		rlog_error(&d->log, "daemon: %s", strerror(errno));
 		goto out;
 	}
@@ -324,14 +389,64 @@ run(struct rockd *d, const struct options *o)
 	}
 	rlog_info(&d->log, "%s %s started", PACKAGE_NAME, PACKAGE_VERSION);
 	event_base_dispatch(d->base);
-	rlog_info(&d->log, "stopped");
+	rlog_info(&d->log, d->handed_over ? "handed over; exiting" : "stopped");
 	r = 0;
-	if (pidfile != NULL)
+	/* The successor's pid is in it now. */
+	if (pidfile != NULL && !d->handed_over)
 		unlink(pidfile);
 out:
 	rockd_services_stop(&d->cfg);
 	teardown(d);
 	return r;
+}
+
+/* USR2 starts the binary rockd was started as, resolved now: argv[0]
+ * through PATH as execvp would, made absolute (an upgrade that replaces
+ * the file is what the successor runs). Empty if not found. */
+static void
+find_self(struct rockd *d, const char *argv0)
+{
+	char buf[PATH_MAX], *path, *dir, *save = NULL;
+	const char *env = getenv("PATH");
+
+	d->exe[0] = '\0';
+	if (strchr(argv0, '/') != NULL) {
+		if (realpath(argv0, d->exe) == NULL)
+			d->exe[0] = '\0';
+		return;
+	}
+	if (env == NULL || (path = strdup(env)) == NULL)
+		return;
+	for (dir = strtok_r(path, ":", &save); dir != NULL;
+	    dir = strtok_r(NULL, ":", &save)) {
+		if (snprintf(buf, sizeof(buf), "%s/%s", dir, argv0) <
+		    (int)sizeof(buf) && access(buf, X_OK) == 0 &&
+		    realpath(buf, d->exe) != NULL)
+			break;
+		d->exe[0] = '\0';
+	}
+	free(path);
+}
+
+/* USR2's successor: the channel its predecessor named. */
+static int
+takeover_from_env(struct options *o)
+{
+	const char *v = getenv(ROCKD_HANDOVER_ENV);
+	long long fd;
+
+	o->takeover = -1;
+	if (v == NULL)
+		return 0;
+	if (rock_parse_ll(v, 0, INT_MAX, &fd) != 0 ||
+	    fcntl((int)fd, F_SETFD, FD_CLOEXEC) != 0) {
+		fprintf(stderr, "rockd: %s=%s: not an open descriptor\n",
+		    ROCKD_HANDOVER_ENV, v);
+		return -1;
+	}
+	o->takeover = (int)fd;
+	unsetenv(ROCKD_HANDOVER_ENV);
+	return 0;
 }
 
 int
@@ -346,6 +461,12 @@ main(int argc, char **argv)
 	memset(&o, 0, sizeof(o));
 	d.cfg.suspend_timeout_s = -1;
 	d.cfg.max_rocks = -1;
+	d.cfg.drain_timeout_s = -1;
+	o.drain_timeout_s = -1;
+	if (takeover_from_env(&o) != 0) {
+		r = 1;
+		goto out;
+	}
 	/* -1: help or version printed, a successful exit */
 	if ((r = parse_options(argc, argv, &o, &d.cfg)) != 0) {
 		r = r < 0 ? 0 : r;
@@ -362,7 +483,11 @@ main(int argc, char **argv)
 		printf("rockd: configuration OK\n");
 		goto out;
 	}
-	if (make_absolute(&d.config_path, conf, sizeof(conf)) != 0 ||
+	d.drain_opt_s = o.drain_timeout_s;
+	d.argv = argv;
+	find_self(&d, argv[0]);
+	if (getcwd(d.start_cwd, sizeof(d.start_cwd)) == NULL ||
+	    make_absolute(&d.config_path, conf, sizeof(conf)) != 0 ||
 	    make_absolute(&o.pidfile, pid, sizeof(pid)) != 0) {
 		fprintf(stderr, "rockd: current directory: %s\n", strerror(errno));
 		r = 1;

@@ -9,7 +9,14 @@
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 
+#include "rock_err.h"
+#include "rock_rec.h"
 #include "rockd.h"
+
+#define RECORD_MAGIC 0x524b524cu	/* "RKRL" */
+#define RECORD_VERSION 1
+#define RECORD_MAX_BUFFER (256u * 1024 * 1024)
+#define SEND_TIMEOUT_MS 10000
 
 /* Read from one side stops while the other side has this much unsent,
  * and resumes below the low mark: memory per relay stays bounded. */
@@ -34,6 +41,17 @@ struct rockd_relay {
 	struct rockd_relay *prev, *next;
 };
 
+static unsigned long next_id;
+
+static void
+relay_link(struct rockd *d, struct rockd_relay *r)
+{
+	r->next = d->relays;
+	if (d->relays != NULL)
+		d->relays->prev = r;
+	d->relays = r;
+}
+
 static void
 relay_free(struct rockd_relay *r, int reset)
 {
@@ -41,8 +59,11 @@ relay_free(struct rockd_relay *r, int reset)
 	int i;
 
 	for (i = 0; i < 2; i++) {
-		evutil_socket_t fd = bufferevent_getfd(r->side[i]);
+		evutil_socket_t fd;
 
+		if (r->side[i] == NULL)
+			continue;	/* an import that failed half-way */
+		fd = bufferevent_getfd(r->side[i]);
 		if (r->rd[i] != NULL)
 			event_free(r->rd[i]);
 		/* An abort answers an abort: the peer sees a reset, as it
@@ -190,7 +211,6 @@ void
 rockd_relay_start(struct rockd *d, const struct rockd_backend *b,
     evutil_socket_t client, const uint8_t *early, size_t nearly)
 {
-	static unsigned long next_id;
 	struct rockd_relay *r = calloc(1, sizeof(*r));
 
 	if (r == NULL || (r->d = d, r->side[CLIENT] = new_side(r, client)) == NULL) {
@@ -206,10 +226,7 @@ rockd_relay_start(struct rockd *d, const struct rockd_backend *b,
 		free(r);
 		return;
 	}
-	r->next = d->relays;
-	if (d->relays != NULL)
-		d->relays->prev = r;
-	d->relays = r;
+	relay_link(d, r);
 	if (start_reading(r, CLIENT) != 0) {
 		relay_free(r, 1);
 		return;
@@ -230,26 +247,132 @@ rockd_relay_start(struct rockd *d, const struct rockd_backend *b,
 	}
 }
 
-/* Stop reading both ways; each side is half-closed once flushed. */
+/* SIGTERM's bound: whatever a relay still carries is cut, and both ends
+ * see the reset a direct connection cut midway would give them. */
 void
-rockd_relays_stop(struct rockd *d)
+rockd_relays_cut(struct rockd *d)
 {
-	struct rockd_relay *r, *next;
+	while (d->relays != NULL) {
+		rlog_info(&d->log, "relay %lu: cut with a reset both ways (drain "
+		    "timeout)", d->relays->id);
+		relay_free(d->relays, 1);
+	}
+}
 
-	for (r = d->relays; r != NULL; r = next) {
-		next = r->next;
-		if (r->rd[CLIENT] != NULL)
-			event_del(r->rd[CLIENT]);
-		if (r->rd[BACKEND] != NULL)
-			event_del(r->rd[BACKEND]);
-		r->eof[CLIENT] = r->eof[BACKEND] = 1;
-		/* flush_eof frees r once both sides are shut: it can only
-		 * do so in the last call made here. */
-		if (!r->shut[BACKEND]) {
-			flush_eof(r, CLIENT);
-			flush_eof(r, BACKEND);
-		} else {
-			flush_eof(r, CLIENT);
+size_t
+rockd_relays_dialing(const struct rockd *d)
+{
+	const struct rockd_relay *r;
+	size_t n = 0;
+
+	for (r = d->relays; r != NULL; r = r->next)
+		n += !r->connected;
+	return n;
+}
+
+/* ---- hand-over (USR2): a connected relay, its two sockets and what it
+ * holds for each */
+
+void
+rockd_relays_release(struct rockd *d)
+{
+	while (d->relays != NULL)
+		relay_free(d->relays, 0);
+}
+
+static int
+relay_export(struct rockd_relay *r, struct evbuffer *out, int fds[2])
+{
+	struct rock_rec_out w;
+	int e;
+
+	if (!r->connected)
+		return ROCK_ERR_INVALID;
+	if ((e = rock_rec_begin(&w)) != 0)
+		return e;
+	rock_rec_uint(&w, (uint64_t)r->eof[CLIENT] | (uint64_t)r->eof[BACKEND] << 1 |
+	    (uint64_t)r->shut[CLIENT] << 2 | (uint64_t)r->shut[BACKEND] << 3, 1);
+	rock_rec_uint(&w, r->id, 8);
+	rock_rec_evbuffer(&w, bufferevent_get_output(r->side[CLIENT]));
+	rock_rec_evbuffer(&w, bufferevent_get_output(r->side[BACKEND]));
+	fds[CLIENT] = bufferevent_getfd(r->side[CLIENT]);
+	fds[BACKEND] = bufferevent_getfd(r->side[BACKEND]);
+	return rock_rec_seal(&w, RECORD_MAGIC, RECORD_VERSION, out);
+}
+
+int
+rockd_relays_send(struct rockd *d, int chan, unsigned *sent, unsigned *left)
+{
+	struct rockd_relay *r;
+	struct evbuffer *body;
+	int fds[2], e;
+
+	for (r = d->relays; r != NULL; r = r->next) {
+		if ((body = evbuffer_new()) == NULL)
+			return -1;
+		e = relay_export(r, body, fds);
+		if (e == ROCK_ERR_INVALID)
+			(*left)++;
+		else if (e != 0 || rockd_chan_send(chan, ROCKD_MSG_RELAY, fds, 2,
+		    body, SEND_TIMEOUT_MS) != 0) {
+			rlog_error(&d->log, "hand-over: relay %lu: %s", r->id,
+			    e != 0 ? rock_err(e) : strerror(errno));
+			evbuffer_free(body);
+			return -1;
+		} else
+			(*sent)++;
+		evbuffer_free(body);
+	}
+	return 0;
+}
+
+int
+rockd_relay_import(struct rockd *d, struct rockd_msg *m)
+{
+	struct rock_rec_in rec;
+	const uint8_t *out[2];
+	size_t len[2];
+	uint64_t bits, id;
+	struct rockd_relay *r;
+	int i;
+
+	if (m->nfds != 2 || rock_rec_open(&rec, m->body, m->len, RECORD_MAGIC,
+	    RECORD_VERSION) != 0)
+		return ROCK_ERR_PROTOCOL;
+	bits = rock_rec_get_max(&rec, 1, 0xf);
+	id = rock_rec_get(&rec, 8);
+	out[CLIENT] = rock_rec_get_blob(&rec, RECORD_MAX_BUFFER, &len[CLIENT]);
+	out[BACKEND] = rock_rec_get_blob(&rec, RECORD_MAX_BUFFER, &len[BACKEND]);
+	if (rock_rec_close(&rec) != 0)
+		return ROCK_ERR_PROTOCOL;
+	if ((r = calloc(1, sizeof(*r))) == NULL)
+		return ROCK_ERR_NOMEM;
+	r->d = d;
+	r->id = id;
+	if (id > next_id)
+		next_id = id;
+	r->connected = 1;
+	relay_link(d, r);
+	for (i = 0; i < 2; i++) {
+		r->eof[i] = (bits >> i & 1) != 0;
+		r->shut[i] = (bits >> (2 + i) & 1) != 0;
+		if ((r->side[i] = new_side(r, m->fds[i])) == NULL) {
+			relay_free(r, 0);
+			return ROCK_ERR_NOMEM;
+		}
+		m->fds[i] = -1;
+		if (evbuffer_add(bufferevent_get_output(r->side[i]), out[i],
+		    len[i]) != 0) {
+			relay_free(r, 0);
+			return ROCK_ERR_NOMEM;
 		}
 	}
+	/* Reading resumes where back-pressure or an end did not stop it. */
+	for (i = 0; i < 2; i++)
+		if (!r->eof[i] && (start_reading(r, i) != 0 ||
+		    (len[1 - i] >= RELAY_HIGH && event_del(r->rd[i]) != 0))) {
+			relay_free(r, 0);
+			return ROCK_ERR_NOMEM;
+		}
+	return 0;
 }

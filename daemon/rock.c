@@ -10,8 +10,14 @@
 #include <event2/bufferevent.h>
 
 #include "rock_err.h"
+#include "rock_rec.h"
 #include "rock_wire.h"
 #include "rockd.h"
+
+#define RECORD_MAGIC 0x524b5252u	/* "RKRR" */
+#define RECORD_VERSION 1
+#define RECORD_MAX_BUFFER (256u * 1024 * 1024)
+#define SEND_TIMEOUT_MS 10000
 
 /* Back-pressure marks, as for plain relays. */
 #define ROCK_HIGH (512 * 1024)
@@ -37,6 +43,8 @@ struct rockd_rock {
 	struct rockd_rock *prev, *next;
 };
 
+static unsigned long next_id;
+
 static void
 rock_free(struct rockd_rock *rr)
 {
@@ -56,6 +64,15 @@ rock_free(struct rockd_rock *rr)
 		rr->next->prev = rr->prev;
 	free(rr);
 	rockd_maybe_done(d);
+}
+
+static void
+rock_link(struct rockd *d, struct rockd_rock *rr)
+{
+	rr->next = d->rocks;
+	if (d->rocks != NULL)
+		d->rocks->prev = rr;
+	d->rocks = rr;
 }
 
 static void
@@ -234,7 +251,6 @@ void
 rockd_rock_start(struct rockd *d, const struct rockd_backend *b,
     struct rock_handshake *hs)
 {
-	static unsigned long next_id;
 	static const struct timeval dial_timeout = { 10, 0 };
 	struct rockd_rock *rr = calloc(1, sizeof(*rr));
 
@@ -248,10 +264,7 @@ rockd_rock_start(struct rockd *d, const struct rockd_backend *b,
 	rr->id = ++next_id;
 	rr->backend = *b;
 	rr->hs = hs;
-	rr->next = d->rocks;
-	if (d->rocks != NULL)
-		d->rocks->prev = rr;
-	d->rocks = rr;
+	rock_link(d, rr);
 	bufferevent_setcb(rr->be, NULL, be_write, be_event, rr);
 	bufferevent_setwatermark(rr->be, EV_WRITE, ROCK_LOW, 0);
 	/* The backend is dialled before the client hears back, so a refusal
@@ -272,22 +285,202 @@ rockd_rock_start(struct rockd *d, const struct rockd_backend *b,
 	}
 }
 
-/* SIGTERM: a connected rock finishes its output and closes; a suspended
- * one cannot finish before its client returns, so it ends now. */
+/* A rock whose backend is still being dialled is mid-handshake with its
+ * client: it does not move (the hand-over waits for it, within a bound).
+ * Otherwise it is cut with a reset both ways: its backend must not take
+ * the cut for the end of the stream, nor its client (protocol 3: a FIN
+ * without the authenticated end is a failure). */
+static void
+rock_cut(struct rockd_rock *rr)
+{
+	struct linger lg = { 1, 0 };
+	evutil_socket_t fd = bufferevent_getfd(rr->be);
+
+	if (fd >= 0)
+		(void)setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+	if (rr->hs != NULL) {
+		rock_handshake_reject(rr->hs, ROCK_WERR_BUSY, "rockd stopping");
+		rr->hs = NULL;
+	}
+	if (rr->s != NULL)
+		rock_session_abort(rr->s);	/* on_closed frees rr */
+	else
+		rock_free(rr);
+}
+
 void
-rockd_rocks_stop(struct rockd *d)
+rockd_rocks_cut(struct rockd *d, int all)
 {
 	struct rockd_rock *rr, *next;
 
 	for (rr = d->rocks; rr != NULL; rr = next) {
 		next = rr->next;
-		if (rr->be_rd != NULL)
-			event_del(rr->be_rd);
-		if (rr->s == NULL)
-			continue;
-		if (rock_session_state(rr->s) == ROCK_ST_SUSPENDED)
-			rock_session_abort(rr->s);	/* frees rr */
-		else
-			rock_session_shutdown(rr->s);
+		if (all || (rr->s != NULL &&
+		    rock_session_state(rr->s) == ROCK_ST_SUSPENDED)) {
+			rlog_info(&d->log, "rock %s: cut with a reset both ways "
+			    "(%s)", rr->s != NULL ? rock_session_name(rr->s) :
+			    "closing", all ? "drain timeout" :
+			    "suspended while stopping");
+			rock_cut(rr);
+		}
 	}
+}
+
+/* ---- hand-over (USR2): the rock's own state around its engine session */
+
+/* The successor holds every socket: ours only close, nothing is sent. */
+void
+rockd_rocks_release(struct rockd *d)
+{
+	while (d->rocks != NULL)
+		rock_free(d->rocks);
+}
+
+static int
+rock_export(struct rockd_rock *rr, struct evbuffer *out, int fds[2], int *nfds)
+{
+	struct rock_rec_out w;
+	struct evbuffer *sess;
+	int r;
+
+	if (rr->hs != NULL)
+		return ROCK_ERR_INVALID;
+	if ((sess = evbuffer_new()) == NULL)
+		return ROCK_ERR_NOMEM;
+	if (rr->s != NULL && (r = rock_session_export(rr->s, sess)) != 0) {
+		evbuffer_free(sess);
+		return r;
+	}
+	if ((r = rock_rec_begin(&w)) != 0) {
+		evbuffer_free(sess);
+		return r;
+	}
+	rock_rec_uint(&w, (uint64_t)rr->be_eof | (uint64_t)rr->rock_eof << 1 |
+	    (uint64_t)rr->be_shut << 2 | (uint64_t)rr->closing << 3, 1);
+	rock_rec_uint(&w, rr->id, 8);
+	rock_rec_blob(&w, rr->backend.spec, strlen(rr->backend.spec));
+	rock_rec_evbuffer(&w, bufferevent_get_output(rr->be));
+	rock_rec_evbuffer(&w, sess);
+	evbuffer_free(sess);
+	fds[0] = bufferevent_getfd(rr->be);
+	*nfds = 1;
+	if (rr->s != NULL && rock_session_fd(rr->s) >= 0)
+		fds[(*nfds)++] = rock_session_fd(rr->s);
+	return rock_rec_seal(&w, RECORD_MAGIC, RECORD_VERSION, out);
+}
+
+int
+rockd_rocks_send(struct rockd *d, int chan, unsigned *sent, unsigned *left)
+{
+	struct rockd_rock *rr;
+	struct evbuffer *body;
+	int fds[2], nfds, r;
+
+	for (rr = d->rocks; rr != NULL; rr = rr->next) {
+		if ((body = evbuffer_new()) == NULL)
+			return -1;
+		r = rock_export(rr, body, fds, &nfds);
+		if (r == ROCK_ERR_INVALID)
+			(*left)++;
+		else if (r != 0 || rockd_chan_send(chan, ROCKD_MSG_ROCK, fds, nfds,
+		    body, SEND_TIMEOUT_MS) != 0) {
+			rlog_error(&d->log, "hand-over: rock %s: %s",
+			    rr->s != NULL ? rock_session_name(rr->s) : "closing",
+			    r != 0 ? rock_err(r) : strerror(errno));
+			evbuffer_free(body);
+			return -1;
+		} else
+			(*sent)++;
+		evbuffer_free(body);
+	}
+	return 0;
+}
+
+struct rock_fields {
+	uint64_t bits, id;
+	const uint8_t *spec, *be_out, *sess;
+	size_t spec_len, be_out_len, sess_len;
+};
+
+static int
+rock_decode(const struct rockd_msg *m, struct rock_fields *f)
+{
+	struct rock_rec_in r;
+
+	if (rock_rec_open(&r, m->body, m->len, RECORD_MAGIC, RECORD_VERSION) != 0)
+		return -1;
+	f->bits = rock_rec_get_max(&r, 1, 0xf);
+	f->id = rock_rec_get(&r, 8);
+	f->spec = rock_rec_get_blob(&r, sizeof(((struct rockd_backend *)0)->spec) - 1,
+	    &f->spec_len);
+	f->be_out = rock_rec_get_blob(&r, RECORD_MAX_BUFFER, &f->be_out_len);
+	f->sess = rock_rec_get_blob(&r, RECORD_MAX_BUFFER, &f->sess_len);
+	if (rock_rec_close(&r) != 0)
+		return -1;
+	/* A rock without a session is one flushing its last bytes to the
+	 * backend; one with a session has its client's socket if connected. */
+	if (f->sess_len == 0 ? !(f->bits & 8) || m->nfds != 1 :
+	    m->nfds < 1 || m->nfds > 2)
+		return -1;
+	return 0;
+}
+
+int
+rockd_rock_import(struct rockd *d, struct rockd_msg *m)
+{
+	struct rock_fields f;
+	struct rockd_rock *rr;
+	int r;
+
+	if (m->len == 0 || rock_decode(m, &f) != 0)
+		return ROCK_ERR_PROTOCOL;
+	if ((rr = calloc(1, sizeof(*rr))) == NULL)
+		return ROCK_ERR_NOMEM;
+	rr->d = d;
+	rr->id = f.id;
+	if (f.id > next_id)
+		next_id = f.id;
+	memcpy(rr->backend.spec, f.spec, f.spec_len);
+	rr->be_eof = (f.bits & 1) != 0;
+	rr->rock_eof = (f.bits & 2) != 0;
+	rr->be_shut = (f.bits & 4) != 0;
+	rr->closing = (f.bits & 8) != 0;
+	rock_link(d, rr);
+	if ((rr->be = bufferevent_socket_new(d->base, m->fds[0],
+	    BEV_OPT_CLOSE_ON_FREE)) == NULL) {
+		rock_free(rr);
+		return ROCK_ERR_NOMEM;
+	}
+	m->fds[0] = -1;
+	if (f.sess_len > 0 && (r = rock_session_import(d->engine, f.sess,
+	    f.sess_len, m->nfds == 2 ? m->fds[1] : -1, &rock_cbs, rr,
+	    &rr->s)) != 0) {
+		rock_free(rr);
+		return r;
+	}
+	if (m->nfds == 2)
+		m->fds[1] = -1;
+	bufferevent_setcb(rr->be, NULL, be_write, be_event, rr);
+	bufferevent_setwatermark(rr->be, EV_WRITE, ROCK_LOW, 0);
+	if (evbuffer_add(bufferevent_get_output(rr->be), f.be_out,
+	    f.be_out_len) != 0) {
+		rock_free(rr);
+		return ROCK_ERR_NOMEM;
+	}
+	bufferevent_enable(rr->be, EV_WRITE);
+	if (rr->s == NULL) {
+		/* be_write frees it once flushed */
+		if (f.be_out_len == 0)
+			rock_free(rr);
+		return 0;
+	}
+	rr->be_rd = event_new(d->base, bufferevent_getfd(rr->be),
+	    EV_READ | EV_PERSIST, be_readable, rr);
+	if (rr->be_rd == NULL) {
+		rock_free(rr);
+		return ROCK_ERR_NOMEM;
+	}
+	if (!rr->be_eof && rock_session_pending(rr->s) < ROCK_HIGH)
+		event_add(rr->be_rd, NULL);
+	return 0;
 }

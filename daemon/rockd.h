@@ -2,7 +2,9 @@
 #ifndef ROCKD_H
 #define ROCKD_H
 
+#include <limits.h>
 #include <sys/socket.h>
+#include <sys/types.h>
 
 #include <event2/buffer.h>
 #include <event2/event.h>
@@ -15,6 +17,11 @@
 /* With no service given: front the local sshd (librock maps port 22 here). */
 #define ROCKD_DEFAULT_LISTEN "4022"
 #define ROCKD_DEFAULT_BACKEND "127.0.0.1:22"
+/* SIGTERM: how long relays and rocks may take to finish (seconds). */
+#define ROCKD_DEFAULT_DRAIN_S 30
+#define ROCKD_MAX_DRAIN_S 86400
+/* USR2: the successor finds its end of the hand-over channel here. */
+#define ROCKD_HANDOVER_ENV "ROCKD_HANDOVER_FD"
 
 /* Where a service relays to; copied into each connection, so a reload
  * can free the service while its connections live on. */
@@ -43,10 +50,12 @@ struct rockd_config {
 	char pidfile[256];
 	long suspend_timeout_s;		/* -1: the engine's default */
 	long max_rocks;			/* -1: from the descriptor limit */
+	long drain_timeout_s;		/* -1: ROCKD_DEFAULT_DRAIN_S */
 };
 
 struct rockd_relay;
 struct rockd_rock;
+struct rockd_handover;
 
 struct rockd {
 	struct event_base *base;
@@ -61,7 +70,18 @@ struct rockd {
 	struct rock_engine_config engine_cfg;
 	int stopping;
 	int fast_open_told;		/* the host's Fast Open setting, logged */
-	struct event *sig_term, *sig_int, *sig_hup, *grace;
+	struct event *sig_term, *sig_int, *sig_hup, *sig_usr2;
+	struct event *drain;		/* SIGTERM: cuts what is left, in time */
+	long drain_opt_s;		/* --drain-timeout; -1: the file's */
+	int64_t drain_deadline_ms;
+	size_t nsniffs;			/* connections whose first bytes are awaited */
+	/* USR2 (handover.c): the binary and arguments the successor is
+	 * started with, and where; resolved at start. */
+	char exe[PATH_MAX];
+	char start_cwd[PATH_MAX];
+	char **argv;
+	struct rockd_handover *ho;	/* a hand-over in progress */
+	int handed_over;		/* the successor has everything: exit */
 };
 
 /* Configuration: parse a file; on error print "FILE:LINE: problem" into
@@ -88,11 +108,68 @@ void rockd_sniff_start(struct rockd *d, const struct rockd_service *svc,
 /* A rock client's handshake reached the hello: connect its backend. */
 void rockd_rock_start(struct rockd *d, const struct rockd_backend *b,
     struct rock_handshake *hs);
-void rockd_rocks_stop(struct rockd *d);
 /* The last relay or rock is gone while stopping: end the loop. */
 void rockd_maybe_done(struct rockd *d);
-/* Ask every relay to finish: flush and half-close both ways. */
-void rockd_relays_stop(struct rockd *d);
+/* SIGTERM's bound: the client and the backend of every relay, and of
+ * every rock (all) or of those suspended (they cannot come back: the
+ * listeners are closed), get a reset, never a clean end. */
+void rockd_relays_cut(struct rockd *d);
+void rockd_rocks_cut(struct rockd *d, int all);
+size_t rockd_relays_dialing(const struct rockd *d);
+
+/* The hand-over channel (chan.c): a message is a type, descriptors
+ * (SCM_RIGHTS) and a body, each read or write bounded by timeout_ms. */
+#define ROCKD_CHAN_MAXFDS 4
+enum rockd_msg_type {
+	ROCKD_MSG_HELLO = 1,	/* successor: its configuration loaded */
+	ROCKD_MSG_LISTENER,	/* a listening socket; body: its address */
+	ROCKD_MSG_ENGINE,	/* the UDP socket; body: the engine's record */
+	ROCKD_MSG_ROCK,		/* backend [, client]; body: rock.c's record */
+	ROCKD_MSG_RELAY,	/* client, backend; body: relay.c's record */
+	ROCKD_MSG_END,		/* body: how many messages came before */
+	ROCKD_MSG_ACK,		/* successor: it holds everything now */
+	ROCKD_MSG_FAIL		/* successor: body says why it gives up */
+};
+struct rockd_msg {
+	uint32_t type;
+	int fds[ROCKD_CHAN_MAXFDS];
+	int nfds;
+	uint8_t *body;
+	size_t len;
+};
+int64_t rockd_now_ms(void);	/* CLOCK_MONOTONIC */
+int rockd_chan_send(int fd, uint32_t type, const int *fds, int nfds,
+    struct evbuffer *body, int timeout_ms);
+int rockd_chan_recv(int fd, struct rockd_msg *msg, int timeout_ms);
+void rockd_msg_free(struct rockd_msg *msg);
+void rockd_chan_close_fds(int *fds, int nfds);
+
+/* USR2 (handover.c): start the successor; hand everything over once it
+ * loaded its configuration, or keep serving. */
+void rockd_handover_start(struct rockd *d);
+void rockd_handover_abort(struct rockd *d, const char *why);
+/* The successor's side: 0 with everything adopted, else -1 (logged, and
+ * the predecessor told so it keeps serving). */
+int rockd_takeover(struct rockd *d, int chan);
+/* Each rock's and relay's record and descriptors onto the channel;
+ * *left counts those mid-way through their first exchange (not sent). */
+int rockd_rocks_send(struct rockd *d, int chan, unsigned *sent, unsigned *left);
+int rockd_relays_send(struct rockd *d, int chan, unsigned *sent, unsigned *left);
+/* After the successor's acknowledgement: free them, closing our copies of
+ * the descriptors (no shutdown, no reset: the successor's sockets). */
+void rockd_rocks_release(struct rockd *d);
+void rockd_relays_release(struct rockd *d);
+/* From a message: 0, the descriptors taken (set to -1); else an error. */
+int rockd_rock_import(struct rockd *d, struct rockd_msg *msg);
+int rockd_relay_import(struct rockd *d, struct rockd_msg *msg);
+/* Stop taking connections for a moment (1) or again (0): they queue. */
+void rockd_services_pause(struct rockd_config *cfg, int paused);
+/* The engine on the first service's address, or on a handed-over UDP
+ * socket (udp_fd >= 0, the engine's on success). */
+int rockd_engine_start(struct rockd *d, int udp_fd);
+/* Listeners: adopt handed-over sockets whose address a service names. */
+int rockd_services_adopt(struct rockd *d, struct rockd_config *cfg,
+    struct rockd_msg *listeners, size_t n);
 
 /* A relay forwards what arrives at once: Nagle's wait belongs to the
  * endpoints, whose own settings rockd cannot see. */

@@ -165,3 +165,56 @@ rockd_services_reload(struct rockd *d, struct rockd_config *next)
 	d->cfg = *next;
 	return failed ? -1 : 0;
 }
+
+void
+rockd_services_pause(struct rockd_config *cfg, int paused)
+{
+	struct rockd_service *s;
+
+	for (s = cfg->services; s != NULL; s = s->next) {
+		if (s->listener == NULL)
+			continue;
+		if (paused)
+			evconnlistener_disable(s->listener);
+		else
+			evconnlistener_enable(s->listener);
+	}
+}
+
+static int
+adopt_one(struct rockd *d, struct rockd_service *s, struct rockd_msg *l)
+{
+	s->listener = evconnlistener_new(d->base, accept_cb, s,
+	    LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, 0, l->fds[0]);
+	if (s->listener == NULL) {
+		rlog_error(&d->log, "%s: cannot take the listener over: %s",
+		    s->listen_spec, strerror(errno));
+		return -1;
+	}
+	l->fds[0] = -1;
+	evconnlistener_set_error_cb(s->listener, accept_error_cb);
+	rlog_info(&d->log, "listening on %s (taken over), backend %s",
+	    s->listen_spec, s->backend.spec);
+	return 0;
+}
+
+/* USR2's successor: a service whose address the predecessor listened on
+ * takes that socket, with the connections queued on it; others start. */
+int
+rockd_services_adopt(struct rockd *d, struct rockd_config *cfg,
+    struct rockd_msg *ls, size_t n)
+{
+	struct rockd_service *s;
+	size_t i;
+
+	for (s = cfg->services; s != NULL; s = s->next) {
+		s->daemon = d;
+		for (i = 0; i < n; i++)
+			if (ls[i].fds[0] >= 0 && ls[i].len == s->listen_len &&
+			    memcmp(ls[i].body, &s->listen_addr, ls[i].len) == 0)
+				break;
+		if (i < n ? adopt_one(d, s, &ls[i]) != 0 : start_one(d, s) != 0)
+			return -1;
+	}
+	return 0;
+}

@@ -25,6 +25,7 @@ struct sniff {
 static void
 sniff_free(struct sniff *sn)
 {
+	sn->d->nsniffs--;
 	event_free(sn->ev);
 	free(sn);
 }
@@ -165,5 +166,7 @@ rockd_sniff_start(struct rockd *d, const struct rockd_service *svc,
 			event_free(sn->ev);
 		free(sn);
 		close(client);
+		return;
 	}
+	d->nsniffs++;
 }

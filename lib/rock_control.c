@@ -83,6 +83,35 @@ int
 rock_control_open(struct rock_engine *e, const struct sockaddr *bind_to,
     socklen_t len)
 {
+	e->udp_fd = open_socket(e, bind_to ? bind_to->sa_family : AF_INET6,
+	    bind_to, len);
+	if (e->udp_fd < 0 && bind_to == NULL)
+		e->udp_fd = open_socket(e, AF_INET, NULL, 0);
+	if (e->udp_fd < 0)
+		return ROCK_ERR_SYSTEM;
+	return rock_control_start(e);
+}
+
+/* A control socket another process opened and handed over (rockd's
+ * USR2): its peers know its port. */
+int
+rock_control_adopt(struct rock_engine *e, int fd)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+
+	if (getsockname(fd, (struct sockaddr *)&ss, &sl) != 0)
+		return ROCK_ERR_SYSTEM;
+	if (ss.ss_family != AF_INET && ss.ss_family != AF_INET6)
+		return ROCK_ERR_INVALID;
+	e->udp_fd = fd;
+	e->udp_family = ss.ss_family;
+	return rock_control_start(e);
+}
+
+int
+rock_control_start(struct rock_engine *e)
+{
 	struct sockaddr_storage ss;
 	socklen_t sl = sizeof(ss);
 	/* Checks run twice per heartbeat interval: a dead path is seen half
@@ -90,12 +119,6 @@ rock_control_open(struct rock_engine *e, const struct sockaddr *bind_to,
 	int tick = e->cfg.hb_interval_ms / 2;
 	struct timeval tv = { tick / 1000, (tick % 1000) * 1000 };
 
-	e->udp_fd = open_socket(e, bind_to ? bind_to->sa_family : AF_INET6,
-	    bind_to, len);
-	if (e->udp_fd < 0 && bind_to == NULL)
-		e->udp_fd = open_socket(e, AF_INET, NULL, 0);
-	if (e->udp_fd < 0)
-		return ROCK_ERR_SYSTEM;
 	if (getsockname(e->udp_fd, (struct sockaddr *)&ss, &sl) != 0)
 		return ROCK_ERR_SYSTEM;
 	e->udp_port = ntohs(ss.ss_family == AF_INET6 ?

@@ -56,10 +56,30 @@ rmem_max(void)
 	return hi > UINT32_MAX ? UINT32_MAX : (uint32_t)hi;
 }
 
+static int engine_new(struct rock_engine **out, struct event_base *base,
+    const struct rock_log *log, const struct rock_engine_config *cfg,
+    const struct sockaddr *udp_bind, socklen_t udp_bind_len, int udp_fd);
+
 int
 rock_engine_new(struct rock_engine **out, struct event_base *base,
     const struct rock_log *log, const struct rock_engine_config *cfg,
     const struct sockaddr *udp_bind, socklen_t udp_bind_len)
+{
+	return engine_new(out, base, log, cfg, udp_bind, udp_bind_len, -1);
+}
+
+int
+rock_engine_new_adopt(struct rock_engine **out, struct event_base *base,
+    const struct rock_log *log, const struct rock_engine_config *cfg,
+    int udp_fd)
+{
+	return engine_new(out, base, log, cfg, NULL, 0, udp_fd);
+}
+
+static int
+engine_new(struct rock_engine **out, struct event_base *base,
+    const struct rock_log *log, const struct rock_engine_config *cfg,
+    const struct sockaddr *udp_bind, socklen_t udp_bind_len, int udp_fd)
 {
 	struct rock_engine *e;
 	int r;
@@ -84,7 +104,11 @@ rock_engine_new(struct rock_engine **out, struct event_base *base,
 		free(e);
 		return ROCK_ERR_NOMEM;
 	}
-	if ((r = rock_control_open(e, udp_bind, udp_bind_len)) != 0) {
+	r = udp_fd >= 0 ? rock_control_adopt(e, udp_fd) :
+	    rock_control_open(e, udp_bind, udp_bind_len);
+	if (r != 0) {
+		if (udp_fd >= 0 && e->udp_fd == udp_fd)
+			e->udp_fd = -1;		/* the caller's still */
 		rock_engine_free(e);
 		return r;
 	}

@@ -81,6 +81,11 @@ struct rock_session_cbs {
 int rock_engine_new(struct rock_engine **out, struct event_base *base,
     const struct rock_log *log, const struct rock_engine_config *cfg,
     const struct sockaddr *udp_bind, socklen_t udp_bind_len);
+/* The same on a control socket handed over by a predecessor (rockd's
+ * USR2); the engine owns udp_fd once this returns 0. */
+int rock_engine_new_adopt(struct rock_engine **out, struct event_base *base,
+    const struct rock_log *log, const struct rock_engine_config *cfg,
+    int udp_fd);
 void rock_engine_free(struct rock_engine *e);
 /* An owner whose own threads touch sessions while the loop runs (the
  * preload shim) gives the engine its lock: every event callback holds it. */
@@ -213,6 +218,34 @@ void rock_direct_shutdown(struct rock_session *s, int connected);
  * finishes sending, closes and calls cbs->on_closed. */
 void rock_direct_release(struct rock_session *s,
     const struct rock_session_cbs *cbs, void *arg);
+
+/*
+ * Hand-over (rock_handover.c, doc/engine.md): a server's sessions and the
+ * engine's announcement and farewells as versioned, length-checked
+ * records, for a successor process that receives the same sockets
+ * (SCM_RIGHTS). Export appends to out and changes nothing: the exporter
+ * may carry on if the successor fails. ROCK_ERR_INVALID: the session is
+ * mid-way through something that cannot move (a client's dial, a status
+ * exchange, direct mode, inside a callback).
+ */
+struct evbuffer;
+int rock_session_export(struct rock_session *s, struct evbuffer *out);
+/* The data connection's descriptor (-1 while suspended): sent with the
+ * record, and given back to import, which owns it on success. */
+int rock_session_fd(const struct rock_session *s);
+/* A session from its record, as it was, with no I/O and no callback:
+ * rock_session_resume() starts it once the predecessor has let go.
+ * A record that is short, long, of another version or incoherent is
+ * refused (ROCK_ERR_SHORT, _TOO_LARGE, _PROTOCOL) and nothing is kept. */
+int rock_session_import(struct rock_engine *e, const uint8_t *p, size_t n,
+    int fd, const struct rock_session_cbs *cbs, void *arg,
+    struct rock_session **out);
+void rock_session_resume(struct rock_session *s);
+/* The announcement (probe caches stay good) and the farewells. Import
+ * into a fresh engine; on error the caller gives the engine up. */
+int rock_engine_export(const struct rock_engine *e, struct evbuffer *out);
+int rock_engine_import(struct rock_engine *e, const uint8_t *p, size_t n);
+int rock_engine_udp_fd(const struct rock_engine *e);
 
 /* The owner's side of the stream. */
 int rock_session_send(struct rock_session *s, const void *p, size_t n);

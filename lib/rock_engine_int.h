@@ -249,6 +249,9 @@ void rock_stream_detach(struct rock_session *s);
 int rock_stream_replay(struct rock_session *s);
 void rock_stream_kick(struct rock_session *s);
 void rock_stream_keepalive(struct rock_session *s, int fast);
+/* A data connection handed over by another process, as it was there:
+ * no state change, no I/O until rock_session_resume(). */
+int rock_stream_adopt(struct rock_session *s, int fd, int fast_keepalive);
 
 /* Direct mode (rock_direct.c). */
 static inline int
@@ -301,6 +304,10 @@ int rock_path_only_farewell_missing(struct rock_session *s);
 /* The control channel (rock_control.c). */
 int rock_control_open(struct rock_engine *e, const struct sockaddr *bind,
     socklen_t len);
+/* An open control socket: non-blocking, bound, adopted (-1 leaves it to
+ * the caller); then the events. */
+int rock_control_adopt(struct rock_engine *e, int fd);
+int rock_control_start(struct rock_engine *e);
 void rock_control_close(struct rock_engine *e);
 void rock_control_tick(struct rock_engine *e);
 void rock_control_ack_now(struct rock_session *s);
@@ -331,6 +338,11 @@ int rock_farewell_answer(struct rock_engine *e, const struct rock_hb_record *r,
     socklen_t fromlen);
 void rock_farewell_tick(struct rock_engine *e, int64_t now);
 void rock_farewell_free_all(struct rock_engine *e);
+/* A farewell as part of the engine's hand-over record, and back. */
+struct rock_rec_out;
+struct rock_rec_in;
+void rock_farewell_put_all(const struct rock_engine *e, struct rock_rec_out *w);
+int rock_farewell_get(struct rock_engine *e, struct rock_rec_in *r);
 void rock_udp_peer_from_tcp(struct rock_session *s, uint16_t udp_port);
 
 /* Status exchange (rock_status.c, client): our counts, flags and end

@@ -5,6 +5,8 @@
 #include <string.h>
 
 #include "rock_engine_int.h"
+#include "rock_err.h"
+#include "rock_rec.h"
 
 /* Long enough for the copies below and a few of the peer's heartbeats at
  * heavy loss, short of the 2 s within which a closed rock leaves nothing. */
@@ -137,4 +139,64 @@ rock_farewell_free_all(struct rock_engine *e)
 {
 	while (e->farewells != NULL)
 		drop(e, &e->farewells);
+}
+
+/* ---- hand-over (rock_handover.c): a farewell moves with its time left */
+
+static void
+put(struct rock_rec_out *w, const struct rock_farewell *f)
+{
+	rock_rec_bytes(w, f->id, ROCK_ID_LEN);
+	rock_rec_bytes(w, f->keys.tx, ROCK_KEY_LEN);
+	rock_rec_bytes(w, f->keys.rx, ROCK_KEY_LEN);
+	rock_rec_uint(w, f->seq_out, 8);
+	rock_rec_uint(w, f->seq_in, 8);
+	rock_rec_uint(w, f->consumed, 8);
+	rock_rec_uint(w, f->end, 8);
+	rock_rec_uint(w, f->flags, 4);
+	rock_rec_blob(w, &f->to, f->tolen);
+	rock_rec_uint(w, (uint64_t)f->expires_ms, 8);
+}
+
+void
+rock_farewell_put_all(const struct rock_engine *e, struct rock_rec_out *w)
+{
+	const struct rock_farewell *f;
+
+	for (f = e->farewells; f != NULL; f = f->next)
+		put(w, f);
+}
+
+int
+rock_farewell_get(struct rock_engine *e, struct rock_rec_in *r)
+{
+	struct rock_farewell *f = calloc(1, sizeof(*f));
+	const uint8_t *to;
+	size_t tolen;
+
+	if (f == NULL)
+		return ROCK_ERR_NOMEM;
+	rock_rec_get_bytes(r, f->id, ROCK_ID_LEN);
+	rock_rec_get_bytes(r, f->keys.tx, ROCK_KEY_LEN);
+	rock_rec_get_bytes(r, f->keys.rx, ROCK_KEY_LEN);
+	f->seq_out = rock_rec_get(r, 8);
+	f->seq_in = rock_rec_get(r, 8);
+	f->consumed = rock_rec_get(r, 8);
+	f->end = rock_rec_get(r, 8);
+	f->flags = (uint32_t)rock_rec_get(r, 4);
+	to = rock_rec_get_blob(r, sizeof(f->to), &tolen);
+	f->expires_ms = (int64_t)rock_rec_get(r, 8);
+	if (r->err == 0 && (to == NULL || tolen < sizeof(sa_family_t)))
+		r->err = ROCK_ERR_PROTOCOL;
+	if (r->err != 0) {
+		rock_keys_wipe(&f->keys);
+		free(f);
+		return r->err;
+	}
+	memcpy(&f->to, to, tolen);
+	f->tolen = (socklen_t)tolen;
+	f->next = e->farewells;
+	e->farewells = f;
+	e->nfarewells++;
+	return 0;
 }

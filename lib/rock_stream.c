@@ -45,6 +45,19 @@ rock_stream_keepalive(struct rock_session *s, int fast)
 	    fast ? "armed" : "off");
 }
 
+/* The events of the data connection fd, none added yet. */
+static int
+events_new(struct rock_session *s, int fd)
+{
+	s->ev_read = event_new(s->e->base, fd, EV_READ | EV_PERSIST, on_read, s);
+	s->ev_write = event_new(s->e->base, fd, EV_WRITE | EV_PERSIST, on_write, s);
+	if (s->ev_read == NULL || s->ev_write == NULL) {
+		rock_stream_detach(s);
+		return ROCK_ERR_NOMEM;
+	}
+	return 0;
+}
+
 int
 rock_stream_attach(struct rock_session *s, int fd)
 {
@@ -61,16 +74,29 @@ rock_stream_attach(struct rock_session *s, int fd)
 	s->fast_keepalive = -1;
 	rock_path_new_connection(s);
 	rock_stream_keepalive(s, !s->udp_verified);
-	s->ev_read = event_new(s->e->base, fd, EV_READ | EV_PERSIST, on_read, s);
-	s->ev_write = event_new(s->e->base, fd, EV_WRITE | EV_PERSIST, on_write, s);
-	if (s->ev_read == NULL || s->ev_write == NULL) {
-		rock_stream_detach(s);
+	if (events_new(s, fd) != 0) {
 		s->fd = -1;	/* the caller still owns fd */
 		return ROCK_ERR_NOMEM;
 	}
 	s->last_heard_ms = rock_now_ms();
 	rock_session_set_state(s, ROCK_ST_CONNECTED, "data connection up");
 	rock_stream_kick(s);
+	return 0;
+}
+
+/* The socket's options (non-blocking, no delay, keepalive) came with it;
+ * TCP's counters are read afresh (rock_path.c), the stream's are the
+ * record's. */
+int
+rock_stream_adopt(struct rock_session *s, int fd, int fast_keepalive)
+{
+	int r;
+
+	if ((r = events_new(s, fd)) != 0)
+		return r;
+	s->fd = fd;
+	s->fast_keepalive = fast_keepalive;
+	rock_path_new_connection(s);
 	return 0;
 }
 
