@@ -234,13 +234,13 @@ int rock_session_export(struct rock_session *s, struct evbuffer *out);
  * record, and given back to import, which owns it on success. */
 int rock_session_fd(const struct rock_session *s);
 /* A session from its record, as it was, with no I/O and no callback:
- * rock_session_resume() starts it once the predecessor has let go.
+ * its events are armed, so it carries on when the loop runs (once the
+ * predecessor has let go of the sockets).
  * A record that is short, long, of another version or incoherent is
  * refused (ROCK_ERR_SHORT, _TOO_LARGE, _PROTOCOL) and nothing is kept. */
 int rock_session_import(struct rock_engine *e, const uint8_t *p, size_t n,
     int fd, const struct rock_session_cbs *cbs, void *arg,
     struct rock_session **out);
-void rock_session_resume(struct rock_session *s);
 /* The announcement (probe caches stay good) and the farewells. Import
  * into a fresh engine; on error the caller gives the engine up. */
 int rock_engine_export(const struct rock_engine *e, struct evbuffer *out);

@@ -250,7 +250,7 @@ int rock_stream_replay(struct rock_session *s);
 void rock_stream_kick(struct rock_session *s);
 void rock_stream_keepalive(struct rock_session *s, int fast);
 /* A data connection handed over by another process, as it was there:
- * no state change, no I/O until rock_session_resume(). */
+ * no state change and no I/O: its events are armed for the loop. */
 int rock_stream_adopt(struct rock_session *s, int fd, int fast_keepalive);
 
 /* Direct mode (rock_direct.c). */

@@ -69,14 +69,6 @@ put_ring(struct rock_rec_out *w, const struct rock_ring *ring)
 		rock_rec_bytes(w, iov[i].iov_base, iov[i].iov_len);
 }
 
-static void
-put_evbuffer(struct rock_rec_out *w, struct evbuffer *b)
-{
-	size_t n = evbuffer_get_length(b);
-
-	rock_rec_blob(w, n > 0 ? evbuffer_pullup(b, -1) : NULL, n);
-}
-
 int
 rock_session_export(struct rock_session *s, struct evbuffer *out)
 {
@@ -117,7 +109,7 @@ rock_session_export(struct rock_session *s, struct evbuffer *out)
 	rock_rec_uint(&w, (uint64_t)s->connected_at_ms, 8);
 	rock_rec_uint(&w, s->last_attempt, 4);
 	put_ring(&w, &s->ring);
-	put_evbuffer(&w, s->outq);
+	rock_rec_evbuffer(&w, s->outq);
 	return rock_rec_seal(&w, SESSION_MAGIC, HANDOVER_VERSION, out);
 }
 
@@ -271,23 +263,20 @@ rock_session_import(struct rock_engine *e, const uint8_t *p, size_t n, int fd,
 		return r;
 	rock_ring_free(&s->ring);
 	adopt_fields(s, &t);
-	if ((r = rock_ring_init(&s->ring, t.ring.cap, t.ring.base)) != 0 ||
-	    (r = rock_ring_append(&s->ring, ring, ring_len)) != 0 ||
-	    (outq_len > 0 && evbuffer_add(s->outq, outq, outq_len) != 0) ||
-	    (fd >= 0 && (r = rock_stream_adopt(s, fd, t.fast_keepalive)) != 0)) {
+	s->eof_unconfirmed_ms = t.eof_unconfirmed_ms;
+	if ((r = rock_ring_init(&s->ring, t.ring.cap, t.ring.base)) == 0 &&
+	    (r = rock_ring_append(&s->ring, ring, ring_len)) == 0 &&
+	    outq_len > 0 && evbuffer_add(s->outq, outq, outq_len) != 0)
+		r = ROCK_ERR_NOMEM;
+	if (r == 0 && fd >= 0)
+		r = rock_stream_adopt(s, fd, t.fast_keepalive);
+	if (r != 0) {
 		s->fd = -1;		/* the caller still owns fd */
 		rock_session_free(s);
-		return r != 0 ? r : ROCK_ERR_NOMEM;
+		return r;
 	}
-	s->eof_unconfirmed_ms = t.eof_unconfirmed_ms;
 	*out = s;
 	return 0;
-}
-
-void
-rock_session_resume(struct rock_session *s)
-{
-	rock_stream_kick(s);
 }
 
 /* ---- the engine: its announcement (so cached probes stay good) and the

@@ -65,6 +65,14 @@ rock_rec_blob(struct rock_rec_out *w, const void *p, size_t n)
 }
 
 void
+rock_rec_evbuffer(struct rock_rec_out *w, struct evbuffer *b)
+{
+	size_t n = evbuffer_get_length(b);
+
+	rock_rec_blob(w, n > 0 ? evbuffer_pullup(b, -1) : NULL, n);
+}
+
+void
 rock_rec_abandon(struct rock_rec_out *w)
 {
 	if (w->body != NULL)

@@ -33,6 +33,8 @@ int rock_rec_begin(struct rock_rec_out *w);
 void rock_rec_uint(struct rock_rec_out *w, uint64_t v, size_t width);
 void rock_rec_bytes(struct rock_rec_out *w, const void *p, size_t n);
 void rock_rec_blob(struct rock_rec_out *w, const void *p, size_t n);
+/* An evbuffer's bytes as a blob (linearised, not drained). */
+void rock_rec_evbuffer(struct rock_rec_out *w, struct evbuffer *b);
 /* Header and body onto out; frees the body either way. 0 or an error. */
 int rock_rec_seal(struct rock_rec_out *w, uint32_t magic, uint32_t version,
     struct evbuffer *out);

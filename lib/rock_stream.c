@@ -45,6 +45,17 @@ rock_stream_keepalive(struct rock_session *s, int fast)
 	    fast ? "armed" : "off");
 }
 
+/* Reading stops while the owner is full or the end of file is read. */
+static void
+arm_read(struct rock_session *s)
+{
+	if (s->paused || (s->flags & ROCK_FLAG_EOF_SEEN) ||
+	    s->eof_unconfirmed_ms != 0)
+		event_del(s->ev_read);
+	else
+		event_add(s->ev_read, NULL);
+}
+
 /* The events of the data connection fd, none added yet. */
 static int
 events_new(struct rock_session *s, int fd)
@@ -92,11 +103,18 @@ rock_stream_adopt(struct rock_session *s, int fd, int fast_keepalive)
 {
 	int r;
 
+	int64_t eof = s->eof_unconfirmed_ms;
+
 	if ((r = events_new(s, fd)) != 0)
 		return r;
 	s->fd = fd;
 	s->fast_keepalive = fast_keepalive;
 	rock_path_new_connection(s);
+	s->eof_unconfirmed_ms = eof;
+	/* Armed only: the loop writes and reads once it runs, which is
+	 * after the predecessor let go of the socket. */
+	arm_read(s);
+	event_active(s->ev_write, EV_WRITE, 1);
 	return 0;
 }
 
@@ -231,11 +249,7 @@ rock_stream_kick(struct rock_session *s)
 {
 	if (s->state != ROCK_ST_CONNECTED || s->ev_read == NULL)
 		return;
-	if (s->paused || (s->flags & ROCK_FLAG_EOF_SEEN) ||
-	    s->eof_unconfirmed_ms != 0)
-		event_del(s->ev_read);
-	else
-		event_add(s->ev_read, NULL);
+	arm_read(s);
 	rock_session_hold(s);
 	flush(s);
 	rock_session_release(s);
