@@ -60,6 +60,10 @@ t_done() {
 	exit 0
 }
 
+# PORT: something listens on it (any address, this namespace).
+# shellcheck disable=SC2317 # run by the tests' wait loops
+listening() { ss -Htln "sport = :$1" | grep -q .; }
+
 t_skip_all() {
 	echo "SKIP: $*"
 	exit 77

@@ -70,8 +70,6 @@ until_true() {
 }
 
 # shellcheck disable=SC2317 # run by until_true or t_check
-listening() { ss -Htln "sport = :$1" | grep -q .; }
-# shellcheck disable=SC2317 # run by until_true or t_check
 started() { grep -q ': info: run: .* started$' "$1"; }
 
 # The echo backend: socat, one cat per connection; port in $bport.

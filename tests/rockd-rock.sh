@@ -59,6 +59,8 @@ c, _ = l.accept(); c.sendall(b"hello\n"); time.sleep(1)
 c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0)); c.close()
 PY
 pids+=($!)
+# python3 can take a while to start (a pyenv shim, a loaded machine).
+for _ in $(seq 200); do listening "$be" && break; sleep 0.05; done
 printf 'listen 127.0.0.1:%s backend 127.0.0.1:%s\n' "$port" "$be" >"$t_tmp/2.conf"
 start_rockd "$t_tmp/2.log" "$t_tmp/2.conf" || t_bad "rockd starts"
 sleep 0.2

@@ -18,6 +18,11 @@
  *                                       prints "seconds S" (connected to
  *                                       end: a rock's handshake is not a
  *                                       transfer's time)
+ * traffic write ADDR PORT BYTES DIR     client: BYTES of the pattern, then
+ *                                       creates DIR/written, waits for
+ *                                       DIR/go, closes and exits at once
+ *                                       (what is in flight then is the
+ *                                       library's to finish)
  * traffic connect ADDR PORT N           client: N connections one after the
  *                                       other, each closed at once; prints
  *                                       each connect()'s time, "connect US"
@@ -295,6 +300,26 @@ push(char **av)
 }
 
 static int
+write_then_exit(char **av)
+{
+	uint64_t total = (uint64_t)tt_number(av[2], LLONG_MAX);
+	int fd = tt_dial(av[0], av[1], SOCK_STREAM);
+	char written[PATH_MAX], go[PATH_MAX];
+	int mark;
+
+	snprintf(written, sizeof(written), "%s/written", av[3]);
+	snprintf(go, sizeof(go), "%s/go", av[3]);
+	write_pattern(fd, total);
+	if ((mark = open(written, O_WRONLY | O_CREAT, 0644)) < 0)
+		tt_die(written);
+	close(mark);
+	while (access(go, F_OK) != 0)
+		usleep(10000);
+	close(fd);
+	return 0;
+}
+
+static int
 connect_times(char **av)
 {
 	struct addrinfo hints = { .ai_socktype = SOCK_STREAM }, *ai;
@@ -343,10 +368,13 @@ main(int argc, char **argv)
 		return many(argv + 2);
 	if (argc == 3 && strcmp(argv[1], "pattern") == 0)
 		return print_pattern(argv + 2);
+	if (argc == 6 && strcmp(argv[1], "write") == 0)
+		return write_then_exit(argv + 2);
 	if (argc == 5 && strcmp(argv[1], "connect") == 0)
 		return connect_times(argv + 2);
 	fprintf(stderr, "usage: traffic source PORT RATE SECONDS OUT | sink ADDR PORT OUT |\n"
 	    "       bursts ADDR PORT BYTES | push ADDR PORT BYTES | pattern BYTES |\n"
-	    "       connect ADDR PORT N | many ADDR PORT N BYTES\n");
+	    "       connect ADDR PORT N | many ADDR PORT N BYTES |\n"
+	    "       write ADDR PORT BYTES DIR\n");
 	return 2;
 }

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <linux/kcmp.h>
@@ -394,8 +395,15 @@ hand_to_keeper(int nrocks)
 {
 	const struct shim_state *st = shim_state();
 	pid_t program = getpid(), pid;
+	int64_t until;
 	int err;
 
+	/* A write under way would reach the socket here and its ring there. */
+	shim_lock();
+	until = shim_now_ms() + 1000;
+	while (shim_rock_writing() && shim_now_ms() < until)
+		(void)shim_wait(until);
+	shim_unlock();
 	if ((err = engine_stop()) != 0) {
 		rlog_warn(&st->log, "the engine did not stop (%s): %d rocks not "
 		    "finished are cut", strerror(err), nrocks);
@@ -425,6 +433,9 @@ linger_at_exit(void)
 
 	if (__atomic_load_n(&eng.state, __ATOMIC_ACQUIRE) != 1)
 		return;
+	/* stdio is flushed after the destructors: what the program wrote
+	 * through it to a rock must go before the rock is let go. */
+	(void)fflush(NULL);
 	deadline = shim_now_ms() + st->cfg.linger_ms;
 	shim_lock();
 	shim_rock_release_all();

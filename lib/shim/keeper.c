@@ -5,7 +5,9 @@
 #include <fcntl.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <sys/prctl.h>
+#include <syslog.h>
 #include <unistd.h>
 
 #include <event2/event.h>
@@ -28,10 +30,18 @@ struct keeper {
  * sockets must not outlive it here. Only the engine's descriptors and
  * keep_fd stay; the standard ones read and write /dev/null. */
 static void
+close_unless_engine(const struct rock_engine *e, int keep_fd, int fd)
+{
+	if (fd >= 3 && fd != keep_fd && !rock_engine_owns_fd(e, fd))
+		shim_real.close(fd);
+}
+
+static void
 close_all_but_engine(const struct rock_engine *e, int keep_fd)
 {
 	DIR *d;
 	struct dirent *de;
+	long max;
 	int null, fd;
 
 	if ((null = open("/dev/null", O_RDWR | O_CLOEXEC)) >= 0) {
@@ -41,16 +51,32 @@ close_all_but_engine(const struct rock_engine *e, int keep_fd)
 		if (null > 2)
 			shim_real.close(null);
 	}
-	if ((d = opendir("/proc/self/fd")) == NULL)
+	if ((d = opendir("/proc/self/fd")) == NULL) {
+		/* No /proc (a chroot): every number the limit allows. */
+		max = sysconf(_SC_OPEN_MAX);
+		for (fd = 3; fd < (max > 0 && max < 65536 ? max : 65536); fd++)
+			close_unless_engine(e, keep_fd, fd);
 		return;
-	while ((de = readdir(d)) != NULL) {
-		fd = atoi(de->d_name);
-		if (de->d_name[0] == '.' || fd < 3 || fd == dirfd(d) ||
-		    fd == keep_fd || rock_engine_owns_fd(e, fd))
-			continue;
-		shim_real.close(fd);
 	}
+	while ((de = readdir(d)) != NULL)
+		if (de->d_name[0] != '.' && atoi(de->d_name) != dirfd(d))
+			close_unless_engine(e, keep_fd, atoi(de->d_name));
 	closedir(d);
+}
+
+/* The program's handlers and mask are not the keeper's: it ends on the
+ * default signals, and a write to a reset socket is an error, not death. */
+static void
+default_signals(void)
+{
+	struct sigaction dfl = { .sa_handler = SIG_DFL }, ign = { .sa_handler = SIG_IGN };
+	sigset_t none;
+	int sig;
+
+	for (sig = 1; sig < NSIG; sig++)
+		(void)sigaction(sig, sig == SIGPIPE ? &ign : &dfl, NULL);
+	sigemptyset(&none);
+	(void)sigprocmask(SIG_SETMASK, &none, NULL);
 }
 
 /* Lock held. Rocks whose peer has had our end for too long are reset;
@@ -74,13 +100,15 @@ static void
 on_check(evutil_socket_t fd, short what, void *arg)
 {
 	struct keeper *k = arg;
+	int64_t now = shim_now_ms();
 	int done;
 
 	(void)fd;
 	(void)what;
 	shim_lock();
-	abort_overdue(k, shim_now_ms());
-	done = shim_rock_count() == 0 && rock_engine_nfarewells(k->e) == 0;
+	abort_overdue(k, now);
+	done = (shim_rock_live_count() == 0 && rock_engine_nfarewells(k->e) == 0) ||
+	    now >= k->give_up_ms;
 	shim_unlock();
 	if (done)
 		event_base_loopbreak(k->base);
@@ -97,9 +125,17 @@ shim_keeper_run(struct event_base *base, struct rock_engine *e, int keep_fd,
 	struct keeper k = { base, e, NULL, 0 };
 
 	shim_busy = 1;
+	/* libc's syslog descriptor is about to be closed behind its back; a
+	 * number it still believed its own could be the loop's next. */
+	closelog();
+	default_signals();
 	(void)setsid();
 	(void)prctl(PR_SET_NAME, "rock-keeper", 0, 0, 0);
 	close_all_but_engine(e, keep_fd);
+	shim_lock();
+	shim_rock_abandon_connects();
+	nrocks = shim_rock_live_count();
+	shim_unlock();
 	k.give_up_ms = st->cfg.suspend_timeout_s == 0 ? INT64_MAX :
 	    shim_now_ms() + st->cfg.suspend_timeout_s * 1000LL;
 	if (event_reinit(base) != 0 ||

@@ -311,6 +311,49 @@ shim_rock_any_suspended(void)
 	return 0;
 }
 
+int
+shim_rock_live_count(void)
+{
+	struct shim_rock *r;
+	int n = 0;
+
+	for (r = all; r != NULL; r = r->next)
+		n += r->s != NULL;
+	return n;
+}
+
+int
+shim_rock_writing(void)
+{
+	struct shim_rock *r;
+
+	for (r = all; r != NULL; r = r->next)
+		if (r->writer)
+			return 1;
+	return 0;
+}
+
+/* In a keeper: the threads running connects are gone. A session one had
+ * made is released as that thread would have done; the rest is dropped. */
+void
+shim_rock_abandon_connects(void)
+{
+	struct shim_rock *r, *next;
+
+	for (r = all; r != NULL; r = next) {
+		next = r->next;
+		if (!r->connecting)
+			continue;
+		r->connecting = 0;
+		r->released = 1;
+		r->nfds = 0;
+		if (r->s != NULL)
+			shim_post(r, SHIM_CMD_RELEASE);
+		else
+			shim_rock_free(r);
+	}
+}
+
 struct shim_rock *
 shim_rock_overdue(int64_t now, int64_t after_ms)
 {

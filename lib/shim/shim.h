@@ -209,6 +209,9 @@ int shim_rock_count(void);				/* lock held */
 void shim_rock_orphan_all(void);			/* lock held */
 uint64_t shim_rock_unacked_all(void);			/* lock held */
 int shim_rock_any_suspended(void);			/* lock held */
+int shim_rock_live_count(void);			/* lock held; with a session */
+int shim_rock_writing(void);			/* lock held; a write under way */
+void shim_rock_abandon_connects(void);			/* lock held */
 /* A rock whose peer has had all of ours for after_ms (0: any rock). */
 struct shim_rock *shim_rock_overdue(int64_t now, int64_t after_ms); /* lock held */
 void shim_waiters_forget(void);				/* lock held */
