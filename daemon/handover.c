@@ -21,6 +21,8 @@
 #define HANDOVER_VERSION 1
 /* The successor loads its configuration in this time, or is killed. */
 #define HELLO_TIMEOUT_S 30
+/* The successor's end of the channel, and its only descriptor past 2. */
+#define HANDOVER_CHAN_FD 3
 /* Connections in their first exchange (sniff, handshake, backend dial)
  * are waited for this long; what is still there is left behind. */
 #define QUIET_BOUND_MS 5000
@@ -287,9 +289,15 @@ exec_successor(const struct rockd *d, int chan)
 {
 	char num[16];
 
-	snprintf(num, sizeof(num), "%d", chan);
-	if (fcntl(chan, F_SETFD, 0) == 0 && setenv(ROCKD_HANDOVER_ENV, num, 1) == 0 &&
-	    chdir(d->start_cwd) == 0)
+	/* Only the channel goes across: a copy of a client's or backend's
+	 * socket left open in the successor, besides the one it is sent,
+	 * would keep every later close or reset from reaching that peer. */
+	if (chan == HANDOVER_CHAN_FD ? fcntl(chan, F_SETFD, 0) != 0 :
+	    dup2(chan, HANDOVER_CHAN_FD) < 0)
+		_exit(127);
+	(void)close_range(HANDOVER_CHAN_FD + 1, ~0U, 0);
+	snprintf(num, sizeof(num), "%d", HANDOVER_CHAN_FD);
+	if (setenv(ROCKD_HANDOVER_ENV, num, 1) == 0 && chdir(d->start_cwd) == 0)
 		execv(d->exe, d->argv);
 	_exit(127);
 }

@@ -276,8 +276,17 @@ rockd_relays_dialing(const struct rockd *d)
 void
 rockd_relays_release(struct rockd *d)
 {
-	while (d->relays != NULL)
-		relay_free(d->relays, 0);
+	struct rockd_relay *r;
+
+	/* One still dialling was not handed over: its client is cut with a
+	 * reset, never a clean end. The others are the successor's now:
+	 * closing our copies sends nothing, and must set nothing on them. */
+	while ((r = d->relays) != NULL) {
+		if (!r->connected)
+			rlog_info(&d->log, "relay %lu: still dialling its backend "
+			    "at the hand-over; reset", r->id);
+		relay_free(r, !r->connected);
+	}
 }
 
 static int

@@ -332,8 +332,26 @@ rockd_rocks_cut(struct rockd *d, int all)
 void
 rockd_rocks_release(struct rockd *d)
 {
-	while (d->rocks != NULL)
-		rock_free(d->rocks);
+	static const struct linger reset = { 1, 0 };
+	struct rockd_rock *rr;
+	int fd;
+
+	/* One still in its handshake was not handed over: its client is
+	 * refused (its connect fails as on a busy server) and its backend
+	 * dial reset. The others are the successor's now. */
+	while ((rr = d->rocks) != NULL) {
+		if (rr->hs != NULL) {
+			rlog_info(&d->log, "rock %lu: still in its handshake at the "
+			    "hand-over; refused", rr->id);
+			rock_handshake_reject(rr->hs, ROCK_WERR_BUSY,
+			    "rockd handed over");
+			rr->hs = NULL;
+			if ((fd = bufferevent_getfd(rr->be)) >= 0)
+				(void)setsockopt(fd, SOL_SOCKET, SO_LINGER, &reset,
+				    sizeof(reset));
+		}
+		rock_free(rr);
+	}
 }
 
 static int

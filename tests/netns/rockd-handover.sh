@@ -138,6 +138,10 @@ fi
 running=0
 for n in s1 s2 s3 p1; do kill -0 "${cpid[$n]}" 2>/dev/null && running=$((running + 1)); done
 t_eq "the second hand-over came mid-stream too" "$running" 4
+# Each socket once: a second copy (inherited across exec) would keep the
+# successor's closes and resets from ever reaching that peer.
+t_eq "the successor holds each socket once" \
+	"$(find "/proc/$pid3/fd" -lname 'socket:*' -printf '%l\n' | sort | uniq -d | wc -l)" 0
 
 for n in i1 i2 i3; do touch "$t_tmp/$n.go"; done
 for n in s1 s2 s3 p1 i1 i2 i3; do
