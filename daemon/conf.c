@@ -132,6 +132,15 @@ parse_line(struct rockd_config *cfg, char *line, char *err, size_t errlen)
 		cfg->max_rocks = (long)v;
 		return 0;
 	}
+	if (strcmp(tok[0], "key") == 0) {
+		if (n != 2 || tok[1][0] != '/' ||
+		    strlen(tok[1]) >= sizeof(cfg->key)) {
+			snprintf(err, errlen, "expected: key ABSOLUTE-PATH");
+			return -1;
+		}
+		snprintf(cfg->key, sizeof(cfg->key), "%s", tok[1]);
+		return 0;
+	}
 	if (strcmp(tok[0], "pidfile") == 0) {
 		if (n != 2 || tok[1][0] != '/' ||
 		    strlen(tok[1]) >= sizeof(cfg->pidfile)) {
