@@ -12,5 +12,6 @@ Suite *wire_suite(void);
 Suite *session_suite(void);
 Suite *netem_suite(void);
 Suite *evict_suite(void);
+Suite *identity_suite(void);
 
 #endif
