@@ -58,6 +58,22 @@ for p in 9000 9001 9002; do
 	nn_wait_port "$NN_S" 127.0.0.1 "$p" 5 || t_skip_all "the backends did not start"
 done
 
+# ---- 0. a key file rockd cannot trust stops it at start (exit 2); -t makes none
+"$ROCKD" -t --key "$t_tmp/none.key" >/dev/null 2>&1
+t_eq "rockd -t with a missing key: OK, and no file made" "$? $(size "$t_tmp/none.key")" "0 0"
+head -c 32 /dev/urandom >"$t_tmp/open.key"
+chmod 644 "$t_tmp/open.key"
+"$ROCKD" -t --key "$t_tmp/open.key" >/dev/null 2>"$t_tmp/open.err"
+t_eq "rockd with a key file of mode 644: exit status" "$?" 2
+t_eq "rockd with a key file of mode 644: says so" "$(cat "$t_tmp/open.err")" \
+	"rockd: key file $t_tmp/open.key: mode 0644: a key file must not be accessible by group or others (chmod 600)"
+head -c 31 /dev/urandom >"$t_tmp/short.key"
+chmod 600 "$t_tmp/short.key"
+"$ROCKD" -F --key "$t_tmp/short.key" --listen 7999 --backend 127.0.0.1:9 >/dev/null 2>"$t_tmp/short.err"
+t_eq "rockd with a 31-byte key file: exit status" "$?" 2
+t_eq "rockd with a 31-byte key file: says so" "$(cat "$t_tmp/short.err")" \
+	"rockd: key file $t_tmp/short.key: 31 bytes: a key file holds 32"
+
 # ---- 1. first contact records the key; the second connection matches it
 start_rockd
 key1=$(rockd_key)
