@@ -91,6 +91,19 @@ parse_service(struct rockd_config *cfg, char **tok, int n, char *err,
 	return add_service(cfg, tok[1], tok[3], (int)sniff, err, errlen);
 }
 
+/* "WORD /absolute/path": relative to what, once rockd is a daemon in "/"? */
+static int
+parse_path(char **tok, int n, char *out, size_t outlen, char *err,
+    size_t errlen)
+{
+	if (n != 2 || tok[1][0] != '/' || strlen(tok[1]) >= outlen) {
+		snprintf(err, errlen, "expected: %s ABSOLUTE-PATH", tok[0]);
+		return -1;
+	}
+	snprintf(out, outlen, "%s", tok[1]);
+	return 0;
+}
+
 static int
 parse_line(struct rockd_config *cfg, char *line, char *err, size_t errlen)
 {
@@ -143,15 +156,11 @@ parse_line(struct rockd_config *cfg, char *line, char *err, size_t errlen)
 		cfg->drain_timeout_s = (long)v;
 		return 0;
 	}
-	if (strcmp(tok[0], "pidfile") == 0) {
-		if (n != 2 || tok[1][0] != '/' ||
-		    strlen(tok[1]) >= sizeof(cfg->pidfile)) {
-			snprintf(err, errlen, "expected: pidfile ABSOLUTE-PATH");
-			return -1;
-		}
-		snprintf(cfg->pidfile, sizeof(cfg->pidfile), "%s", tok[1]);
-		return 0;
-	}
+	if (strcmp(tok[0], "key") == 0)
+		return parse_path(tok, n, cfg->key, sizeof(cfg->key), err, errlen);
+	if (strcmp(tok[0], "pidfile") == 0)
+		return parse_path(tok, n, cfg->pidfile, sizeof(cfg->pidfile), err,
+		    errlen);
 	snprintf(err, errlen, "unknown keyword \"%s\"", tok[0]);
 	return -1;
 }

@@ -36,6 +36,7 @@ usage(FILE *f)
 	    "  -t, --test                 check the configuration and exit (0 good, 2 bad)\n"
 	    "  -F, --foreground           stay in front, log to stderr\n"
 	    "  -p, --pidfile FILE         write the process id to FILE\n"
+	    "  -k, --key FILE             the server's key, made on first start (see rockd(8))\n"
 	    "      --drain-timeout S      SIGTERM: let sessions finish for S seconds (30)\n"
 	    "  -v, --verbose              debug log\n"
 	    "  -h, --help, -V, --version\n");
@@ -44,6 +45,7 @@ usage(FILE *f)
 struct options {
 	const char *config;
 	const char *pidfile;
+	const char *key;
 	const char *pending_listen;
 	int test, foreground, verbose;
 	long drain_timeout_s;	/* -1: the file's or the default */
@@ -60,6 +62,7 @@ parse_options(int argc, char **argv, struct options *o, struct rockd_config *cfg
 		{ "test", no_argument, NULL, 't' },
 		{ "foreground", no_argument, NULL, 'F' },
 		{ "pidfile", required_argument, NULL, 'p' },
+		{ "key", required_argument, NULL, 'k' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "drain-timeout", required_argument, NULL, 'D' },
 		{ "help", no_argument, NULL, 'h' },
@@ -70,7 +73,7 @@ parse_options(int argc, char **argv, struct options *o, struct rockd_config *cfg
 	long long v;
 	int c;
 
-	while ((c = getopt_long(argc, argv, "l:b:f:tFp:vhV", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "l:b:f:tFp:k:vhV", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'l':
 			if (o->pending_listen != NULL)
@@ -91,6 +94,7 @@ parse_options(int argc, char **argv, struct options *o, struct rockd_config *cfg
 		case 't': o->test = 1; break;
 		case 'F': o->foreground = 1; break;
 		case 'p': o->pidfile = optarg; break;
+		case 'k': o->key = optarg; break;
 		case 'v': o->verbose = 1; break;
 		case 'D':
 			if (rock_parse_ll(optarg, 0, ROCKD_MAX_DRAIN_S, &v) != 0) {
@@ -338,7 +342,18 @@ rockd_engine_start(struct rockd *d, int udp_fd)
 		    rock_err(r));
 		return r;
 	}
+	rock_engine_set_identity(d->engine, &d->ident);
+	rock_identity_wipe(&d->ident);
 	return 0;
+}
+
+static void
+log_key(struct rockd *d)
+{
+	char text[ROCK_KEY_TEXT_LEN];
+
+	rock_key_text(rock_engine_identity(d->engine), text);
+	rlog_info(&d->log, "server key %s", text);
 }
 
 static void
@@ -388,6 +403,7 @@ run(struct rockd *d, const struct options *o)
 		goto out;
 	}
 	rlog_info(&d->log, "%s %s started", PACKAGE_NAME, PACKAGE_VERSION);
+	log_key(d);
 	event_base_dispatch(d->base);
 	rlog_info(&d->log, d->handed_over ? "handed over; exiting" : "stopped");
 	r = 0;
@@ -454,7 +470,7 @@ main(int argc, char **argv)
 {
 	struct rockd d;
 	struct options o;
-	char err[512], conf[PATH_MAX], pid[PATH_MAX];
+	char err[512], conf[PATH_MAX], pid[PATH_MAX], key[PATH_MAX];
 	int r;
 
 	memset(&d, 0, sizeof(d));
@@ -479,6 +495,11 @@ main(int argc, char **argv)
 		r = 2;
 		goto out;
 	}
+	if (make_absolute(&o.key, key, sizeof(key)) != 0 ||
+	    rockd_key_load(&d, o.key, o.test) != 0) {
+		r = 2;
+		goto out;
+	}
 	if (o.test) {
 		printf("rockd: configuration OK\n");
 		goto out;
@@ -498,5 +519,6 @@ main(int argc, char **argv)
 out:
 	/* Also on the early exits: a sanitized build's leak check counts. */
 	rockd_config_free(&d.cfg);
+	rock_identity_wipe(&d.ident);
 	return r;
 }

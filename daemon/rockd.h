@@ -48,6 +48,7 @@ struct rockd_service {
 struct rockd_config {
 	struct rockd_service *services;
 	char pidfile[256];
+	char key[PATH_MAX];		/* the server key file; "": the default */
 	long suspend_timeout_s;		/* -1: the engine's default */
 	long max_rocks;			/* -1: from the descriptor limit */
 	long drain_timeout_s;		/* -1: ROCKD_DEFAULT_DRAIN_S */
@@ -70,6 +71,7 @@ struct rockd {
 	struct rock_engine_config engine_cfg;
 	int stopping;
 	int fast_open_told;		/* the host's Fast Open setting, logged */
+	struct rock_identity ident;	/* from the key file, until the engine has it */
 	struct event *sig_term, *sig_int, *sig_hup, *sig_usr2;
 	struct event *drain;		/* SIGTERM: cuts what is left, in time */
 	long drain_opt_s;		/* --drain-timeout; -1: the file's */
@@ -92,6 +94,11 @@ int rockd_config_load(struct rockd_config *cfg, const char *path,
 int rockd_config_add(struct rockd_config *cfg, const char *listen,
     const char *backend, char *err, size_t errlen);
 void rockd_config_free(struct rockd_config *cfg);
+
+/* The server key (key.c): path, the option's or the config's, else the
+ * default; loaded (test: only checked, never created) into d->ident.
+ * 0, or -1 with "FILE: problem" on stderr. */
+int rockd_key_load(struct rockd *d, const char *path, int test);
 
 /* Listeners: start every service, or move live ones over to a new config. */
 int rockd_services_start(struct rockd *d, struct rockd_config *cfg);

@@ -15,12 +15,10 @@
 	rlog_limited((e)->log, &(e)->stranger_log[kind], ROCK_LOG_INFO, \
 	    __VA_ARGS__)
 
-#define HELLO_TOTAL (ROCK_ANNOUNCE_LEN + ROCK_CLIENT_HELLO_LEN)
-
 struct rock_handshake {
 	struct rock_engine *e;
 	int fd;
-	uint8_t buf[HELLO_TOTAL];
+	uint8_t buf[ROCK_HELLO_TOTAL];
 	size_t have;
 	struct event *ev, *deadline;
 	struct rock_client_hello hello;
@@ -41,12 +39,17 @@ struct reconnect {
 	struct event *ev, *deadline;
 };
 
+/* Signed over what the client sent on this connection, which its nonce
+ * makes fresh: a client acts only on a refusal of its own request. */
 static void
-send_error(int fd, uint8_t code, const char *text)
+send_error(const struct rock_engine *e, int fd, uint8_t code,
+    const char *text, const uint8_t *got, size_t ngot)
 {
 	uint8_t out[ROCK_ERROR_MAX_LEN];
 	size_t n = rock_error_encode(code, text, out);
 
+	rock_answer_sign(out + n - ROCK_SIG_LEN, &e->ident, ROCK_ANSWER_ERROR,
+	    got, ngot, out, n - ROCK_SIG_LEN);
 	(void)send(fd, out, n, MSG_NOSIGNAL | MSG_DONTWAIT);
 }
 
@@ -110,7 +113,7 @@ handshake_free(struct rock_handshake *hs, int close_fd)
 void
 rock_handshake_reject(struct rock_handshake *hs, uint8_t code, const char *text)
 {
-	send_error(hs->fd, code, text);
+	send_error(hs->e, hs->fd, code, text, hs->buf, hs->have);
 	handshake_free(hs, 1);
 }
 
@@ -136,7 +139,7 @@ hello_complete(struct rock_handshake *hs)
 		stranger(e, ROCK_STRANGER_HANDSHAKE,
 		    "handshake: client asked for version %u; refused",
 		    hs->hello.version);
-		rock_handshake_reject(hs, ROCK_WERR_VERSION, "version 3 only");
+		rock_handshake_reject(hs, ROCK_WERR_VERSION, "version 4 only");
 		return;
 	}
 	/* The owner answers now (rockd dials its backend, with its own
@@ -151,7 +154,7 @@ hello_failed(struct rock_handshake *hs, const char *why)
 {
 	stranger(hs->e, ROCK_STRANGER_HANDSHAKE, "handshake: %s "
 	    "before the hello was complete (%zu of %d bytes); dropped", why,
-	    hs->have, HELLO_TOTAL);
+	    hs->have, ROCK_HELLO_TOTAL);
 	handshake_free(hs, 1);
 }
 
@@ -163,17 +166,33 @@ on_hello_deadline(evutil_socket_t fd, short what, void *arg)
 	hello_failed(arg, "timed out");
 }
 
+/* 1: the announcement came from a server of an older version (its range
+ * ends below ours): the client's hello is shorter than ours and would
+ * never complete, so it is told STALE at once; its new probe then finds
+ * no common version and it makes a plain connection. */
+static int
+older_client(const struct rock_handshake *hs)
+{
+	return hs->have >= ROCK_ANNOUNCE_LEN && hs->buf[8] < ROCK_VERSION &&
+	    !rock_equal(hs->buf, hs->e->announcement, ROCK_ANNOUNCE_LEN);
+}
+
 static void
 on_hello_read(evutil_socket_t fd, short what, void *arg)
 {
 	struct rock_handshake *hs = arg;
-	int r = fill(fd, hs->buf, &hs->have, HELLO_TOTAL);
+	int r = fill(fd, hs->buf, &hs->have, ROCK_HELLO_TOTAL);
 
 	(void)what;
-	if (r < 0)
+	if (r < 0) {
 		hello_failed(hs, "connection closed");
-	else if (r > 0)
+	} else if (r > 0) {
 		hello_complete(hs);
+	} else if (older_client(hs)) {
+		stranger(hs->e, ROCK_STRANGER_HANDSHAKE, "handshake: client "
+		    "of version %u; told to probe again", hs->buf[8]);
+		rock_handshake_reject(hs, ROCK_WERR_STALE, "stale announcement");
+	}
 }
 
 void
@@ -182,7 +201,7 @@ rock_server_handshake(struct rock_engine *e, int fd, const uint8_t *early,
 {
 	struct rock_handshake *hs = calloc(1, sizeof(*hs));
 
-	if (hs == NULL || nearly > HELLO_TOTAL) {
+	if (hs == NULL || nearly > ROCK_HELLO_TOTAL) {
 		free(hs);
 		close(fd);
 		return;
@@ -202,8 +221,10 @@ rock_server_handshake(struct rock_engine *e, int fd, const uint8_t *early,
 		handshake_free(hs, 1);
 		return;
 	}
-	if (hs->have == HELLO_TOTAL)
+	if (hs->have == ROCK_HELLO_TOTAL)
 		hello_complete(hs);
+	else if (older_client(hs))
+		rock_handshake_reject(hs, ROCK_WERR_STALE, "stale announcement");
 }
 
 static int
@@ -219,6 +240,12 @@ send_server_hello(struct rock_handshake *hs, const struct rock_keypair *kp,
 	memcpy(sh.pk, kp->pk, ROCK_KEY_LEN);
 	rock_socket_buffers(hs->e, hs->fd, &sh.rcvbuf, &sh.sndbuf);
 	sh.udp_port = hs->e->udp_port;
+	memcpy(sh.ident, hs->e->ident.pk, ROCK_IDENT_LEN);
+	memset(sh.sig, 0, sizeof(sh.sig));
+	rock_server_hello_encode(&sh, out);
+	/* The whole exchange, our X25519 key in it, under our identity. */
+	rock_answer_sign(sh.sig, &hs->e->ident, ROCK_ANSWER_HELLO, hs->buf,
+	    ROCK_HELLO_TOTAL, out, ROCK_SERVER_HELLO_SIGNED);
 	rock_server_hello_encode(&sh, out);
 	return send(hs->fd, out, sizeof(out), MSG_NOSIGNAL | MSG_DONTWAIT) ==
 	    (ssize_t)sizeof(out) ? 0 : ROCK_ERR_SYSTEM;
@@ -307,7 +334,7 @@ reconnect_reject(struct reconnect *rc, uint8_t code, const char *why)
 	rc->e->stats.reconnect_rejected++;
 	stranger(rc->e, ROCK_STRANGER_RECONNECT, "reconnect rejected: %s",
 	    why);
-	send_error(rc->fd, code, why);
+	send_error(rc->e, rc->fd, code, why, rc->buf, rc->have);
 	reconnect_free(rc, 1);
 }
 

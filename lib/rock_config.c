@@ -8,9 +8,10 @@
 #include "rock_config.h"
 #include "rock_env.h"
 #include "rock_err.h"
+#include "rock_known.h"
 #include "rock_parse.h"
 
-enum env_kind { ENV_INT, ENV_MODE, ENV_LOG, ENV_PORT_MAP };
+enum env_kind { ENV_INT, ENV_MODE, ENV_LOG, ENV_PORT_MAP, ENV_PATH, ENV_KEY };
 
 struct env_var {
 	const char *name;
@@ -57,6 +58,12 @@ static const struct env_var env_vars[ROCK_ENV_NVARS] = {
 	    "milliseconds, 0 to 3600000" },
 	{ ROCK_ENV_SUSPEND_TIMEOUT, ENV_INT, 0, 2147483647LL,
 	    FIELD(suspend_timeout_s), "seconds, 0 (never) to 2147483647" },
+	{ ROCK_ENV_KNOWN_SERVERS, ENV_PATH, 0, 0, FIELD(trust.path),
+	    "an absolute file path, or empty (keep no server keys)" },
+	{ ROCK_ENV_SERVER_KEY, ENV_KEY, 0, 0, FIELD(trust.pin),
+	    "a server key as rockd logs it: 44 characters of base64" },
+	{ ROCK_ENV_ACCEPT_NEW_KEY, ENV_INT, 0, 1, FIELD(trust.accept_new),
+	    "0 or 1" },
 };
 
 void
@@ -191,6 +198,21 @@ parse_port_map(const char *s, struct rock_config *cfg)
 	return 0;
 }
 
+/* Absolute, or empty to turn the file off: a relative path would follow
+ * whatever directory the program is in. */
+static int
+parse_path(const char *s, char *out, size_t n)
+{
+	size_t len = strlen(s);
+
+	if (len > 0 && s[0] != '/')
+		return ROCK_ERR_BAD_WORD;
+	if (len >= n)
+		return ROCK_ERR_TOO_LARGE;
+	memcpy(out, s, len + 1);
+	return 0;
+}
+
 static int
 parse_var(const struct env_var *v, const char *s, struct rock_config *cfg)
 {
@@ -204,6 +226,15 @@ parse_var(const struct env_var *v, const char *s, struct rock_config *cfg)
 		return parse_log(s, cfg);
 	case ENV_PORT_MAP:
 		return parse_port_map(s, cfg);
+	case ENV_PATH:
+		return parse_path(s, cfg->trust.path, sizeof(cfg->trust.path));
+	case ENV_KEY:
+		if (*s == '\0')
+			return ROCK_ERR_EMPTY;
+		if ((r = rock_key_parse(s, cfg->trust.pin)) != 0)
+			return r;
+		cfg->trust.pinned = 1;
+		return 0;
 	case ENV_INT:
 		if ((r = rock_parse_ll(s, v->min, v->max, &n)) != 0)
 			return r;
@@ -237,6 +268,25 @@ report_once(struct rock_env_parser *p, size_t i, const char *value, int err)
 		    env_vars[i].accepted);
 }
 
+/* $XDG_CONFIG_HOME/rock/known_servers, else ~/.config/rock/known_servers;
+ * none without a home. */
+static void
+default_known_servers(struct rock_config *cfg, struct rock_env_parser *p)
+{
+	const char *xdg = p->get(p->get_arg, XDG_ENV_CONFIG_HOME);
+	const char *home = p->get(p->get_arg, HOME_ENV);
+	size_t n = sizeof(cfg->trust.path);
+	int w = -1;
+
+	if (xdg != NULL && xdg[0] == '/')
+		w = snprintf(cfg->trust.path, n, "%s/rock/known_servers", xdg);
+	else if (home != NULL && home[0] == '/')
+		w = snprintf(cfg->trust.path, n, "%s/.config/rock/known_servers",
+		    home);
+	if (w < 0 || (size_t)w >= n)
+		cfg->trust.path[0] = '\0';
+}
+
 void
 rock_config_from_env(struct rock_config *cfg, struct rock_env_parser *p)
 {
@@ -244,6 +294,7 @@ rock_config_from_env(struct rock_config *cfg, struct rock_env_parser *p)
 	int r;
 
 	rock_config_defaults(cfg);
+	default_known_servers(cfg, p);
 	for (i = 0; i < ROCK_ENV_NVARS; i++) {
 		const char *s = p->get(p->get_arg, env_vars[i].name);
 

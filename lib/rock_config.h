@@ -4,6 +4,10 @@
 
 #include <limits.h>
 
+#include <stdint.h>
+
+#include "rock_wire.h"
+
 enum rock_mode {
 	ROCK_MODE_ROCK = 0,	/* default: reliable sockets, keepalive baseline */
 	ROCK_MODE_KEEPALIVE,	/* libdontdie-style: keepalive only */
@@ -30,6 +34,15 @@ struct rock_port_map {
 	unsigned short from, to;
 };
 
+/* What a client trusts (the library's ROCK_KNOWN_SERVERS, ROCK_SERVER_KEY,
+ * ROCK_ACCEPT_NEW_KEY). Zeroed: any key, nothing recorded. */
+struct rock_trust {
+	char path[PATH_MAX];		/* the known-servers file; "": none */
+	int pinned;			/* every server must have pin */
+	uint8_t pin[ROCK_IDENT_LEN];
+	int accept_new;			/* a changed key replaces the known one */
+};
+
 struct rock_config {
 	enum rock_mode mode;
 	int use_keepalive;		/* 1: turn SO_KEEPALIVE on */
@@ -46,6 +59,7 @@ struct rock_config {
 	int probe_timeout_ms;		/* EDP probe of a new destination */
 	int linger_ms;			/* at exit: wait for peers to consume */
 	int suspend_timeout_s;		/* give a suspended rock up; 0: never */
+	struct rock_trust trust;	/* server keys: known file, pin, accept new */
 };
 
 /* The enhanced port for a destination port: itself unless mapped. */
@@ -59,7 +73,7 @@ typedef void rock_env_warn_fn(void *arg, const char *var, const char *value,
 /* Looks a variable up; returns NULL when unset (getenv has this shape). */
 typedef const char *rock_env_get_fn(void *arg, const char *name);
 
-#define ROCK_ENV_NVARS 17
+#define ROCK_ENV_NVARS 20
 
 /*
  * The parser remembers the bad values it has reported, so that re-reading

@@ -8,9 +8,12 @@
 #include "rock_crypto.h"
 #include "rock_err.h"
 
-#define LABEL_HB "rocks hb v3"
-#define LABEL_RQ "rocks rq v3"
-#define LABEL_OK "rocks ok v3"
+#define LABEL_HB "rocks hb v4"
+#define LABEL_RQ "rocks rq v4"
+#define LABEL_OK "rocks ok v4"
+#define LABEL_HELLO "rocks server hello v4"
+#define LABEL_ERROR "rocks error v4"
+#define DIGEST_LEN 32
 
 int
 rock_crypto_init(void)
@@ -117,6 +120,64 @@ rock_ok_tag(uint8_t out[ROCK_TAG_LEN], const uint8_t key[ROCK_KEY_LEN],
 	};
 
 	tag_spans(out, key, LABEL_OK, s, 3);
+}
+
+void
+rock_identity_new(struct rock_identity *id)
+{
+	crypto_sign_keypair(id->pk, id->sk);
+}
+
+void
+rock_identity_from_seed(struct rock_identity *id,
+    const uint8_t seed[ROCK_KEY_LEN])
+{
+	crypto_sign_seed_keypair(id->pk, id->sk, seed);
+}
+
+void
+rock_identity_wipe(struct rock_identity *id)
+{
+	sodium_memzero(id->sk, sizeof(id->sk));
+}
+
+/* What is signed: BLAKE2b-256 of the label and the spans, so the
+ * signature's input has one size whatever the message. */
+static void
+answer_digest(uint8_t out[DIGEST_LEN], enum rock_answer kind,
+    const uint8_t *sent, size_t nsent, const uint8_t *msg, size_t nmsg)
+{
+	const char *label = kind == ROCK_ANSWER_HELLO ? LABEL_HELLO : LABEL_ERROR;
+	crypto_generichash_state st;
+
+	crypto_generichash_init(&st, NULL, 0, DIGEST_LEN);
+	crypto_generichash_update(&st, (const uint8_t *)label, strlen(label));
+	crypto_generichash_update(&st, sent, nsent);
+	crypto_generichash_update(&st, msg, nmsg);
+	crypto_generichash_final(&st, out, DIGEST_LEN);
+}
+
+void
+rock_answer_sign(uint8_t sig[ROCK_SIG_LEN], const struct rock_identity *id,
+    enum rock_answer kind, const uint8_t *sent, size_t nsent,
+    const uint8_t *msg, size_t nmsg)
+{
+	uint8_t d[DIGEST_LEN];
+
+	answer_digest(d, kind, sent, nsent, msg, nmsg);
+	crypto_sign_detached(sig, NULL, d, sizeof(d), id->sk);
+}
+
+int
+rock_answer_verify(const uint8_t sig[ROCK_SIG_LEN],
+    const uint8_t ident[ROCK_IDENT_LEN], enum rock_answer kind,
+    const uint8_t *sent, size_t nsent, const uint8_t *msg, size_t nmsg)
+{
+	uint8_t d[DIGEST_LEN];
+
+	answer_digest(d, kind, sent, nsent, msg, nmsg);
+	return crypto_sign_verify_detached(sig, d, sizeof(d), ident) == 0 ?
+	    0 : ROCK_ERR_AUTH;
 }
 
 int

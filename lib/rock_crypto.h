@@ -18,6 +18,13 @@ struct rock_keys {
 	uint8_t rx[ROCK_KEY_LEN];
 };
 
+/* A server's long-term identity (Ed25519): a 32-byte seed is all a key
+ * file holds; sk is libsodium's expanded secret key. */
+struct rock_identity {
+	uint8_t pk[ROCK_IDENT_LEN];
+	uint8_t sk[64];
+};
+
 /* sodium_init(); 0 or ROCK_ERR_CRYPTO. Safe to call again. */
 int rock_crypto_init(void);
 
@@ -46,6 +53,25 @@ void rock_request_tag(uint8_t out[ROCK_TAG_LEN], const uint8_t key[ROCK_KEY_LEN]
 void rock_ok_tag(uint8_t out[ROCK_TAG_LEN], const uint8_t key[ROCK_KEY_LEN],
     const uint8_t id[ROCK_ID_LEN], const uint8_t client_nonce[ROCK_NONCE_LEN],
     const uint8_t msg[ROCK_RECONNECT_OK_LEN - ROCK_TAG_LEN]);
+
+void rock_identity_new(struct rock_identity *id);
+void rock_identity_from_seed(struct rock_identity *id,
+    const uint8_t seed[ROCK_KEY_LEN]);
+void rock_identity_wipe(struct rock_identity *id);
+
+/* What a server's answer is signed for (doc/PROTOCOL.md 2.4, 5). */
+enum rock_answer { ROCK_ANSWER_HELLO, ROCK_ANSWER_ERROR };
+/* The signature of an answer: over its label, every byte the client sent
+ * on that connection (sent: the announcement and CLIENT_HELLO, or the
+ * RECONNECT_REQUEST; fresh by its nonce) and the answer's own bytes
+ * before the signature (msg). */
+void rock_answer_sign(uint8_t sig[ROCK_SIG_LEN], const struct rock_identity *id,
+    enum rock_answer kind, const uint8_t *sent, size_t nsent,
+    const uint8_t *msg, size_t nmsg);
+/* 0, or ROCK_ERR_AUTH: not signed by ident for these bytes. */
+int rock_answer_verify(const uint8_t sig[ROCK_SIG_LEN],
+    const uint8_t ident[ROCK_IDENT_LEN], enum rock_answer kind,
+    const uint8_t *sent, size_t nsent, const uint8_t *msg, size_t nmsg);
 
 /* Constant-time comparison: 1 when equal. */
 int rock_equal(const void *a, const void *b, size_t n);

@@ -199,8 +199,29 @@ probe(const struct sockaddr *addr, socklen_t len, int64_t deadline,
 	return ROCK_ERR_NOT_ENHANCED;
 }
 
+/* A refusal's signature, by the key the client trusts for the server,
+ * over what the client sent: 0, or ROCK_ERR_AUTH (logged, within the
+ * engine's budget). */
 static int
-read_error_reply(int fd, uint8_t first, int64_t deadline)
+refusal_verify(struct rock_engine *e, const uint8_t ident[ROCK_IDENT_LEN],
+    const struct rock_error_msg *em, const uint8_t *msg, size_t nmsg,
+    const uint8_t *sent, size_t nsent)
+{
+	if (rock_answer_verify(em->sig, ident, ROCK_ANSWER_ERROR, sent, nsent,
+	    msg, nmsg - ROCK_SIG_LEN) == 0)
+		return 0;
+	rlog_limited(e->log, &e->stranger_log[ROCK_STRANGER_FORGED],
+	    ROCK_LOG_WARN, "a refusal (code %u, \"%s\") not signed by the "
+	    "server's key: ignored, taken as a failed attempt", em->code,
+	    em->text);
+	return ROCK_ERR_AUTH;
+}
+
+/* known: the server's key, if the client knows it; a refusal it cannot
+ * prove is then only a failed attempt. */
+static int
+read_error_reply(struct rock_engine *e, int fd, uint8_t first,
+    int64_t deadline, const uint8_t *known, const uint8_t *hello)
 {
 	uint8_t buf[ROCK_ERROR_MAX_LEN];
 	struct rock_error_msg em;
@@ -209,10 +230,13 @@ read_error_reply(int fd, uint8_t first, int64_t deadline)
 
 	buf[0] = first;
 	if ((r = read_exact(fd, buf + 1, 2, deadline)) != 0 ||
-	    (r = read_exact(fd, buf + 3, buf[2] <= ROCK_ERROR_MAX_TEXT ?
-	    buf[2] : 0, deadline)) != 0)
+	    (r = read_exact(fd, buf + 3, (buf[2] <= ROCK_ERROR_MAX_TEXT ?
+	    buf[2] : 0) + ROCK_SIG_LEN, deadline)) != 0)
 		return ROCK_ERR_PROTOCOL;
-	if (rock_error_decode(&em, buf, 3 + (size_t)buf[2], &used) != 0)
+	if (rock_error_decode(&em, buf, sizeof(buf), &used) != 0)
+		return ROCK_ERR_PROTOCOL;
+	if (known != NULL && em.code != ROCK_WERR_VERSION &&
+	    refusal_verify(e, known, &em, buf, used, hello, ROCK_HELLO_TOTAL) != 0)
 		return ROCK_ERR_PROTOCOL;
 	switch (em.code) {
 	case ROCK_WERR_STALE:
@@ -229,7 +253,7 @@ read_error_reply(int fd, uint8_t first, int64_t deadline)
 static void
 build_hello(const struct rock_engine *e, int fd,
     const uint8_t ann[ROCK_ANNOUNCE_LEN], const struct rock_keypair *kp,
-    uint8_t out[ROCK_ANNOUNCE_LEN + ROCK_CLIENT_HELLO_LEN])
+    uint8_t out[ROCK_HELLO_TOTAL])
 {
 	struct rock_client_hello ch;
 
@@ -238,28 +262,38 @@ build_hello(const struct rock_engine *e, int fd,
 	memcpy(ch.pk, kp->pk, ROCK_KEY_LEN);
 	rock_socket_buffers(e, fd, &ch.rcvbuf, &ch.sndbuf);
 	ch.udp_port = e->udp_port;
+	rock_random(ch.nonce, ROCK_NONCE_LEN);
 	memcpy(out, ann, ROCK_ANNOUNCE_LEN);
 	rock_client_hello_encode(&ch, out + ROCK_ANNOUNCE_LEN);
 }
 
-/* The rest of the hello (what the SYN did not carry), then the answer. */
+/* The rest of the hello (what the SYN did not carry), then the answer:
+ * a SERVER_HELLO signed by the key it names over the whole exchange, or a
+ * refusal. */
 static int
-hello_exchange(int fd, const uint8_t *hello, size_t n, int64_t deadline,
+hello_exchange(struct rock_engine *e, int fd, const uint8_t *hello,
+    size_t sent, int64_t deadline, const uint8_t *known,
     struct rock_server_hello *sh)
 {
 	uint8_t in[ROCK_SERVER_HELLO_LEN];
 	int r;
 
-	if ((r = write_all(fd, hello, n, deadline)) != 0 ||
+	if ((r = write_all(fd, hello + sent, ROCK_HELLO_TOTAL - sent, deadline)) != 0 ||
 	    (r = read_exact(fd, in, 1, deadline)) != 0)
 		return r == ROCK_ERR_SHORT ? ROCK_ERR_PROTOCOL : r;
 	if (in[0] == ROCK_MSG_ERROR)
-		return read_error_reply(fd, in[0], deadline);
+		return read_error_reply(e, fd, in[0], deadline, known, hello);
 	if ((r = read_exact(fd, in + 1, sizeof(in) - 1, deadline)) != 0)
 		return r == ROCK_ERR_SHORT ? ROCK_ERR_PROTOCOL : r;
 	if (rock_server_hello_decode(sh, in) != 0 || sh->version != ROCK_VERSION ||
 	    (sh->features & ~ROCK_FEAT_ALL) != 0)
 		return ROCK_ERR_PROTOCOL;
+	if (rock_answer_verify(sh->sig, sh->ident, ROCK_ANSWER_HELLO, hello,
+	    ROCK_HELLO_TOTAL, in, ROCK_SERVER_HELLO_SIGNED) != 0) {
+		rlog_warn(e->log, "handshake: the server's hello is not signed "
+		    "by the key it names; dropped");
+		return ROCK_ERR_PROTOCOL;
+	}
 	return 0;
 }
 
@@ -281,6 +315,7 @@ make_session(struct rock_engine *e, int fd, const struct sockaddr *addr,
 	    rock_ring_cap_for(e, snd, peer_rcv), cbs, arg, &s)) != 0)
 		return r;
 	s->features = sh->features;
+	memcpy(s->server_ident, sh->ident, ROCK_IDENT_LEN);
 	s->tcp_bound = rock_tcp_bound(snd, peer_rcv);
 	memcpy(&s->peer, addr, len);
 	s->peer_len = len;
@@ -413,17 +448,18 @@ handshake_once(struct rock_engine *e, const struct sockaddr *addr,
     socklen_t len, int64_t deadline, const struct rock_session_cbs *cbs,
     void *arg, struct rock_session **out)
 {
-	uint8_t ann[ROCK_ANNOUNCE_LEN];
+	uint8_t ann[ROCK_ANNOUNCE_LEN], known[ROCK_IDENT_LEN];
 	struct rock_server_hello sh;
-	uint8_t hello[ROCK_ANNOUNCE_LEN + ROCK_CLIENT_HELLO_LEN];
+	uint8_t hello[ROCK_HELLO_TOTAL];
 	struct rock_keypair kp;
 	struct rock_keys keys;
-	int fd = -1, r, rtt, err;
+	int fd = -1, r, rtt, err, have_known;
 	size_t sent;
 	int64_t t0, bound;
 
 	if ((r = announcement_for(e, addr, len, deadline, ann)) != 0)
 		return r;
+	have_known = rock_trust_known(&e->trust, e->log, addr, len, known);
 	t0 = rock_now_ms();
 	/* The timeout bounds the search for a rockd. One found gets as long
 	 * for the handshake as a server gives any (its backend dial is in it):
@@ -448,8 +484,9 @@ handshake_once(struct rock_engine *e, const struct sockaddr *addr,
 	bound = t0 + rtt + rock_handshake_ms(e, rtt);
 	if (deadline < bound)
 		deadline = bound;
-	if ((r = hello_exchange(fd, hello + sent, sizeof(hello) - sent, deadline,
-	    &sh)) == 0 &&
+	if ((r = hello_exchange(e, fd, hello, sent, deadline, have_known ?
+	    known : NULL, &sh)) == 0 &&
+	    (r = rock_trust_check(&e->trust, e->log, addr, len, sh.ident)) == 0 &&
 	    (r = rock_keys_client(&keys, &kp, sh.pk)) == 0) {
 		rock_engine_enter(e);
 		r = make_session(e, fd, addr, len, &sh, &keys, cbs, arg, out);
@@ -714,6 +751,7 @@ send_request(struct rock_attempt *a, short wait)
 	rock_random(a->nonce, ROCK_NONCE_LEN);
 	rock_dial_request_encode(s, a->nonce, a->number,
 	    lowest_open(s->dial, a->number), s->flags, out);
+	memcpy(a->req, out, sizeof(a->req));
 	/* 85 bytes on a fresh connection always fit its send buffer. */
 	if (send(a->fd, out, sizeof(out), MSG_NOSIGNAL | MSG_DONTWAIT) !=
 	    (ssize_t)sizeof(out))
@@ -914,7 +952,7 @@ read_reply(struct rock_attempt *a, size_t want)
 	ssize_t got;
 
 	if (a->have > 0 && a->buf[0] == ROCK_MSG_ERROR)
-		need = a->have < 3 ? 3 : 3 + (size_t)a->buf[2];
+		need = a->have < 3 ? 3 : 3 + (size_t)a->buf[2] + ROCK_SIG_LEN;
 	got = recv(a->fd, a->buf + a->have, need - a->have, MSG_DONTWAIT);
 	if (got < 0)
 		return errno == EAGAIN || errno == EINTR ? 0 : -1;
@@ -922,11 +960,14 @@ read_reply(struct rock_attempt *a, size_t want)
 		return -1;
 	a->have += (size_t)got;
 	if (a->buf[0] == ROCK_MSG_ERROR)
-		return a->have >= 3 && a->have == 3 + (size_t)a->buf[2] ? 1 : 0;
+		return a->have >= 3 &&
+		    a->have == 3 + (size_t)a->buf[2] + ROCK_SIG_LEN ? 1 : 0;
 	return a->have == want ? 1 : 0;
 }
 
-/* The server says the session is gone or our key is wrong: give up. A
+/* The server says the session is gone or our key is wrong: give up, if
+ * the server's key signed that for this attempt's request; else anyone
+ * on the path could end the rock, and it is only a failed attempt. A
  * SUPERSEDED answer concerns that connection only. */
 static void
 attempt_refused(struct rock_attempt *a)
@@ -938,6 +979,11 @@ attempt_refused(struct rock_attempt *a)
 	if (rock_error_decode(&em, a->buf, a->have, &used) != 0 ||
 	    (em.code != ROCK_WERR_UNKNOWN && em.code != ROCK_WERR_AUTH)) {
 		attempt_failed(a, "server answered with an error");
+		return;
+	}
+	if (refusal_verify(s->e, s->server_ident, &em, a->buf, used, a->req,
+	    sizeof(a->req)) != 0) {
+		attempt_failed(a, "unsigned refusal");
 		return;
 	}
 	/* Both streams ended and all we sent was consumed before the server
@@ -1053,7 +1099,10 @@ attempt_step(struct rock_attempt *a, short what)
 		return;
 	}
 	r = read_reply(a, ROCK_RECONNECT_OK_LEN);
-	if (r < 0)
+	/* Part of the answer: its event fired once, wait for the rest. */
+	if (r == 0 && attempt_arm(a, EV_READ) != 0)
+		attempt_failed(a, "no memory for an event");
+	else if (r < 0)
 		attempt_failed(a, "connection closed before the answer");
 	else if (r > 0 && a->buf[0] == ROCK_MSG_ERROR)
 		attempt_refused(a);

@@ -93,6 +93,8 @@ engine_new(struct rock_engine **out, struct event_base *base,
 	e->stranger_log[ROCK_STRANGER_HANDSHAKE].what = "failed handshake";
 	e->stranger_log[ROCK_STRANGER_RECONNECT].what = "refused reconnect";
 	e->stranger_log[ROCK_STRANGER_REFUSAL].what = "refusal";
+	e->stranger_log[ROCK_STRANGER_FORGED].what = "unsigned refusal";
+	rock_identity_new(&e->ident);
 	e->udp_fd = e->nl_fd = -1;
 	if (cfg != NULL)
 		e->cfg = *cfg;
@@ -101,6 +103,7 @@ engine_new(struct rock_engine **out, struct event_base *base,
 	make_announcement(e);
 	e->rmem_max = rmem_max();
 	if ((e->open_packets = calloc(OPEN_PACKETS, sizeof(*e->open_packets))) == NULL) {
+		rock_identity_wipe(&e->ident);
 		free(e);
 		return ROCK_ERR_NOMEM;
 	}
@@ -133,6 +136,7 @@ rock_engine_free(struct rock_engine *e)
 	rock_control_close(e);
 	free(e->table);
 	free(e->open_packets);
+	rock_identity_wipe(&e->ident);
 	free(e);
 }
 
@@ -143,6 +147,24 @@ rock_engine_set_lock(struct rock_engine *e, void (*lock)(void *),
 	e->lock = lock;
 	e->unlock = unlock;
 	e->lock_arg = arg;
+}
+
+void
+rock_engine_set_identity(struct rock_engine *e, const struct rock_identity *id)
+{
+	e->ident = *id;
+}
+
+const uint8_t *
+rock_engine_identity(const struct rock_engine *e)
+{
+	return e->ident.pk;
+}
+
+void
+rock_engine_set_trust(struct rock_engine *e, const struct rock_trust *t)
+{
+	e->trust = *t;
 }
 
 void

@@ -10,6 +10,7 @@
 #include <event2/event.h>
 
 #include "rock_crypto.h"
+#include "rock_known.h"
 #include "rock_log.h"
 #include "rock_ring.h"
 #include "rock_wire.h"
@@ -94,6 +95,13 @@ void rock_engine_set_lock(struct rock_engine *e, void (*lock)(void *),
 /* Applies to rocks suspended now and later; 0: never give up. */
 void rock_engine_set_suspend_timeout(struct rock_engine *e, long seconds);
 const uint8_t *rock_engine_announcement(const struct rock_engine *e);
+/* Server: the long-term key SERVER_HELLO proves and refusals are signed
+ * with (rockd's key file); until set, one the engine made at start. */
+void rock_engine_set_identity(struct rock_engine *e,
+    const struct rock_identity *id);
+const uint8_t *rock_engine_identity(const struct rock_engine *e);
+/* Client: the server keys it trusts (zeroed, the default: any). */
+void rock_engine_set_trust(struct rock_engine *e, const struct rock_trust *t);
 size_t rock_engine_nsessions(const struct rock_engine *e);
 size_t rock_engine_nhandshakes(const struct rock_engine *e);
 /* Finished rocks whose last record is still being repeated to the peer. */
@@ -126,6 +134,7 @@ enum rock_stranger {
 	ROCK_STRANGER_HANDSHAKE,	/* a hello that failed */
 	ROCK_STRANGER_RECONNECT,	/* a reconnect refused or cut short */
 	ROCK_STRANGER_REFUSAL,		/* BUSY: the owner's limits */
+	ROCK_STRANGER_FORGED,		/* client: a refusal not signed by the server */
 	ROCK_STRANGER_KINDS
 };
 struct rock_log_limit *rock_engine_stranger_log(struct rock_engine *e,

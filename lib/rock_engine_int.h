@@ -28,6 +28,7 @@ struct rock_attempt {
 	int rtt_ms;			/* that handshake's round trip */
 	int64_t started_ms;		/* launched, or connected */
 	uint8_t nonce[ROCK_NONCE_LEN];
+	uint8_t req[ROCK_RECONNECT_REQ_LEN];	/* sent: what a refusal signs */
 	uint8_t buf[ROCK_ERROR_MAX_LEN];
 	size_t have;
 	struct event *ev;
@@ -50,6 +51,7 @@ struct rock_session {
 	uint8_t id[ROCK_ID_LEN];
 	char name[9];
 	struct rock_keys keys;
+	uint8_t server_ident[ROCK_IDENT_LEN];	/* client: its refusals' signer */
 	uint16_t features;
 
 	int fd;				/* data connection; -1 when none */
@@ -159,6 +161,8 @@ struct rock_engine {
 	int nl_fd;			/* rtnetlink: address and route changes */
 	struct event *ev_nl;
 	uint8_t announcement[ROCK_ANNOUNCE_LEN];
+	struct rock_identity ident;	/* server: proven in every handshake */
+	struct rock_trust trust;	/* client: the server keys it takes */
 	struct rock_session **table;
 	size_t table_size, nsessions;
 	struct rock_session *all;

@@ -17,6 +17,15 @@
 #define ROCK_ENV_LINGER_MS		"ROCK_LINGER_MS"
 #define ROCK_ENV_SUSPEND_TIMEOUT	"ROCK_SUSPEND_TIMEOUT"
 
+/* Server keys (doc/PROTOCOL.md 2.4): the known-servers file, a pinned
+ * key, and taking a changed key once. */
+#define ROCK_ENV_KNOWN_SERVERS		"ROCK_KNOWN_SERVERS"
+#define ROCK_ENV_SERVER_KEY		"ROCK_SERVER_KEY"
+#define ROCK_ENV_ACCEPT_NEW_KEY		"ROCK_ACCEPT_NEW_KEY"
+/* Where the known-servers file is by default: the XDG config directory. */
+#define XDG_ENV_CONFIG_HOME		"XDG_CONFIG_HOME"
+#define HOME_ENV			"HOME"
+
 /* libdontdie's variables, with libdontdie's meanings. */
 #define DD_ENV_DEBUG			"DD_DEBUG"
 #define DD_ENV_KEEPALIVE_TIME		"DD_TCP_KEEPALIVE_TIME"

@@ -24,6 +24,7 @@ static const char *const rock_err_text[] = {
 	"peer is not enhanced",
 	"peer refused the connection",
 	"peer no longer knows the session",
+	"server's key is not the one known for it",
 };
 
 /* A code added without its text would shift every later text. */

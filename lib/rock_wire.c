@@ -88,6 +88,7 @@ rock_client_hello_encode(const struct rock_client_hello *h,
 	put32(out + 36, h->rcvbuf);
 	put32(out + 40, h->sndbuf);
 	put16(out + 44, h->udp_port);
+	memcpy(out + 46, h->nonce, ROCK_NONCE_LEN);
 }
 
 int
@@ -102,6 +103,7 @@ rock_client_hello_decode(struct rock_client_hello *h,
 	h->rcvbuf = get32(in + 36);
 	h->sndbuf = get32(in + 40);
 	h->udp_port = get16(in + 44);
+	memcpy(h->nonce, in + 46, ROCK_NONCE_LEN);
 	return 0;
 }
 
@@ -118,6 +120,8 @@ rock_server_hello_encode(const struct rock_server_hello *h,
 	put32(out + 56, h->sndbuf);
 	put16(out + 60, h->udp_port);
 	put16(out + 62, 0);
+	memcpy(out + 64, h->ident, ROCK_IDENT_LEN);
+	memcpy(out + 96, h->sig, ROCK_SIG_LEN);
 }
 
 int
@@ -133,6 +137,8 @@ rock_server_hello_decode(struct rock_server_hello *h,
 	h->rcvbuf = get32(in + 52);
 	h->sndbuf = get32(in + 56);
 	h->udp_port = get16(in + 60);
+	memcpy(h->ident, in + 64, ROCK_IDENT_LEN);
+	memcpy(h->sig, in + 96, ROCK_SIG_LEN);
 	return 0;
 }
 
@@ -208,7 +214,8 @@ rock_error_encode(uint8_t code, const char *text, uint8_t out[ROCK_ERROR_MAX_LEN
 	out[1] = code;
 	out[2] = (uint8_t)n;
 	memcpy(out + 3, text, n);
-	return 3 + n;
+	memset(out + 3 + n, 0, ROCK_SIG_LEN);
+	return 3 + n + ROCK_SIG_LEN;
 }
 
 int
@@ -221,7 +228,7 @@ rock_error_decode(struct rock_error_msg *e, const uint8_t *in, size_t n,
 		return ROCK_ERR_SHORT;
 	if (in[0] != ROCK_MSG_ERROR || in[2] > ROCK_ERROR_MAX_TEXT)
 		return ROCK_ERR_PROTOCOL;
-	if (n < 3 + (size_t)in[2])
+	if (n < 3 + (size_t)in[2] + ROCK_SIG_LEN)
 		return ROCK_ERR_SHORT;
 	e->code = in[1];
 	e->len = in[2];
@@ -230,7 +237,8 @@ rock_error_decode(struct rock_error_msg *e, const uint8_t *in, size_t n,
 		e->text[i] = in[3 + i] >= 0x20 && in[3 + i] < 0x7f ?
 		    (char)in[3 + i] : '?';
 	e->text[e->len] = '\0';
-	*used = 3 + (size_t)e->len;
+	memcpy(e->sig, in + 3 + e->len, ROCK_SIG_LEN);
+	*used = 3 + (size_t)e->len + ROCK_SIG_LEN;
 	return 0;
 }
 

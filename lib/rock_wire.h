@@ -5,7 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define ROCK_VERSION		3
+#define ROCK_VERSION		4
 #define ROCK_MAGIC_LEN		8
 #define ROCK_ANNOUNCE_LEN	1024
 #define ROCK_ANNOUNCE_RANDOM	1012
@@ -13,6 +13,9 @@
 #define ROCK_ID_LEN		16
 #define ROCK_NONCE_LEN		16
 #define ROCK_TAG_LEN		16
+/* The server's long-term identity: Ed25519. */
+#define ROCK_IDENT_LEN		32
+#define ROCK_SIG_LEN		64
 
 #define ROCK_FEAT_UDP		0x0001u
 #define ROCK_FEAT_RECONNECT	0x0002u
@@ -45,12 +48,16 @@ enum rock_wire_error {
 /* Reconnect requests only: a status exchange; the data connection stays. */
 #define ROCK_FLAG_STATUS	0x8u
 
-#define ROCK_CLIENT_HELLO_LEN	46
-#define ROCK_SERVER_HELLO_LEN	64
+#define ROCK_CLIENT_HELLO_LEN	62
+#define ROCK_SERVER_HELLO_LEN	160
+/* What a client sends on a new data connection: announcement, hello. */
+#define ROCK_HELLO_TOTAL	(ROCK_ANNOUNCE_LEN + ROCK_CLIENT_HELLO_LEN)
+/* SERVER_HELLO's bytes that its signature covers. */
+#define ROCK_SERVER_HELLO_SIGNED (ROCK_SERVER_HELLO_LEN - ROCK_SIG_LEN)
 #define ROCK_RECONNECT_REQ_LEN	85
 #define ROCK_RECONNECT_OK_LEN	37
 #define ROCK_ERROR_MAX_TEXT	200
-#define ROCK_ERROR_MAX_LEN	(3 + ROCK_ERROR_MAX_TEXT)
+#define ROCK_ERROR_MAX_LEN	(3 + ROCK_ERROR_MAX_TEXT + ROCK_SIG_LEN)
 
 #define ROCK_HB_HEADER_LEN	6
 #define ROCK_HB_RECORD_LEN	60
@@ -72,6 +79,7 @@ struct rock_client_hello {
 	uint8_t pk[ROCK_KEY_LEN];
 	uint32_t rcvbuf, sndbuf;
 	uint16_t udp_port;
+	uint8_t nonce[ROCK_NONCE_LEN];	/* fresh: a refusal signs it */
 };
 
 struct rock_server_hello {
@@ -81,6 +89,8 @@ struct rock_server_hello {
 	uint8_t pk[ROCK_KEY_LEN];
 	uint32_t rcvbuf, sndbuf;
 	uint16_t udp_port;
+	uint8_t ident[ROCK_IDENT_LEN];	/* the server's long-term key */
+	uint8_t sig[ROCK_SIG_LEN];	/* by it, over the handshake */
 };
 
 /* RECONNECT_REQUEST: who, which attempt, and the client's counts; the tag
@@ -105,10 +115,13 @@ struct rock_reconnect_ok {
 	uint8_t tag[ROCK_TAG_LEN];
 };
 
+/* ERROR: a code, text for logs, and the server's signature over what the
+ * client sent on that connection (rock_crypto). */
 struct rock_error_msg {
 	uint8_t code;
 	uint8_t len;
 	char text[ROCK_ERROR_MAX_TEXT + 1];
+	uint8_t sig[ROCK_SIG_LEN];
 };
 
 struct rock_hb_record {
@@ -126,7 +139,8 @@ void rock_client_hello_encode(const struct rock_client_hello *h, uint8_t out[ROC
 void rock_server_hello_encode(const struct rock_server_hello *h, uint8_t out[ROCK_SERVER_HELLO_LEN]);
 void rock_reconnect_req_encode(const struct rock_reconnect_req *r, uint8_t out[ROCK_RECONNECT_REQ_LEN]);
 void rock_reconnect_ok_encode(const struct rock_reconnect_ok *o, uint8_t out[ROCK_RECONNECT_OK_LEN]);
-/* Returns the length written (3 + text length, text cut at 200 bytes). */
+/* Returns the length written (3 + text length + 64, text cut at 200
+ * bytes); the signature, its last 64 bytes, is left zero for the signer. */
 size_t rock_error_encode(uint8_t code, const char *text, uint8_t out[ROCK_ERROR_MAX_LEN]);
 void rock_hb_record_encode(const struct rock_hb_record *r, uint8_t out[ROCK_HB_RECORD_LEN]);
 void rock_hb_header_encode(uint8_t nrecords, uint8_t out[ROCK_HB_HEADER_LEN]);
@@ -141,7 +155,8 @@ int rock_client_hello_decode(struct rock_client_hello *h, const uint8_t in[ROCK_
 int rock_server_hello_decode(struct rock_server_hello *h, const uint8_t in[ROCK_SERVER_HELLO_LEN]);
 int rock_reconnect_req_decode(struct rock_reconnect_req *r, const uint8_t in[ROCK_RECONNECT_REQ_LEN]);
 int rock_reconnect_ok_decode(struct rock_reconnect_ok *o, const uint8_t in[ROCK_RECONNECT_OK_LEN]);
-/* n bytes available; ROCK_ERR_SHORT when more are needed, else *used set. */
+/* n bytes available; ROCK_ERR_SHORT when more are needed, else *used set
+ * (the whole message, signature included). */
 int rock_error_decode(struct rock_error_msg *e, const uint8_t *in, size_t n, size_t *used);
 void rock_hb_record_decode(struct rock_hb_record *r, const uint8_t in[ROCK_HB_RECORD_LEN]);
 /* Checks a packet's header and length; *nrecords set on success. */

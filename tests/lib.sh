@@ -27,6 +27,9 @@ t_skip=0
 # A scratch directory, removed on success or skip (77), kept (and named)
 # on failure.
 t_tmp=$(mktemp -d "${TMPDIR:-/tmp}/rocktest.XXXXXX")
+# Server keys (rockd's, made on first start) and the clients' known
+# servers are the test's own: nothing of the user's is read or written.
+export XDG_STATE_HOME="$t_tmp/state" XDG_CONFIG_HOME="$t_tmp/config"
 t_finish() {
 	local rc=$?
 	if [ "$t_fail" -eq 0 ] && { [ "$rc" -eq 0 ] || [ "$rc" -eq 77 ]; }; then

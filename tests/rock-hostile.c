@@ -35,6 +35,7 @@ struct session {
 	const struct target *t;
 	uint8_t ann[ROCK_ANNOUNCE_LEN];
 	uint8_t id[ROCK_ID_LEN];
+	uint8_t ident[ROCK_IDENT_LEN];	/* the server's key, from its hello */
 	char name[9];
 	struct rock_keys keys;
 	uint16_t udp_port;
@@ -244,9 +245,11 @@ expect_reset(int fd, const char *after)
 	return failf("%s after %s, not a reset", recv_error(), after);
 }
 
-/* The answer must be ERROR `code`, then end of file; its text kept. */
+/* The answer must be ERROR `code`, then end of file; its text kept. With
+ * ident, it must be signed by that key over what we sent (sent). */
 static int
-expect_error(int fd, uint8_t code)
+expect_error(int fd, uint8_t code, const uint8_t *ident, const uint8_t *sent,
+    size_t nsent)
 {
 	uint8_t buf[ROCK_ERROR_MAX_LEN];
 	struct rock_error_msg em;
@@ -261,9 +264,15 @@ expect_error(int fd, uint8_t code)
 	if (buf[0] != ROCK_MSG_ERROR || buf[2] > ROCK_ERROR_MAX_TEXT)
 		return failf("expected ERROR %s, got message type %#x",
 		    code_name(code), buf[0]);
-	if (recv_full(fd, buf + 3, buf[2]) != buf[2] ||
-	    rock_error_decode(&em, buf, 3 + (size_t)buf[2], &used) != 0)
+	if (recv_full(fd, buf + 3, buf[2] + ROCK_SIG_LEN) !=
+	    buf[2] + ROCK_SIG_LEN ||
+	    rock_error_decode(&em, buf, 3 + (size_t)buf[2] + ROCK_SIG_LEN,
+	    &used) != 0)
 		return failf("truncated ERROR message");
+	if (ident != NULL && rock_answer_verify(em.sig, ident, ROCK_ANSWER_ERROR,
+	    sent, nsent, buf, used - ROCK_SIG_LEN) != 0)
+		return failf("ERROR %s not signed by the server's key",
+		    code_name(em.code));
 	if (em.code != code)
 		return failf("expected ERROR %s, got ERROR %s (%u) \"%s\"",
 		    code_name(code), code_name(em.code), em.code, em.text);
@@ -327,6 +336,7 @@ hello_claim(uint8_t out[HELLO_TOTAL], const uint8_t ann[ROCK_ANNOUNCE_LEN],
 	ch.version = ROCK_VERSION;
 	ch.features = ROCK_FEAT_ALL;
 	memcpy(ch.pk, kp->pk, ROCK_KEY_LEN);
+	rock_random(ch.nonce, ROCK_NONCE_LEN);
 	ch.rcvbuf = claim_rcvbuf != 0 ? claim_rcvbuf : (uint32_t)rcv;
 	ch.sndbuf = (uint32_t)snd;
 	memcpy(out, ann, ROCK_ANNOUNCE_LEN);
@@ -352,7 +362,7 @@ send_expect_error(const struct target *t, const uint8_t *out, size_t n,
 		return failf("connect: %s", strerror(errno));
 	r = send_all(fd, out, n);
 	if (r == 0)
-		r = expect_error(fd, code);
+		r = expect_error(fd, code, NULL, NULL, 0);
 	close(fd);
 	return r;
 }
@@ -373,7 +383,7 @@ cmd_garbage(const struct target *t)
 	r = send_expect_error(t, out, sizeof(out), ROCK_WERR_PROTOCOL);
 	if (r == 0)
 		r = still_serving(t, out);
-	report("garbage", r, "announcement + 46 bytes of garbage: ERROR PROTOCOL "
+	report("garbage", r, "announcement + 62 bytes of garbage: ERROR PROTOCOL "
 	    "\"%s\", then end of file; rockd still announces", last_error);
 	return r;
 }
@@ -396,7 +406,7 @@ cmd_stale(const struct target *t)
 	out[ROCK_MAGIC_LEN + 4 + 500] ^= 0x5a;	/* the random part */
 	r = send_all(fd, out, sizeof(out));
 	if (r == 0)
-		r = expect_error(fd, ROCK_WERR_STALE);
+		r = expect_error(fd, ROCK_WERR_STALE, NULL, NULL, 0);
 	close(fd);
 	if (r == 0)
 		r = still_serving(t, ann);
@@ -479,8 +489,11 @@ cmd_truncated_wait(const struct target *t, long min_ms, long max_ms)
 
 /* ---- session: a real rock of our own, then attacks on it */
 
+/* Signed by the key it names over our hello: that key is the session's
+ * signer of refusals from now on. */
 static int
-read_server_hello(struct session *ss, struct rock_server_hello *sh)
+read_server_hello(struct session *ss, const uint8_t *hello,
+    struct rock_server_hello *sh)
 {
 	uint8_t in[ROCK_SERVER_HELLO_LEN];
 	ssize_t n = recv_full(ss->fd, in, sizeof(in));
@@ -496,6 +509,10 @@ read_server_hello(struct session *ss, struct rock_server_hello *sh)
 	if (sh->features != ROCK_FEAT_ALL || sh->udp_port == 0)
 		return failf("features %#x, UDP port %u: want both features and "
 		    "a control port", sh->features, sh->udp_port);
+	if (rock_answer_verify(sh->sig, sh->ident, ROCK_ANSWER_HELLO, hello,
+	    HELLO_TOTAL, in, ROCK_SERVER_HELLO_SIGNED) != 0)
+		return failf("SERVER_HELLO not signed by the key it names");
+	memcpy(ss->ident, sh->ident, ROCK_IDENT_LEN);
 	return 0;
 }
 
@@ -516,7 +533,7 @@ handshake(struct session *ss)
 	rock_keypair_new(&kp);
 	hello_claim(out, ss->ann, &kp, ss->fd, ss->claim_rcvbuf);
 	if ((r = send_all(ss->fd, out, sizeof(out))) == 0 &&
-	    (r = read_server_hello(ss, &sh)) == 0 &&
+	    (r = read_server_hello(ss, out, &sh)) == 0 &&
 	    rock_keys_client(&ss->keys, &kp, sh.pk) != 0)
 		r = failf("the server's public key is rejected");
 	rock_keypair_wipe(&kp);
@@ -615,7 +632,7 @@ request_refused(struct session *ss, struct attempt *a, uint8_t code)
 	int r;
 
 	if ((r = request_send(ss, a)) == 0)
-		r = expect_error(a->fd, code);
+		r = expect_error(a->fd, code, ss->ident, a->req, sizeof(a->req));
 	if (a->fd >= 0)
 		close(a->fd);
 	a->fd = -1;

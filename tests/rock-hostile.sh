@@ -233,11 +233,11 @@ t_check "stale: logged" logged \
 	"info: hello_complete: handshake: announcement from another server instance; client told to probe again"
 attack truncated truncated "$host" "$lport"
 t_logged "truncated: logged" \
-	"info: hello_failed: handshake: connection closed before the hello was complete (1047 of 1070 bytes); dropped"
+	"info: hello_failed: handshake: connection closed before the hello was complete (1055 of 1086 bytes); dropped"
 if [ "$ROCK_LONG" = 1 ]; then
 	attack truncated-wait truncated-wait "$host" "$lport"
 	t_logged "truncated-wait: logged" \
-		"info: hello_failed: handshake: timed out before the hello was complete (1047 of 1070 bytes); dropped"
+		"info: hello_failed: handshake: timed out before the hello was complete (1055 of 1086 bytes); dropped"
 else
 	t_skipped "truncated-wait: the 10 s handshake timeout (ROCK_LONG=1 runs it)"
 fi
@@ -276,7 +276,7 @@ t_eq "session: never closed on error" "$(grep -c "rock $id: closed: " "$log")" 0
 t_bounded "after the session attacks"
 
 # --- 3. half-open handshakes ------------------------------------------------
-closed8="info: hello_failed: handshake: connection closed before the hello was complete (8 of 1070 bytes); dropped"
+closed8="info: hello_failed: handshake: connection closed before the hello was complete (8 of 1086 bytes); dropped"
 # halfopen N EXPECT: the tool holds N connections until fd 3 closes.
 halfopen_start() {
 	mkfifo "$t_tmp/hold.$1"

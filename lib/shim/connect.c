@@ -203,6 +203,12 @@ connect_blocking(int fd, const struct sockaddr *addr, socklen_t len)
 		shim_rock_free(a->r);
 	shim_unlock();
 	free(a);
+	/* A server that no longer proves the key known for it: refused,
+	 * and no plain connection either, which anyone could be at. */
+	if (rc == ROCK_ERR_KEY) {
+		errno = ECONNREFUSED;
+		return -1;
+	}
 	return rc == 0 ? 0 : shim_real.connect(fd, addr, len);
 }
 
@@ -248,6 +254,11 @@ connect_thread(void *arg)
 		shim_rock_set_ready(r, 1);
 		shim_epoll_resume(r);
 		rlog_debug(&shim_state()->log, "fd %d: a rock", a->fd);
+	} else if (rc == ROCK_ERR_KEY) {
+		/* Refused, as connect_blocking: never a plain connection. */
+		r->so_error = ECONNREFUSED;
+		shim_rock_set_ready(r, 1);
+		shim_epoll_resume(r);
 	} else {
 		go_plain(a);
 	}

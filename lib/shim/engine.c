@@ -297,6 +297,7 @@ engine_start(const struct shim_state *st)
 	if (rock_engine_new(&eng.e, eng.base, &st->log, &cfg, NULL, 0) != 0)
 		return -1;
 	rock_engine_set_lock(eng.e, engine_lock, engine_unlock, NULL);
+	rock_engine_set_trust(eng.e, &st->cfg.trust);
 	eng.cmd_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (eng.cmd_fd < 0)
 		return -1;

@@ -496,6 +496,47 @@ START_TEST(test_suspend_timeout)
 }
 END_TEST
 
+/* A version 3 client (the announcement it echoes says 3..3, its hello is
+ * 46 bytes) is told STALE as soon as the announcement is in, not after
+ * the handshake's 10 s: it then probes, finds no common version and
+ * makes a plain connection. */
+START_TEST(test_older_client_stale)
+{
+	struct server sv;
+	uint8_t hello[ROCK_ANNOUNCE_LEN + 46], in[ROCK_ERROR_MAX_LEN];
+	struct pollfd p;
+	int64_t t0;
+	ssize_t n;
+	int fd;
+
+	server_start(&sv, ECHO);
+	memcpy(hello, rock_engine_announcement(sv.e), ROCK_ANNOUNCE_LEN);
+	hello[8] = hello[9] = 3;
+	hello[12] ^= 0xff;		/* another server instance's */
+	memset(hello + ROCK_ANNOUNCE_LEN, 0, 46);
+	hello[ROCK_ANNOUNCE_LEN] = ROCK_MSG_CLIENT_HELLO;
+	hello[ROCK_ANNOUNCE_LEN + 1] = 3;
+	ck_assert_int_ge(fd = socket(AF_INET, SOCK_STREAM, 0), 0);
+	ck_assert_int_eq(connect(fd, (struct sockaddr *)&sv.addr, sizeof(sv.addr)), 0);
+	t0 = rock_now_ms();
+	ck_assert_int_eq(send(fd, hello, sizeof(hello), 0), (ssize_t)sizeof(hello));
+	p.fd = fd;
+	p.events = POLLIN;
+	ck_assert_int_eq(poll(&p, 1, 3000), 1);
+	n = recv(fd, in, sizeof(in), MSG_WAITALL);
+	ck_assert_int_lt(rock_now_ms() - t0, 1000);
+	/* type, STALE, its text, the signature: what a v3 client reads
+	 * first is a v3 ERROR; the rest it never reads. */
+	ck_assert_int_eq(n, 3 + (ssize_t)strlen("stale announcement") + ROCK_SIG_LEN);
+	ck_assert_uint_eq(in[0], ROCK_MSG_ERROR);
+	ck_assert_uint_eq(in[1], ROCK_WERR_STALE);
+	ck_assert_int_eq(memcmp(in + 3, "stale announcement", in[2]), 0);
+	close(fd);
+	server_stop(&sv);
+	server_free(&sv);
+}
+END_TEST
+
 /* The server no longer knows the session: the reconnect gets UNKNOWN and
  * the client gives up with ROCK_ERR_RESET instead of retrying forever. */
 START_TEST(test_reconnect_unknown)
@@ -622,6 +663,7 @@ session_suite(void)
 	tcase_add_test(tc, test_fin_to_client_asked);
 	tcase_add_test(tc, test_suspend_timeout);
 	tcase_add_test(tc, test_reconnect_unknown);
+	tcase_add_test(tc, test_older_client_stale);
 	tcase_add_test(tc, test_protocol_violation);
 	tcase_add_test(tc, test_backend_refused);
 	tcase_add_test(tc, test_probe_cache);

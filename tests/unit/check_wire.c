@@ -135,8 +135,8 @@ START_TEST(test_decode_roundtrip)
 	uint8_t out[ROCK_ANNOUNCE_LEN];
 
 	ck_assert_int_eq(rock_announce_decode(&a, vec("announcement")->bytes), 0);
-	ck_assert_uint_eq(a.version_max, 3);
-	ck_assert_uint_eq(a.version_min, 3);
+	ck_assert_uint_eq(a.version_max, 4);
+	ck_assert_uint_eq(a.version_min, 4);
 	ck_assert_uint_eq(a.features, ROCK_FEAT_ALL);
 	rock_announce_encode(&a, out);
 	ck_assert_mem_eq(out, vec("announcement")->bytes, ROCK_ANNOUNCE_LEN);
@@ -144,9 +144,14 @@ START_TEST(test_decode_roundtrip)
 	ck_assert_uint_eq(ch.rcvbuf, 131072);
 	ck_assert_uint_eq(ch.sndbuf, 16384);
 	ck_assert_uint_eq(ch.udp_port, 4434);
+	ck_assert_uint_eq(ch.nonce[0], 0xb0);
+	ck_assert_uint_eq(ch.nonce[15], 0xbf);
 	ck_assert_int_eq(rock_server_hello_decode(&sh, vec("server_hello")->bytes), 0);
 	ck_assert_uint_eq(sh.udp_port, 4433);
 	ck_assert_uint_eq(sh.id[0], 0xa0);
+	ck_assert_mem_eq(sh.ident, vec("server_identity")->bytes, ROCK_IDENT_LEN);
+	rock_server_hello_encode(&sh, out);
+	ck_assert_mem_eq(out, vec("server_hello")->bytes, ROCK_SERVER_HELLO_LEN);
 	ck_assert_int_eq(rock_reconnect_req_decode(&rq, vec("reconnect_request")->bytes), 0);
 	ck_assert_uint_eq(rq.nonce[15], 0xcf);
 	ck_assert_uint_eq(rq.attempt, 3);
@@ -291,7 +296,8 @@ START_TEST(test_error_message)
 	ck_assert_str_eq(e.text, "backend refused");
 	memset(big, 'x', sizeof(big) - 1);
 	big[sizeof(big) - 1] = '\0';
-	ck_assert_uint_eq(rock_error_encode(1, big, b), 3 + ROCK_ERROR_MAX_TEXT);
+	ck_assert_uint_eq(rock_error_encode(1, big, b), 3 + ROCK_ERROR_MAX_TEXT +
+	    ROCK_SIG_LEN);
 	b[2] = 201;	/* longer than allowed */
 	ck_assert_int_eq(rock_error_decode(&e, b, sizeof(b), &used), ROCK_ERR_PROTOCOL);
 	b[2] = 3;
@@ -299,6 +305,83 @@ START_TEST(test_error_message)
 	b[4] = 0x1b;	/* control bytes never reach a log as such */
 	ck_assert_int_eq(rock_error_decode(&e, b, sizeof(b), &used), 0);
 	ck_assert_str_eq(e.text, "??x");
+}
+END_TEST
+
+/* What the client sent on the vectors' connection: announcement, hello. */
+static void
+vector_hello(uint8_t out[ROCK_HELLO_TOTAL])
+{
+	memcpy(out, vec("announcement")->bytes, ROCK_ANNOUNCE_LEN);
+	memcpy(out + ROCK_ANNOUNCE_LEN, vec("client_hello")->bytes,
+	    ROCK_CLIENT_HELLO_LEN);
+}
+
+/* SERVER_HELLO is signed by the identity it names over the whole
+ * handshake: another client hello (nonce, X25519 key), another server
+ * X25519 key, or another signer fails. */
+START_TEST(test_hello_signature)
+{
+	const uint8_t *ident = vec("server_identity")->bytes;
+	const uint8_t *sh = vec("server_hello")->bytes;
+	uint8_t hello[ROCK_HELLO_TOTAL], b[ROCK_SERVER_HELLO_LEN],
+	    other[ROCK_IDENT_LEN];
+
+	vector_hello(hello);
+	ck_assert_mem_eq(sh + 64, ident, ROCK_IDENT_LEN);
+	ck_assert_int_eq(rock_answer_verify(sh + 96, ident, ROCK_ANSWER_HELLO,
+	    hello, sizeof(hello), sh, ROCK_SERVER_HELLO_SIGNED), 0);
+	/* A signature of the hello is not one of an ERROR. */
+	ck_assert_int_eq(rock_answer_verify(sh + 96, ident, ROCK_ANSWER_ERROR,
+	    hello, sizeof(hello), sh, ROCK_SERVER_HELLO_SIGNED), ROCK_ERR_AUTH);
+	hello[ROCK_ANNOUNCE_LEN + 46] ^= 0x01;	/* another client nonce */
+	ck_assert_int_eq(rock_answer_verify(sh + 96, ident, ROCK_ANSWER_HELLO,
+	    hello, sizeof(hello), sh, ROCK_SERVER_HELLO_SIGNED), ROCK_ERR_AUTH);
+	vector_hello(hello);
+	memcpy(b, sh, sizeof(b));
+	b[20] ^= 0x01;		/* a server X25519 key put in by the middle */
+	ck_assert_int_eq(rock_answer_verify(b + 96, ident, ROCK_ANSWER_HELLO,
+	    hello, sizeof(hello), b, ROCK_SERVER_HELLO_SIGNED), ROCK_ERR_AUTH);
+	memcpy(other, ident, sizeof(other));
+	other[0] ^= 0x01;
+	ck_assert_int_eq(rock_answer_verify(sh + 96, other, ROCK_ANSWER_HELLO,
+	    hello, sizeof(hello), sh, ROCK_SERVER_HELLO_SIGNED), ROCK_ERR_AUTH);
+}
+END_TEST
+
+/* ERRORs are signed over what the client sent: the vectors verify; the
+ * same refusal for another request (nonce, id) or unsigned does not. */
+START_TEST(test_error_signature)
+{
+	const uint8_t *ident = vec("server_identity")->bytes;
+	const struct doc_vector *bk = vec("error_backend");
+	const struct doc_vector *un = vec("error_unknown");
+	uint8_t hello[ROCK_HELLO_TOTAL], rq[ROCK_RECONNECT_REQ_LEN];
+	struct rock_error_msg e;
+	size_t used;
+
+	vector_hello(hello);
+	memcpy(rq, vec("reconnect_request")->bytes, sizeof(rq));
+	ck_assert_int_eq(rock_error_decode(&e, bk->bytes, bk->n, &used), 0);
+	ck_assert_uint_eq(used, bk->n);
+	ck_assert_int_eq(rock_answer_verify(e.sig, ident, ROCK_ANSWER_ERROR,
+	    hello, sizeof(hello), bk->bytes, used - ROCK_SIG_LEN), 0);
+	ck_assert_int_eq(rock_error_decode(&e, un->bytes, un->n, &used), 0);
+	ck_assert_uint_eq(e.code, ROCK_WERR_UNKNOWN);
+	ck_assert_uint_eq(used, 3 + ROCK_SIG_LEN);
+	ck_assert_int_eq(rock_answer_verify(e.sig, ident, ROCK_ANSWER_ERROR,
+	    rq, sizeof(rq), un->bytes, 3), 0);
+	rq[25] ^= 0x01;		/* another attempt's nonce: a replay */
+	ck_assert_int_eq(rock_answer_verify(e.sig, ident, ROCK_ANSWER_ERROR,
+	    rq, sizeof(rq), un->bytes, 3), ROCK_ERR_AUTH);
+	rq[25] ^= 0x01;
+	rq[70] ^= 0x01;		/* the tag broken on the way: AUTH for that */
+	ck_assert_int_eq(rock_answer_verify(e.sig, ident, ROCK_ANSWER_ERROR,
+	    rq, sizeof(rq), un->bytes, 3), ROCK_ERR_AUTH);
+	rq[70] ^= 0x01;
+	memset(e.sig, 0, sizeof(e.sig));	/* unsigned, as forged */
+	ck_assert_int_eq(rock_answer_verify(e.sig, ident, ROCK_ANSWER_ERROR,
+	    rq, sizeof(rq), un->bytes, 3), ROCK_ERR_AUTH);
 }
 END_TEST
 
@@ -364,6 +447,8 @@ wire_suite(void)
 	tcase_add_test(tc, test_hostile_decode);
 	tcase_add_test(tc, test_error_message);
 	tcase_add_test(tc, test_hb_packet_check);
+	tcase_add_test(tc, test_hello_signature);
+	tcase_add_test(tc, test_error_signature);
 	tcase_add_test(tc, test_sniff);
 	tcase_add_test(tc, test_version_pick);
 	suite_add_tcase(s, doc_tc);

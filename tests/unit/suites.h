@@ -13,5 +13,6 @@ Suite *session_suite(void);
 Suite *netem_suite(void);
 Suite *evict_suite(void);
 Suite *handover_suite(void);
+Suite *identity_suite(void);
 
 #endif

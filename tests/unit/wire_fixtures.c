@@ -19,7 +19,11 @@ fill(uint8_t *p, size_t n, uint8_t first)
 struct fixture {
 	struct rock_keypair ckp, skp;
 	struct rock_keys ck, sk;
+	struct rock_identity ident;
 	uint8_t id[ROCK_ID_LEN], cnonce[ROCK_NONCE_LEN];
+	/* What the client sent on the new connection, the request: what
+	 * the server's answers are signed over. */
+	uint8_t hello[ROCK_HELLO_TOTAL], request[ROCK_RECONNECT_REQ_LEN];
 };
 
 static void
@@ -31,6 +35,8 @@ fixture_init(struct fixture *f)
 	rock_keypair_from_seed(&f->ckp, seed);
 	fill(seed, sizeof(seed), 0x20);
 	rock_keypair_from_seed(&f->skp, seed);
+	fill(seed, sizeof(seed), 0x40);
+	rock_identity_from_seed(&f->ident, seed);
 	(void)rock_keys_client(&f->ck, &f->ckp, f->skp.pk);
 	(void)rock_keys_server(&f->sk, &f->skp, f->ckp.pk);
 	fill(f->id, sizeof(f->id), 0xa0);
@@ -38,26 +44,32 @@ fixture_init(struct fixture *f)
 }
 
 static void
-handshake_vectors(const struct fixture *f, wire_vector_fn *emit, void *arg)
+handshake_vectors(struct fixture *f, wire_vector_fn *emit, void *arg)
 {
 	struct rock_announce a = { ROCK_VERSION, ROCK_VERSION, ROCK_FEAT_ALL,
 	    { 0 } };
 	struct rock_client_hello ch = { ROCK_VERSION, ROCK_FEAT_ALL, { 0 },
-	    131072, 16384, 4434 };
+	    131072, 16384, 4434, { 0 } };
 	struct rock_server_hello sh = { ROCK_VERSION, ROCK_FEAT_ALL, { 0 }, { 0 },
-	    131072, 87040, 4433 };
+	    131072, 87040, 4433, { 0 }, { 0 } };
 	uint8_t buf[ROCK_ANNOUNCE_LEN];
 	size_t i;
 
 	for (i = 0; i < ROCK_ANNOUNCE_RANDOM; i++)
 		a.random[i] = (uint8_t)(i * 7);
-	rock_announce_encode(&a, buf);
-	emit(arg, "announcement", buf, ROCK_ANNOUNCE_LEN);
+	rock_announce_encode(&a, f->hello);
+	emit(arg, "announcement", f->hello, ROCK_ANNOUNCE_LEN);
 	memcpy(ch.pk, f->ckp.pk, ROCK_KEY_LEN);
-	rock_client_hello_encode(&ch, buf);
-	emit(arg, "client_hello", buf, ROCK_CLIENT_HELLO_LEN);
+	fill(ch.nonce, sizeof(ch.nonce), 0xb0);
+	rock_client_hello_encode(&ch, f->hello + ROCK_ANNOUNCE_LEN);
+	emit(arg, "client_hello", f->hello + ROCK_ANNOUNCE_LEN,
+	    ROCK_CLIENT_HELLO_LEN);
 	memcpy(sh.id, f->id, ROCK_ID_LEN);
 	memcpy(sh.pk, f->skp.pk, ROCK_KEY_LEN);
+	memcpy(sh.ident, f->ident.pk, ROCK_IDENT_LEN);
+	rock_server_hello_encode(&sh, buf);
+	rock_answer_sign(sh.sig, &f->ident, ROCK_ANSWER_HELLO, f->hello,
+	    sizeof(f->hello), buf, ROCK_SERVER_HELLO_SIGNED);
 	rock_server_hello_encode(&sh, buf);
 	emit(arg, "server_hello", buf, ROCK_SERVER_HELLO_LEN);
 	emit(arg, "key_cs", f->ck.tx, ROCK_KEY_LEN);
@@ -79,14 +91,27 @@ heartbeat_vectors(const struct fixture *f, wire_vector_fn *emit, void *arg)
 	emit(arg, "heartbeat_packet", pkt, sizeof(pkt));
 }
 
+/* An ERROR signed over what the client sent. */
 static void
-reconnect_vectors(const struct fixture *f, wire_vector_fn *emit, void *arg)
+error_vector(const struct fixture *f, wire_vector_fn *emit, void *arg,
+    const char *name, uint8_t code, const char *text, const uint8_t *sent,
+    size_t nsent)
+{
+	uint8_t buf[ROCK_ERROR_MAX_LEN];
+	size_t n = rock_error_encode(code, text, buf);
+
+	rock_answer_sign(buf + n - ROCK_SIG_LEN, &f->ident, ROCK_ANSWER_ERROR,
+	    sent, nsent, buf, n - ROCK_SIG_LEN);
+	emit(arg, name, buf, n);
+}
+
+static void
+reconnect_vectors(struct fixture *f, wire_vector_fn *emit, void *arg)
 {
 	struct rock_reconnect_req rq = { ROCK_VERSION, { 0 }, { 0 }, 3, 2, 2000,
 	    5000, ROCK_FLAG_WR_SHUT | ROCK_FLAG_EOF_SEEN, { 0 } };
 	struct rock_reconnect_ok ok = { 1000, 0, 0, { 0 } };
 	uint8_t buf[ROCK_ERROR_MAX_LEN];
-	size_t n;
 
 	memcpy(rq.id, f->id, ROCK_ID_LEN);
 	memcpy(rq.nonce, f->cnonce, ROCK_NONCE_LEN);
@@ -94,12 +119,15 @@ reconnect_vectors(const struct fixture *f, wire_vector_fn *emit, void *arg)
 	rock_request_tag(rq.tag, f->ck.tx, buf);
 	rock_reconnect_req_encode(&rq, buf);
 	emit(arg, "reconnect_request", buf, ROCK_RECONNECT_REQ_LEN);
+	memcpy(f->request, buf, ROCK_RECONNECT_REQ_LEN);
 	rock_reconnect_ok_encode(&ok, buf);
 	rock_ok_tag(ok.tag, f->sk.tx, f->id, f->cnonce, buf);
 	rock_reconnect_ok_encode(&ok, buf);
 	emit(arg, "reconnect_ok", buf, ROCK_RECONNECT_OK_LEN);
-	n = rock_error_encode(ROCK_WERR_BACKEND, "backend refused", buf);
-	emit(arg, "error_backend", buf, n);
+	error_vector(f, emit, arg, "error_backend", ROCK_WERR_BACKEND,
+	    "backend refused", f->hello, sizeof(f->hello));
+	error_vector(f, emit, arg, "error_unknown", ROCK_WERR_UNKNOWN, "",
+	    f->request, sizeof(f->request));
 }
 
 void
@@ -108,7 +136,9 @@ wire_vectors(wire_vector_fn *emit, void *arg)
 	struct fixture f;
 
 	fixture_init(&f);
+	emit(arg, "server_identity", f.ident.pk, ROCK_IDENT_LEN);
 	handshake_vectors(&f, emit, arg);
 	heartbeat_vectors(&f, emit, arg);
 	reconnect_vectors(&f, emit, arg);
+	rock_identity_wipe(&f.ident);
 }

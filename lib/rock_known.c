@@ -1,0 +1,299 @@
+/* rock_known.c: the client's known servers: one key per destination, trusted on first use. */
+#include "config.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <sodium.h>
+
+#include "rock_err.h"
+#include "rock_known.h"
+
+#define LINE_MAX_LEN 512
+
+void
+rock_key_text(const uint8_t pk[ROCK_IDENT_LEN], char out[ROCK_KEY_TEXT_LEN])
+{
+	sodium_bin2base64(out, ROCK_KEY_TEXT_LEN, pk, ROCK_IDENT_LEN,
+	    sodium_base64_VARIANT_ORIGINAL);
+}
+
+int
+rock_key_parse(const char *s, uint8_t pk[ROCK_IDENT_LEN])
+{
+	size_t n;
+	const char *end;
+
+	if (strlen(s) != ROCK_KEY_TEXT_LEN - 1 ||
+	    sodium_base642bin(pk, ROCK_IDENT_LEN, s, strlen(s), NULL, &n, &end,
+	    sodium_base64_VARIANT_ORIGINAL) != 0 || n != ROCK_IDENT_LEN ||
+	    *end != '\0')
+		return ROCK_ERR_BAD_WORD;
+	return 0;
+}
+
+void
+rock_dest_text(const struct sockaddr *a, socklen_t len,
+    char out[ROCK_DEST_TEXT_LEN])
+{
+	char host[INET6_ADDRSTRLEN] = "?";
+	const struct sockaddr_in *v4 = (const struct sockaddr_in *)a;
+	const struct sockaddr_in6 *v6 = (const struct sockaddr_in6 *)a;
+
+	if (a->sa_family == AF_INET6 && len >= sizeof(*v6)) {
+		inet_ntop(AF_INET6, &v6->sin6_addr, host, sizeof(host));
+		snprintf(out, ROCK_DEST_TEXT_LEN, "[%s]:%u", host,
+		    ntohs(v6->sin6_port));
+	} else {
+		if (a->sa_family == AF_INET && len >= sizeof(*v4))
+			inet_ntop(AF_INET, &v4->sin_addr, host, sizeof(host));
+		snprintf(out, ROCK_DEST_TEXT_LEN, "%s:%u", host,
+		    a->sa_family == AF_INET ? ntohs(v4->sin_port) : 0);
+	}
+}
+
+int
+rock_mkdir_parents(const char *path)
+{
+	char dir[PATH_MAX];
+	char *p, c;
+
+	if (snprintf(dir, sizeof(dir), "%s", path) >= (int)sizeof(dir)) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	if ((p = strrchr(dir, '/')) == NULL || p == dir)
+		return 0;
+	*p = '\0';
+	for (p = dir + 1; ; p++) {
+		if (*p != '/' && *p != '\0')
+			continue;
+		c = *p;
+		*p = '\0';
+		if (mkdir(dir, 0700) != 0 && errno != EEXIST)
+			return -1;
+		*p = c;
+		if (c == '\0')
+			return 0;
+	}
+}
+
+/* "DEST KEY": 1 and its fields, 0 for a blank or comment line, -1 when
+ * malformed. */
+static int
+split_line(char *line, char **dest, char **key)
+{
+	char *save = NULL, *extra;
+
+	line[strcspn(line, "\r\n")] = '\0';
+	if ((*dest = strtok_r(line, " \t", &save)) == NULL || **dest == '#')
+		return 0;
+	*key = strtok_r(NULL, " \t", &save);
+	extra = strtok_r(NULL, " \t", &save);
+	return *key == NULL || extra != NULL ? -1 : 1;
+}
+
+int
+rock_known_lookup(const char *path, const char *dest,
+    uint8_t pk[ROCK_IDENT_LEN], int *line, const struct rock_log *log)
+{
+	char buf[LINE_MAX_LEN], *d, *k;
+	FILE *f = fopen(path, "re");
+	int n = 0, r, found = 0;
+
+	if (f == NULL)
+		return 0;
+	while (!found && fgets(buf, sizeof(buf), f) != NULL) {
+		n++;
+		if (strchr(buf, '\n') == NULL && !feof(f)) {
+			rlog_warn(log, "%s:%d: line too long; ignored", path, n);
+			while (fgets(buf, sizeof(buf), f) != NULL &&
+			    strchr(buf, '\n') == NULL)
+				;
+			continue;
+		}
+		if ((r = split_line(buf, &d, &k)) == 0)
+			continue;
+		if (r < 0 || rock_key_parse(k, pk) != 0) {
+			rlog_warn(log, "%s:%d: not \"ADDRESS:PORT KEY\" with a "
+			    "base64 key of 32 bytes; ignored", path, n);
+			continue;
+		}
+		if (strcmp(d, dest) == 0) {
+			*line = n;
+			found = 1;
+		}
+	}
+	fclose(f);
+	return found;
+}
+
+static int
+line_for(char *out, size_t n, const char *dest,
+    const uint8_t pk[ROCK_IDENT_LEN])
+{
+	char key[ROCK_KEY_TEXT_LEN];
+
+	rock_key_text(pk, key);
+	return snprintf(out, n, "%s %s\n", dest, key);
+}
+
+int
+rock_known_add(const char *path, const char *dest,
+    const uint8_t pk[ROCK_IDENT_LEN])
+{
+	char line[LINE_MAX_LEN];
+	int fd, n = line_for(line, sizeof(line), dest, pk), r = 0;
+
+	if (rock_mkdir_parents(path) != 0)
+		return ROCK_ERR_SYSTEM;
+	/* One write of O_APPEND: two processes adding at once both land. */
+	fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return ROCK_ERR_SYSTEM;
+	if (write(fd, line, (size_t)n) != n)
+		r = ROCK_ERR_SYSTEM;
+	if (close(fd) != 0)
+		r = ROCK_ERR_SYSTEM;
+	return r;
+}
+
+/* The old file's lines to out, dest's replaced by its new line. */
+static int
+copy_replacing(FILE *in, FILE *out, const char *dest, const char *newline)
+{
+	char buf[LINE_MAX_LEN], copy[LINE_MAX_LEN], *d, *k;
+	int done = 0;
+
+	while (fgets(buf, sizeof(buf), in) != NULL) {
+		memcpy(copy, buf, sizeof(buf));
+		if (split_line(copy, &d, &k) == 1 && strcmp(d, dest) == 0) {
+			if (!done)
+				fputs(newline, out);
+			done = 1;
+			continue;
+		}
+		fputs(buf, out);
+	}
+	if (!done)
+		fputs(newline, out);
+	return ferror(in) ? -1 : 0;
+}
+
+int
+rock_known_replace(const char *path, const char *dest,
+    const uint8_t pk[ROCK_IDENT_LEN])
+{
+	char tmp[PATH_MAX], line[LINE_MAX_LEN];
+	FILE *in, *out;
+	int fd, r;
+
+	line_for(line, sizeof(line), dest, pk);
+	if (snprintf(tmp, sizeof(tmp), "%s.XXXXXX", path) >= (int)sizeof(tmp) ||
+	    (fd = mkstemp(tmp)) < 0)
+		return ROCK_ERR_SYSTEM;
+	if ((out = fdopen(fd, "w")) == NULL) {
+		close(fd);
+		unlink(tmp);
+		return ROCK_ERR_SYSTEM;
+	}
+	in = fopen(path, "re");
+	r = in != NULL ? copy_replacing(in, out, dest, line) :
+	    fputs(line, out) < 0 ? -1 : 0;
+	if (in != NULL)
+		fclose(in);
+	if (fflush(out) != 0 || fsync(fd) != 0)
+		r = -1;
+	if (fclose(out) != 0 || r != 0 || rename(tmp, path) != 0) {
+		unlink(tmp);
+		return ROCK_ERR_SYSTEM;
+	}
+	return 0;
+}
+
+int
+rock_trust_known(const struct rock_trust *t, const struct rock_log *log,
+    const struct sockaddr *addr, socklen_t len, uint8_t pk[ROCK_IDENT_LEN])
+{
+	char dest[ROCK_DEST_TEXT_LEN];
+	int line;
+
+	if (t->pinned) {
+		memcpy(pk, t->pin, ROCK_IDENT_LEN);
+		return 1;
+	}
+	if (t->path[0] == '\0')
+		return 0;
+	rock_dest_text(addr, len, dest);
+	return rock_known_lookup(t->path, dest, pk, &line, log);
+}
+
+static int
+refuse_pinned(const struct rock_log *log, const char *dest,
+    const uint8_t pin[ROCK_IDENT_LEN], const uint8_t pk[ROCK_IDENT_LEN])
+{
+	char want[ROCK_KEY_TEXT_LEN], got[ROCK_KEY_TEXT_LEN];
+
+	rock_key_text(pin, want);
+	rock_key_text(pk, got);
+	rlog_warn(log, "server %s has key %s, not %s as ROCK_SERVER_KEY "
+	    "requires: connection refused", dest, got, want);
+	return ROCK_ERR_KEY;
+}
+
+static int
+refuse_changed(const struct rock_trust *t, const struct rock_log *log,
+    const char *dest, int line, const uint8_t old[ROCK_IDENT_LEN],
+    const uint8_t pk[ROCK_IDENT_LEN])
+{
+	char was[ROCK_KEY_TEXT_LEN], now[ROCK_KEY_TEXT_LEN];
+
+	rock_key_text(old, was);
+	rock_key_text(pk, now);
+	rlog_warn(log, "WARNING: the key of server %s has changed: %s:%d "
+	    "says %s, the server now proves %s. Someone may be in the middle, "
+	    "or the server got a new key. Connection refused. If the change "
+	    "is expected, connect once with ROCK_ACCEPT_NEW_KEY=1 (or delete "
+	    "line %d of %s)", dest, t->path, line, was, now, line, t->path);
+	return ROCK_ERR_KEY;
+}
+
+int
+rock_trust_check(const struct rock_trust *t, const struct rock_log *log,
+    const struct sockaddr *addr, socklen_t len,
+    const uint8_t pk[ROCK_IDENT_LEN])
+{
+	char dest[ROCK_DEST_TEXT_LEN], key[ROCK_KEY_TEXT_LEN];
+	uint8_t old[ROCK_IDENT_LEN];
+	int line, r;
+
+	rock_dest_text(addr, len, dest);
+	if (t->pinned)
+		return sodium_memcmp(t->pin, pk, ROCK_IDENT_LEN) == 0 ? 0 :
+		    refuse_pinned(log, dest, t->pin, pk);
+	if (t->path[0] == '\0')
+		return 0;
+	rock_key_text(pk, key);
+	if (rock_known_lookup(t->path, dest, old, &line, log) == 1) {
+		if (sodium_memcmp(old, pk, ROCK_IDENT_LEN) == 0)
+			return 0;
+		if (!t->accept_new)
+			return refuse_changed(t, log, dest, line, old, pk);
+		r = rock_known_replace(t->path, dest, pk);
+		rlog_warn(log, "server %s: new key %s %s in %s "
+		    "(ROCK_ACCEPT_NEW_KEY)", dest, key, r == 0 ? "accepted" :
+		    "accepted, but could not be written", t->path);
+		return 0;
+	}
+	r = rock_known_add(t->path, dest, pk);
+	rlog_info(log, "server %s: key %s %s %s", dest, key, r == 0 ?
+	    "recorded in" : "could not be recorded in", t->path);
+	return 0;
+}

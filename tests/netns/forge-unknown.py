@@ -1,0 +1,37 @@
+#!/usr/bin/env python3
+# forge-unknown.py: a fake rockd for rock-identity.sh: answers every reconnect request with an ERROR UNKNOWN nobody signed.
+# usage: forge-unknown.py ADDR PORT READY COUNT
+# Writes READY once listening; appends a line to COUNT per answer.
+import socket
+import sys
+
+addr, port, ready, count = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+REQUEST_LEN = 85
+TEXT = b"no such session"
+# type, code 4 (UNKNOWN), length, text, then 64 bytes where the server's
+# signature would be: well formed, not signed.
+ANSWER = bytes([0x7F, 4, len(TEXT)]) + TEXT + bytes(64)
+
+ls = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+ls.bind((addr, port))
+ls.listen(64)
+with open(ready, "w") as f:
+    f.write("ready\n")
+while True:
+    c, _ = ls.accept()
+    c.settimeout(2)
+    got = b""
+    try:
+        while len(got) < REQUEST_LEN:
+            b = c.recv(REQUEST_LEN - len(got))
+            if not b:
+                break
+            got += b
+        if len(got) == REQUEST_LEN and got[:8] == b"\x89ROCKR\r\n":
+            c.sendall(ANSWER)
+            with open(count, "a") as f:
+                f.write("answered\n")
+    except OSError:
+        pass
+    c.close()

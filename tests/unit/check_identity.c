@@ -1,0 +1,348 @@
+/* check_identity.c: server key files, the known-servers file and the trust decisions on them, and their settings. */
+#include "config.h"
+
+#include <check.h>
+#include <limits.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "rock_config.h"
+#include "rock_crypto.h"
+#include "rock_err.h"
+#include "rock_key.h"
+#include "rock_known.h"
+#include "rock_log.h"
+#include "suites.h"
+
+static char dir[64], logpath[128];
+static struct rock_config logcfg;
+static struct rock_log lg;
+
+static void
+setup(void)
+{
+	ck_assert_int_eq(rock_crypto_init(), 0);
+	snprintf(dir, sizeof(dir), "/tmp/check_identity.XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	snprintf(logpath, sizeof(logpath), "%s/log", dir);
+	rock_config_defaults(&logcfg);
+	logcfg.log_sink = ROCK_LOG_FILE;
+	snprintf(logcfg.log_path, sizeof(logcfg.log_path), "%s", logpath);
+	rock_log_configure(&lg, &logcfg, "test");
+}
+
+static void
+teardown(void)
+{
+	char cmd[96];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	ck_assert_int_eq(system(cmd), 0);
+}
+
+static void
+path_in(char *out, size_t n, const char *name)
+{
+	snprintf(out, n, "%s/%s", dir, name);
+}
+
+/* The whole of a small file, NUL-terminated. */
+static const char *
+slurp(const char *path)
+{
+	static char buf[4096];
+	FILE *f = fopen(path, "r");
+	size_t n = 0;
+
+	if (f != NULL) {
+		n = fread(buf, 1, sizeof(buf) - 1, f);
+		fclose(f);
+	}
+	buf[n] = '\0';
+	return buf;
+}
+
+START_TEST(test_key_file)
+{
+	struct rock_identity a, b;
+	char path[128], err[256];
+	struct stat st;
+	int created;
+	FILE *f;
+
+	path_in(path, sizeof(path), "state/rockd/key");
+	/* Missing, not to be created (rockd -t): an error naming the file. */
+	ck_assert_int_eq(rock_key_load(path, 0, &a, &created, err, sizeof(err)), -1);
+	ck_assert_ptr_nonnull(strstr(err, path));
+	ck_assert_int_eq(rock_key_load(path, 1, &a, &created, err, sizeof(err)), 0);
+	ck_assert_int_eq(created, 1);
+	ck_assert_int_eq(stat(path, &st), 0);
+	ck_assert_uint_eq(st.st_mode & 07777, 0600);
+	ck_assert_int_eq(st.st_size, ROCK_KEY_FILE_LEN);
+	path_in(err, sizeof(err), "state/rockd");
+	ck_assert_int_eq(stat(err, &st), 0);
+	ck_assert_uint_eq(st.st_mode & 07777, 0700);
+	/* Loaded again: the same key, nothing made. */
+	ck_assert_int_eq(rock_key_load(path, 1, &b, &created, err, sizeof(err)), 0);
+	ck_assert_int_eq(created, 0);
+	ck_assert_mem_eq(a.pk, b.pk, ROCK_IDENT_LEN);
+	ck_assert_int_eq(chmod(path, 0640), 0);
+	ck_assert_int_eq(rock_key_load(path, 1, &b, &created, err, sizeof(err)), -1);
+	ck_assert_msg(strstr(err, "mode 0640") != NULL && strstr(err, path) != NULL,
+	    "%s", err);
+	ck_assert_int_eq(chmod(path, 0600), 0);
+	ck_assert_ptr_nonnull(f = fopen(path, "a"));
+	fputc('x', f);
+	fclose(f);
+	ck_assert_int_eq(rock_key_load(path, 1, &b, &created, err, sizeof(err)), -1);
+	ck_assert_msg(strstr(err, "33 bytes: a key file holds 32") != NULL, "%s", err);
+	path_in(path, sizeof(path), "state");	/* a directory */
+	ck_assert_int_eq(rock_key_load(path, 1, &b, &created, err, sizeof(err)), -1);
+	ck_assert_msg(strstr(err, "not a regular file") != NULL, "%s", err);
+	rock_identity_wipe(&a);
+	rock_identity_wipe(&b);
+}
+END_TEST
+
+static void
+addr_v4(struct sockaddr_in *a, const char *ip, unsigned short port)
+{
+	memset(a, 0, sizeof(*a));
+	a->sin_family = AF_INET;
+	a->sin_port = htons(port);
+	ck_assert_int_eq(inet_pton(AF_INET, ip, &a->sin_addr), 1);
+}
+
+START_TEST(test_key_text)
+{
+	uint8_t pk[ROCK_IDENT_LEN], back[ROCK_IDENT_LEN];
+	char text[ROCK_KEY_TEXT_LEN], dest[ROCK_DEST_TEXT_LEN];
+	struct sockaddr_in6 a6;
+	struct sockaddr_in a;
+	size_t i;
+
+	for (i = 0; i < sizeof(pk); i++)
+		pk[i] = (uint8_t)i;
+	rock_key_text(pk, text);
+	ck_assert_str_eq(text, "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=");
+	ck_assert_int_eq(rock_key_parse(text, back), 0);
+	ck_assert_mem_eq(back, pk, sizeof(pk));
+	text[43] = '\0';	/* one character short */
+	ck_assert_int_eq(rock_key_parse(text, back), ROCK_ERR_BAD_WORD);
+	ck_assert_int_eq(rock_key_parse("not base64 at all, 44 characters long!!!!!!", back),
+	    ROCK_ERR_BAD_WORD);
+	addr_v4(&a, "192.0.2.7", 4022);
+	rock_dest_text((struct sockaddr *)&a, sizeof(a), dest);
+	ck_assert_str_eq(dest, "192.0.2.7:4022");
+	memset(&a6, 0, sizeof(a6));
+	a6.sin6_family = AF_INET6;
+	a6.sin6_port = htons(7000);
+	ck_assert_int_eq(inet_pton(AF_INET6, "2001:db8::2", &a6.sin6_addr), 1);
+	rock_dest_text((struct sockaddr *)&a6, sizeof(a6), dest);
+	ck_assert_str_eq(dest, "[2001:db8::2]:7000");
+}
+END_TEST
+
+/* First contact records, the same key matches, another is refused and
+ * leaves the file alone, accept_new replaces the line. */
+START_TEST(test_trust_on_first_use)
+{
+	struct rock_trust t;
+	struct sockaddr_in a, other;
+	uint8_t k1[ROCK_IDENT_LEN], k2[ROCK_IDENT_LEN], got[ROCK_IDENT_LEN];
+	char t1[ROCK_KEY_TEXT_LEN], t2[ROCK_KEY_TEXT_LEN], want[PATH_MAX + 256];
+	struct stat st;
+
+	memset(&t, 0, sizeof(t));
+	path_in(t.path, sizeof(t.path), "config/rock/known_servers");
+	memset(k1, 1, sizeof(k1));
+	memset(k2, 2, sizeof(k2));
+	rock_key_text(k1, t1);
+	rock_key_text(k2, t2);
+	addr_v4(&a, "203.0.113.2", 7000);
+	addr_v4(&other, "203.0.113.2", 7001);
+	ck_assert_int_eq(rock_trust_known(&t, &lg, (struct sockaddr *)&a,
+	    sizeof(a), got), 0);
+	ck_assert_int_eq(rock_trust_check(&t, &lg, (struct sockaddr *)&a,
+	    sizeof(a), k1), 0);
+	snprintf(want, sizeof(want), "203.0.113.2:7000 %s\n", t1);
+	ck_assert_str_eq(slurp(t.path), want);
+	ck_assert_int_eq(stat(t.path, &st), 0);
+	ck_assert_uint_eq(st.st_mode & 07777, 0600);
+	ck_assert_int_eq(rock_trust_known(&t, &lg, (struct sockaddr *)&a,
+	    sizeof(a), got), 1);
+	ck_assert_mem_eq(got, k1, sizeof(k1));
+	ck_assert_int_eq(rock_trust_check(&t, &lg, (struct sockaddr *)&a,
+	    sizeof(a), k1), 0);
+	ck_assert_int_eq(rock_trust_check(&t, &lg, (struct sockaddr *)&a,
+	    sizeof(a), k2), ROCK_ERR_KEY);
+	ck_assert_str_eq(slurp(t.path), want);
+	snprintf(want, sizeof(want), "the key of server 203.0.113.2:7000 has "
+	    "changed: %s:1 says %s, the server now proves %s", t.path, t1, t2);
+	ck_assert_msg(strstr(slurp(logpath), want) != NULL, "%s", slurp(logpath));
+	/* Another port is another destination: its own first contact. */
+	ck_assert_int_eq(rock_trust_check(&t, &lg, (struct sockaddr *)&other,
+	    sizeof(other), k2), 0);
+	t.accept_new = 1;
+	ck_assert_int_eq(rock_trust_check(&t, &lg, (struct sockaddr *)&a,
+	    sizeof(a), k2), 0);
+	snprintf(want, sizeof(want), "203.0.113.2:7000 %s\n203.0.113.2:7001 %s\n",
+	    t2, t2);
+	ck_assert_str_eq(slurp(t.path), want);
+}
+END_TEST
+
+/* Malformed lines are reported with file:line and skipped; the good ones
+ * around them count. */
+START_TEST(test_known_malformed)
+{
+	uint8_t k[ROCK_IDENT_LEN], got[ROCK_IDENT_LEN];
+	char path[128], text[ROCK_KEY_TEXT_LEN], want[160];
+	FILE *f;
+	int line = 0;
+
+	memset(k, 7, sizeof(k));
+	rock_key_text(k, text);
+	path_in(path, sizeof(path), "known");
+	ck_assert_ptr_nonnull(f = fopen(path, "w"));
+	fprintf(f, "# comment\n\n192.0.2.1:1 notakey\n192.0.2.1:2 %s extra\n"
+	    "192.0.2.1:3 %s\n", text, text);
+	fclose(f);
+	ck_assert_int_eq(rock_known_lookup(path, "192.0.2.1:3", got, &line, &lg), 1);
+	ck_assert_int_eq(line, 5);
+	ck_assert_mem_eq(got, k, sizeof(k));
+	ck_assert_int_eq(rock_known_lookup(path, "192.0.2.1:1", got, &line, &lg), 0);
+	snprintf(want, sizeof(want), "%s:3: not \"ADDRESS:PORT KEY\"", path);
+	ck_assert_msg(strstr(slurp(logpath), want) != NULL, "%s", slurp(logpath));
+	snprintf(want, sizeof(want), "%s:4: not \"ADDRESS:PORT KEY\"", path);
+	ck_assert_msg(strstr(slurp(logpath), want) != NULL, "%s", slurp(logpath));
+	/* A replace keeps the comment and the lines it does not concern. */
+	ck_assert_int_eq(rock_known_replace(path, "192.0.2.1:3", got), 0);
+	ck_assert_ptr_nonnull(strstr(slurp(path), "# comment\n\n192.0.2.1:1 notakey\n"));
+}
+END_TEST
+
+/* A pin wins over the file; no file: any key, nothing written. */
+START_TEST(test_pin_and_none)
+{
+	struct rock_trust t;
+	struct sockaddr_in a;
+	uint8_t k1[ROCK_IDENT_LEN], k2[ROCK_IDENT_LEN], got[ROCK_IDENT_LEN];
+
+	memset(&t, 0, sizeof(t));
+	memset(k1, 1, sizeof(k1));
+	memset(k2, 2, sizeof(k2));
+	addr_v4(&a, "192.0.2.9", 22);
+	ck_assert_int_eq(rock_trust_check(&t, &lg, (struct sockaddr *)&a,
+	    sizeof(a), k1), 0);
+	ck_assert_int_eq(rock_trust_known(&t, &lg, (struct sockaddr *)&a,
+	    sizeof(a), got), 0);
+	t.pinned = 1;
+	memcpy(t.pin, k2, sizeof(k2));
+	ck_assert_int_eq(rock_trust_known(&t, &lg, (struct sockaddr *)&a,
+	    sizeof(a), got), 1);
+	ck_assert_mem_eq(got, k2, sizeof(k2));
+	ck_assert_int_eq(rock_trust_check(&t, &lg, (struct sockaddr *)&a,
+	    sizeof(a), k1), ROCK_ERR_KEY);
+	ck_assert_int_eq(rock_trust_check(&t, &lg, (struct sockaddr *)&a,
+	    sizeof(a), k2), 0);
+	ck_assert_ptr_nonnull(strstr(slurp(logpath), "as ROCK_SERVER_KEY requires: connection refused"));
+}
+END_TEST
+
+struct env {
+	const char *names[4], *values[4];
+	char reports[1024];
+};
+
+static const char *
+env_get(void *arg, const char *name)
+{
+	struct env *e = arg;
+	int i;
+
+	for (i = 0; i < 4 && e->names[i] != NULL; i++)
+		if (strcmp(e->names[i], name) == 0)
+			return e->values[i];
+	return NULL;
+}
+
+static void
+env_warn(void *arg, const char *var, const char *value, const char *problem,
+    const char *accepted)
+{
+	struct env *e = arg;
+	size_t n = strlen(e->reports);
+
+	snprintf(e->reports + n, sizeof(e->reports) - n, "%s=%s: %s (%s)\n", var,
+	    value, problem, accepted);
+}
+
+static void
+parse_env(struct env *e, struct rock_config *cfg)
+{
+	struct rock_env_parser p;
+
+	memset(&p, 0, sizeof(p));
+	p.get = env_get;
+	p.get_arg = e;
+	p.warn = env_warn;
+	p.warn_arg = e;
+	rock_config_from_env(cfg, &p);
+}
+
+START_TEST(test_settings)
+{
+	struct env e = { { "HOME", NULL }, { "/home/u", NULL }, "" };
+	struct rock_config cfg;
+
+	parse_env(&e, &cfg);
+	ck_assert_str_eq(cfg.trust.path, "/home/u/.config/rock/known_servers");
+	ck_assert_int_eq(cfg.trust.pinned, 0);
+	e.names[1] = "XDG_CONFIG_HOME";
+	e.values[1] = "/x";
+	parse_env(&e, &cfg);
+	ck_assert_str_eq(cfg.trust.path, "/x/rock/known_servers");
+	e.names[2] = "ROCK_KNOWN_SERVERS";
+	e.values[2] = "";
+	e.names[3] = "ROCK_SERVER_KEY";
+	e.values[3] = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=";
+	parse_env(&e, &cfg);
+	ck_assert_str_eq(cfg.trust.path, "");
+	ck_assert_int_eq(cfg.trust.pinned, 1);
+	ck_assert_uint_eq(cfg.trust.pin[31], 31);
+	ck_assert_str_eq(e.reports, "");
+	e.values[2] = "relative/known";
+	e.values[3] = "AAEC";
+	parse_env(&e, &cfg);
+	ck_assert_str_eq(cfg.trust.path, "/x/rock/known_servers");
+	ck_assert_int_eq(cfg.trust.pinned, 0);
+	ck_assert_str_eq(e.reports,
+	    "ROCK_KNOWN_SERVERS=relative/known: not an accepted word (an absolute "
+	    "file path, or empty (keep no server keys))\n"
+	    "ROCK_SERVER_KEY=AAEC: not an accepted word (a server key as rockd "
+	    "logs it: 44 characters of base64)\n");
+}
+END_TEST
+
+Suite *
+identity_suite(void)
+{
+	Suite *s = suite_create("identity");
+	TCase *tc = tcase_create("files");
+
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, test_key_file);
+	tcase_add_test(tc, test_key_text);
+	tcase_add_test(tc, test_trust_on_first_use);
+	tcase_add_test(tc, test_known_malformed);
+	tcase_add_test(tc, test_pin_and_none);
+	tcase_add_test(tc, test_settings);
+	suite_add_tcase(s, tc);
+	return s;
+}
