@@ -228,3 +228,27 @@ rockd_msg_free(struct rockd_msg *msg)
 	free(msg->body);
 	msg->body = NULL;
 }
+
+/* One exported connection onto the channel. e is its export's outcome:
+ * ROCK_ERR_INVALID means not handed over (counted in left). body is
+ * freed. 0, or -1 with the reason logged. */
+int
+rockd_chan_send_export(struct rockd *d, int chan, uint32_t type, int e,
+    struct evbuffer *body, const int *fds, int nfds, const char *what,
+    unsigned *sent, unsigned *left)
+{
+	int r = 0;
+
+	if (e == ROCK_ERR_INVALID) {
+		(*left)++;
+	} else if (e != 0 || rockd_chan_send(chan, type, fds, nfds, body,
+	    CHAN_SEND_TIMEOUT_MS) != 0) {
+		rlog_error(&d->log, "hand-over: %s: %s", what,
+		    e != 0 ? rock_err(e) : strerror(errno));
+		r = -1;
+	} else {
+		(*sent)++;
+	}
+	evbuffer_free(body);
+	return r;
+}

@@ -16,7 +16,6 @@
 #define RECORD_MAGIC 0x524b524cu	/* "RKRL" */
 #define RECORD_VERSION 1
 #define RECORD_MAX_BUFFER (256u * 1024 * 1024)
-#define SEND_TIMEOUT_MS 10000
 
 /* Read from one side stops while the other side has this much unsent,
  * and resumes below the low mark: memory per relay stays bounded. */
@@ -314,23 +313,17 @@ rockd_relays_send(struct rockd *d, int chan, unsigned *sent, unsigned *left)
 {
 	struct rockd_relay *r;
 	struct evbuffer *body;
+	char what[32];
 	int fds[2], e;
 
 	for (r = d->relays; r != NULL; r = r->next) {
 		if ((body = evbuffer_new()) == NULL)
 			return -1;
 		e = relay_export(r, body, fds);
-		if (e == ROCK_ERR_INVALID)
-			(*left)++;
-		else if (e != 0 || rockd_chan_send(chan, ROCKD_MSG_RELAY, fds, 2,
-		    body, SEND_TIMEOUT_MS) != 0) {
-			rlog_error(&d->log, "hand-over: relay %lu: %s", r->id,
-			    e != 0 ? rock_err(e) : strerror(errno));
-			evbuffer_free(body);
+		snprintf(what, sizeof(what), "relay %lu", r->id);
+		if (rockd_chan_send_export(d, chan, ROCKD_MSG_RELAY, e, body, fds,
+		    2, what, sent, left) != 0)
 			return -1;
-		} else
-			(*sent)++;
-		evbuffer_free(body);
 	}
 	return 0;
 }

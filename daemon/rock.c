@@ -17,7 +17,6 @@
 #define RECORD_MAGIC 0x524b5252u	/* "RKRR" */
 #define RECORD_VERSION 1
 #define RECORD_MAX_BUFFER (256u * 1024 * 1024)
-#define SEND_TIMEOUT_MS 10000
 
 /* Back-pressure marks, as for plain relays. */
 #define ROCK_HIGH (512 * 1024)
@@ -392,24 +391,18 @@ rockd_rocks_send(struct rockd *d, int chan, unsigned *sent, unsigned *left)
 {
 	struct rockd_rock *rr;
 	struct evbuffer *body;
-	int fds[2], nfds, r;
+	char what[32];
+	int fds[2], nfds = 0, r;
 
 	for (rr = d->rocks; rr != NULL; rr = rr->next) {
 		if ((body = evbuffer_new()) == NULL)
 			return -1;
 		r = rock_export(rr, body, fds, &nfds);
-		if (r == ROCK_ERR_INVALID)
-			(*left)++;
-		else if (r != 0 || rockd_chan_send(chan, ROCKD_MSG_ROCK, fds, nfds,
-		    body, SEND_TIMEOUT_MS) != 0) {
-			rlog_error(&d->log, "hand-over: rock %s: %s",
-			    rr->s != NULL ? rock_session_name(rr->s) : "closing",
-			    r != 0 ? rock_err(r) : strerror(errno));
-			evbuffer_free(body);
+		snprintf(what, sizeof(what), "rock %s",
+		    rr->s != NULL ? rock_session_name(rr->s) : "closing");
+		if (rockd_chan_send_export(d, chan, ROCKD_MSG_ROCK, r, body, fds,
+		    nfds, what, sent, left) != 0)
 			return -1;
-		} else
-			(*sent)++;
-		evbuffer_free(body);
 	}
 	return 0;
 }

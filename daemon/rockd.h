@@ -145,6 +145,10 @@ struct rockd_msg {
 	size_t len;
 };
 int64_t rockd_now_ms(void);	/* CLOCK_MONOTONIC */
+#define CHAN_SEND_TIMEOUT_MS 10000
+int rockd_chan_send_export(struct rockd *d, int chan, uint32_t type, int e,
+    struct evbuffer *body, const int *fds, int nfds, const char *what,
+    unsigned *sent, unsigned *left);
 int rockd_chan_send(int fd, uint32_t type, const int *fds, int nfds,
     struct evbuffer *body, int timeout_ms);
 int rockd_chan_recv(int fd, struct rockd_msg *msg, int timeout_ms);

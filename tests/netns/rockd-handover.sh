@@ -105,17 +105,23 @@ wait_for 10 eval 'has_before i1 && has_before i2 && has_before i3' ||
 wait_for 10 eval '[ "$(size "$t_tmp/s3.out")" -gt 1000000 ]' || t_bad "the streams did not start"
 t_eq "before the hand-over: the backend accepted one connection per client" "$(accepts)" 7
 
-nn_s kill -USR2 "$pid1"
-if wait_for 10 successor "$pid1"; then
-	pid2=$(cat "$pidfile") pids+=("$pid2")
-	t_ok "USR2: pid $pid1 handed over to $pid2 and exited"
-else
-	t_bad "USR2: no successor took over from $pid1"
-	t_done
-fi
-running=0
-for n in s1 s2 s3 p1; do kill -0 "${cpid[$n]}" 2>/dev/null && running=$((running + 1)); done
-t_eq "the hand-over came mid-stream (streams still running)" "$running" 4
+# WHAT PID: USR2 to PID; its successor's pid in $next, the streams still
+# running at the hand-over checked.
+usr2() {
+	local n running=0
+	nn_s kill -USR2 "$2"
+	if wait_for 10 successor "$2"; then
+		next=$(cat "$pidfile") pids+=("$next")
+		t_ok "$1: pid $2 handed over to $next and exited"
+	else
+		t_bad "$1: no successor took over from $2"
+		t_done
+	fi
+	for n in s1 s2 s3 p1; do kill -0 "${cpid[$n]}" 2>/dev/null && running=$((running + 1)); done
+	t_eq "$1: the hand-over came mid-stream (streams still running)" "$running" 4
+}
+usr2 USR2 "$pid1"
+pid2=$next
 
 # A broken configuration: the successor exits 2, the old one serves on.
 cp "$conf" "$t_tmp/good.conf"
@@ -127,17 +133,8 @@ t_check "USR2 with a broken config: $pid2 keeps serving ($(grep -o 'successor [0
 	eval 'nn_s kill -0 "$pid2" && [ "$(cat "$pidfile")" = "$pid2" ] && grep -q "exited with status 2" "$t_tmp/rockd.log"'
 cp "$t_tmp/good.conf" "$conf"
 
-nn_s kill -USR2 "$pid2"
-if wait_for 10 successor "$pid2"; then
-	pid3=$(cat "$pidfile") pids+=("$pid3")
-	t_ok "second USR2: pid $pid2 handed over to $pid3 and exited"
-else
-	t_bad "second USR2: no successor took over from $pid2"
-	t_done
-fi
-running=0
-for n in s1 s2 s3 p1; do kill -0 "${cpid[$n]}" 2>/dev/null && running=$((running + 1)); done
-t_eq "the second hand-over came mid-stream too" "$running" 4
+usr2 "second USR2" "$pid2"
+pid3=$next
 # Each socket once: a second copy (inherited across exec) would keep the
 # successor's closes and resets from ever reaching that peer.
 t_eq "the successor holds each socket once" \
