@@ -951,8 +951,13 @@ read_reply(struct rock_attempt *a, size_t want)
 	size_t need = want;
 	ssize_t got;
 
-	if (a->have > 0 && a->buf[0] == ROCK_MSG_ERROR)
+	if (a->have > 0 && a->buf[0] == ROCK_MSG_ERROR) {
+		/* A text longer than any ERROR's is not one: the buffer holds
+		 * the longest only. */
+		if (a->have >= 3 && a->buf[2] > ROCK_ERROR_MAX_TEXT)
+			return -1;
 		need = a->have < 3 ? 3 : 3 + (size_t)a->buf[2] + ROCK_SIG_LEN;
+	}
 	got = recv(a->fd, a->buf + a->have, need - a->have, MSG_DONTWAIT);
 	if (got < 0)
 		return errno == EAGAIN || errno == EINTR ? 0 : -1;
