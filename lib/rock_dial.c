@@ -237,7 +237,7 @@ read_error_reply(struct rock_engine *e, int fd, uint8_t first,
 		return ROCK_ERR_PROTOCOL;
 	if (known != NULL && em.code != ROCK_WERR_VERSION &&
 	    refusal_verify(e, known, &em, buf, used, hello, ROCK_HELLO_TOTAL) != 0)
-		return ROCK_ERR_PROTOCOL;
+		return ROCK_ERR_UNVERIFIED;
 	switch (em.code) {
 	case ROCK_WERR_STALE:
 		return ROCK_ERR_LOST;		/* caller probes again */
@@ -292,7 +292,7 @@ hello_exchange(struct rock_engine *e, int fd, const uint8_t *hello,
 	    ROCK_HELLO_TOTAL, in, ROCK_SERVER_HELLO_SIGNED) != 0) {
 		rlog_warn(e->log, "handshake: the server's hello is not signed "
 		    "by the key it names; dropped");
-		return ROCK_ERR_PROTOCOL;
+		return known != NULL ? ROCK_ERR_UNVERIFIED : ROCK_ERR_PROTOCOL;
 	}
 	return 0;
 }
@@ -501,6 +501,14 @@ handshake_once(struct rock_engine *e, const struct sockaddr *addr,
 	return r;
 }
 
+static int
+key_known(struct rock_engine *e, const struct sockaddr *addr, socklen_t len)
+{
+	uint8_t known[ROCK_IDENT_LEN];
+
+	return rock_trust_known(&e->trust, e->log, addr, len, known);
+}
+
 int
 rock_client_open(struct rock_engine *e, const struct sockaddr *addr,
     socklen_t len, int timeout_ms, const struct rock_session_cbs *cbs,
@@ -534,8 +542,17 @@ rock_client_open(struct rock_engine *e, const struct sockaddr *addr,
 		rock_probe_forget(e, addr, len);
 		rock_engine_leave(e);
 	}
+	if (r == ROCK_ERR_LOST)
+		r = ROCK_ERR_PROTOCOL;
+	/* A rockd whose key we know answered, but never with its signature:
+	 * a plain connection instead would go to whoever answered. */
+	if (r == ROCK_ERR_PROTOCOL && key_known(e, addr, len))
+		r = ROCK_ERR_UNVERIFIED;
+	if (r == ROCK_ERR_UNVERIFIED)
+		rlog_warn(e->log, "handshake: a rockd whose key is known gave no "
+		    "answer signed by it; the connect is refused, not made plain");
 	errno = err;
-	return r == ROCK_ERR_LOST ? ROCK_ERR_PROTOCOL : r;
+	return r;
 }
 
 /* ---- reconnect: asynchronous, on the engine's event loop

@@ -25,6 +25,7 @@ static const char *const rock_err_text[] = {
 	"peer refused the connection",
 	"peer no longer knows the session",
 	"server's key is not the one known for it",
+	"no answer signed by the server's known key",
 };
 
 /* A code added without its text would shift every later text. */

@@ -31,7 +31,8 @@ enum rock_err {
 	ROCK_ERR_REFUSED = -17,		/* the peer refused (rockd's backend, busy) */
 	ROCK_ERR_RESET = -18,		/* the peer no longer knows the session */
 	ROCK_ERR_KEY = -19,		/* the server's key is not the one known for it */
-	ROCK_ERR_LAST = -20		/* keep last: bounds the text table */
+	ROCK_ERR_UNVERIFIED = -20,	/* no answer signed by the server's known key */
+	ROCK_ERR_LAST = -21		/* keep last: bounds the text table */
 };
 
 /* Static text for an error code; never NULL. */

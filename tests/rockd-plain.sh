@@ -29,6 +29,8 @@ import os, socket, sys, threading, time
 
 HOST = '127.0.0.1'
 
+TCP_CLOSE = 7  # tcpi_state of a connection a reset ended (linux/tcp_states.h)
+
 def publish(path, text):
     with open(path + '.tmp', 'w') as f:
         f.write(text)
@@ -241,9 +243,15 @@ def cmd_flood_server(portfile, data, full, eof):
             sent[0] = off + (1 << 16)
     def reader():
         try:
-            publish(eof, 'eof after %d bytes\n' % len(recv_all(c)))
+            n = len(recv_all(c))
         except ConnectionResetError:
             publish(eof, 'reset\n')
+            return
+        # A reset's error goes to one call: the flood's send may have
+        # taken it, and this read then sees 0. The state tells: a FIN
+        # leaves CLOSE_WAIT, a reset CLOSE.
+        state = c.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 1)[0]
+        publish(eof, 'reset\n' if state == TCP_CLOSE else 'eof after %d bytes\n' % n)
     background(flood)
     r = background(reader)
     last = -1

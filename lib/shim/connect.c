@@ -183,6 +183,14 @@ adopt(struct attempt *a)
 	rlog_debug(&shim_state()->log, "fd %d: a rock", a->fd);
 }
 
+/* The server's key is known, and what answered did not prove it: the
+ * connect is refused, never made plain. */
+static int
+refused_for_trust(int rc)
+{
+	return rc == ROCK_ERR_KEY || rc == ROCK_ERR_UNVERIFIED;
+}
+
 static int
 connect_blocking(int fd, const struct sockaddr *addr, socklen_t len)
 {
@@ -205,7 +213,7 @@ connect_blocking(int fd, const struct sockaddr *addr, socklen_t len)
 	free(a);
 	/* A server that no longer proves the key known for it: refused,
 	 * and no plain connection either, which anyone could be at. */
-	if (rc == ROCK_ERR_KEY) {
+	if (refused_for_trust(rc)) {
 		errno = ECONNREFUSED;
 		return -1;
 	}
@@ -254,7 +262,7 @@ connect_thread(void *arg)
 		shim_rock_set_ready(r, 1);
 		shim_epoll_resume(r);
 		rlog_debug(&shim_state()->log, "fd %d: a rock", a->fd);
-	} else if (rc == ROCK_ERR_KEY) {
+	} else if (refused_for_trust(rc)) {
 		/* Refused, as connect_blocking: never a plain connection. */
 		r->so_error = ECONNREFUSED;
 		shim_rock_set_ready(r, 1);

@@ -164,4 +164,26 @@ else
 	t_bad "killed rockd: the program still waits 30 s after rockd came back"
 fi
 t_check "killed rockd: the signed UNKNOWN was taken" grep -q 'no such session' "$t_tmp/killed.log"
+# ---- 5. a stranger where a known rockd was: refused, never plain
+# It announces itself, then answers the hello with an unsigned BUSY, or
+# with bytes that are no answer at all. The key rockd proved is pinned.
+FAKE="$top_srcdir/tests/netns/fake-rockd.py"
+port=7997
+for mode in busy garbage; do
+	port=$((port + 1))
+	rm -f "$t_tmp/fake.ready"
+	nn_s python3 "$FAKE" "$NN_S_ADDR" "$port" "$t_tmp/fake.ready" "$t_tmp/fake-$mode.log" "$mode" \
+		2>"$t_tmp/fake.err" &
+	pids+=($!)
+	wait_for 5 test -s "$t_tmp/fake.ready" || t_bad "$mode: the stranger did not start"
+	t_foreign env ROCK_SERVER_KEY="$key1" ROCK_LOG="$t_tmp/fake-$mode.rock.log" \
+		ip netns exec "$NN_C" "$ROCK" "$TRAFFIC" sink "$NN_S_ADDR" "$port" "$t_tmp/fake.got" \
+		>"$t_tmp/fake.out" 2>"$t_tmp/fake-$mode.err"
+	rc=$?
+	t_check "stranger ($mode): the connect is refused (exit $rc: $(tail -1 "$t_tmp/fake-$mode.err"))" \
+		eval '[ "$rc" -ne 0 ] && grep -q "Connection refused" "$t_tmp/fake-$mode.err"'
+	t_check "stranger ($mode): it was asked for a rock" grep -q '^hello' "$t_tmp/fake-$mode.log"
+	t_eq "stranger ($mode): no plain connection reached it" "$(grep -c '^PLAIN' "$t_tmp/fake-$mode.log")" 0
+done
+
 t_done
