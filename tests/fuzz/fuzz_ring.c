@@ -52,20 +52,24 @@ fill(struct input *in, uint8_t *p, size_t n, uint64_t at)
 		p[i] = in->n > 0 ? (uint8_t)take8(in) : (uint8_t)(at + i) * 31u;
 }
 
-/* What the ring says must be what the model holds, byte for byte. */
+/* A replay from any offset: the bytes from there on, or an error. */
 static void
-check_same(const struct rock_ring *r, const struct model *m)
+check_peek(const struct rock_ring *r, const struct model *m, uint64_t from)
 {
 	struct iovec iov[2];
-	int cnt = -1, i;
-	size_t at = 0;
+	int cnt = -1, rc = rock_ring_peek(r, from, iov, &cnt), i;
+	size_t at;
 
-	FUZZ_CHECK(rock_ring_used(r) == m->len);
-	FUZZ_CHECK(rock_ring_base(r) == m->base);
-	FUZZ_CHECK(rock_ring_end(r) == m->base + m->len);
-	FUZZ_CHECK(rock_ring_space(r) == m->cap - m->len);
-	FUZZ_CHECK(rock_ring_peek(r, m->base, iov, &cnt) == 0);
-	FUZZ_CHECK(cnt >= 0 && cnt <= 2);
+	if (from < m->base) {
+		FUZZ_CHECK(rc == ROCK_ERR_LOST);
+		return;
+	}
+	if (from > m->base + m->len) {
+		FUZZ_CHECK(rc == ROCK_ERR_PROTOCOL);
+		return;
+	}
+	FUZZ_CHECK(rc == 0 && cnt >= 0 && cnt <= 2);
+	at = (size_t)(from - m->base);
 	for (i = 0; i < cnt; i++) {
 		FUZZ_CHECK(at + iov[i].iov_len <= m->len);
 		FUZZ_CHECK(memcmp(iov[i].iov_base, m->held + at,
@@ -75,24 +79,47 @@ check_same(const struct rock_ring *r, const struct model *m)
 	FUZZ_CHECK(at == m->len);
 }
 
+/* What the ring says must be what the model holds, byte for byte. */
 static void
-op_append(struct rock_ring *r, struct model *m, struct input *in)
+check_same(const struct rock_ring *r, const struct model *m)
 {
-	size_t n = take16(in) % (m->cap + 64);
-	uint8_t *p = malloc(n + 1);
-	int rc;
+	FUZZ_CHECK(rock_ring_used(r) == m->len);
+	FUZZ_CHECK(rock_ring_base(r) == m->base);
+	FUZZ_CHECK(rock_ring_end(r) == m->base + m->len);
+	FUZZ_CHECK(rock_ring_space(r) == m->cap - m->len);
+	check_peek(r, m, m->base);
+}
 
-	if (p == NULL)
-		return;
-	fill(in, p, n, m->base + m->len);
-	rc = rock_ring_append(r, p, n);
-	if (n > m->cap - m->len || m->base + m->len + n < m->base) {
+/* An append of n bytes: all of them or, past the cap or 2^64, none. */
+static void
+appended(struct model *m, int rc, const uint8_t *p, size_t n)
+{
+	if (n > m->cap - m->len || n > UINT64_MAX - (m->base + m->len)) {
 		FUZZ_CHECK(rc == ROCK_ERR_FULL || rc == ROCK_ERR_TOO_LARGE);
 	} else if (rc != ROCK_ERR_NOMEM) {
 		FUZZ_CHECK(rc == 0);
 		memcpy(m->held + m->len, p, n);
 		m->len += n;
 	}
+}
+
+/* An offset around what is held: stale, inside, or past the end. */
+static uint64_t
+near(const struct model *m, struct input *in)
+{
+	return m->base + m->len - 64 + take16(in) % (m->len + 160);
+}
+
+static void
+op_append(struct rock_ring *r, struct model *m, struct input *in)
+{
+	size_t n = take16(in) % (m->cap + 64);
+	uint8_t *p = malloc(n + 1);
+
+	if (p == NULL)
+		return;
+	fill(in, p, n, m->base + m->len);
+	appended(m, rock_ring_append(r, p, n), p, n);
 	free(p);
 }
 
@@ -116,15 +143,10 @@ op_appendv(struct rock_ring *r, struct model *m, struct input *in)
 		iov[i].iov_base = p + n;
 	n = total == 0 ? 0 : take16(in) % (total + 2);
 	rc = rock_ring_appendv(r, iov, cnt, n);
-	if (n > total) {
+	if (n > total)
 		FUZZ_CHECK(rc == ROCK_ERR_INVALID);
-	} else if (n > m->cap - m->len || m->base + m->len + n < m->base) {
-		FUZZ_CHECK(rc == ROCK_ERR_FULL || rc == ROCK_ERR_TOO_LARGE);
-	} else if (rc != ROCK_ERR_NOMEM) {
-		FUZZ_CHECK(rc == 0);
-		memcpy(m->held + m->len, p, n);
-		m->len += n;
-	}
+	else
+		appended(m, rc, p, n);
 	free(p);
 }
 
@@ -132,7 +154,7 @@ op_appendv(struct rock_ring *r, struct model *m, struct input *in)
 static void
 op_ack(struct rock_ring *r, struct model *m, struct input *in)
 {
-	uint64_t to = m->base + m->len - 64 + take16(in) % (m->len + 160);
+	uint64_t to = near(m, in);
 	size_t drop;
 	int rc = rock_ring_ack(r, to);
 
@@ -147,34 +169,6 @@ op_ack(struct rock_ring *r, struct model *m, struct input *in)
 	memmove(m->held, m->held + drop, m->len - drop);
 	m->len -= drop;
 	m->base = to;
-}
-
-/* A replay from any offset: the bytes from there on, or an error. */
-static void
-op_peek(const struct rock_ring *r, const struct model *m, struct input *in)
-{
-	uint64_t from = m->base + m->len - 64 + take16(in) % (m->len + 160);
-	struct iovec iov[2];
-	int cnt = -1, rc = rock_ring_peek(r, from, iov, &cnt), i;
-	size_t at;
-
-	if (from < m->base) {
-		FUZZ_CHECK(rc == ROCK_ERR_LOST);
-		return;
-	}
-	if (from > m->base + m->len) {
-		FUZZ_CHECK(rc == ROCK_ERR_PROTOCOL);
-		return;
-	}
-	FUZZ_CHECK(rc == 0 && cnt >= 0 && cnt <= 2);
-	at = (size_t)(from - m->base);
-	for (i = 0; i < cnt; i++) {
-		FUZZ_CHECK(at + iov[i].iov_len <= m->len);
-		FUZZ_CHECK(memcmp(iov[i].iov_base, m->held + at,
-		    iov[i].iov_len) == 0);
-		at += iov[i].iov_len;
-	}
-	FUZZ_CHECK(at == m->len);
 }
 
 /* First: the cap and the starting offset (near 2^64 to reach its edge);
@@ -205,7 +199,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			op_ack(&r, &m, &in);
 			break;
 		case 3:
-			op_peek(&r, &m, &in);
+			check_peek(&r, &m, near(&m, &in));
 			break;
 		case 4:
 			rock_ring_compact(&r);
