@@ -149,13 +149,6 @@ on_term(evutil_socket_t sig, short what, void *arg)
 		evtimer_add(d->grace, &grace);
 }
 
-void
-rockd_maybe_done(struct rockd *d)
-{
-	if (d->stopping && d->relays == NULL && d->rocks == NULL)
-		event_base_loopbreak(d->base);
-}
-
 /* A rock holds two descriptors (client, backend): leave room for the
  * listeners, plain relays and handshakes within the process's limit. */
 static size_t

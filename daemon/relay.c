@@ -230,6 +230,13 @@ rockd_relay_start(struct rockd *d, const struct rockd_backend *b,
 	}
 }
 
+void
+rockd_maybe_done(struct rockd *d)
+{
+	if (d->stopping && d->relays == NULL && d->rocks == NULL)
+		event_base_loopbreak(d->base);
+}
+
 /* Stop reading both ways; each side is half-closed once flushed. */
 void
 rockd_relays_stop(struct rockd *d)
