@@ -176,6 +176,27 @@ status_seeds(void)
 	put_with("status", "error", sealed, 2, buf, n);
 }
 
+/* fuzz_sniff: the engine's announcement first (bit 0), where the first
+ * piece ends, the client's bytes. */
+static void
+sniff_seeds(void)
+{
+	struct rock_client_hello ch = { ROCK_VERSION, ROCK_FEAT_ALL, { 0 },
+	    131072, 16384, 4434 };
+	uint8_t buf[ROCK_RECONNECT_REQ_LEN];
+	const uint8_t hello[2] = { 1, 5 }, probe[2] = { 0, 0 };
+	const uint8_t rec[2] = { 0, 4 }, plain[2] = { 0, 3 };
+	static const char get[] = "GET / HTTP/1.0\r\n\r\n";
+
+	rock_client_hello_encode(&ch, buf);
+	put_with("sniff", "hello", hello, 2, buf, ROCK_CLIENT_HELLO_LEN);
+	put("sniff", "probe", probe, 2);
+	request(buf, 0, 1, 1, 0, 0, 0);
+	put_with("sniff", "reconnect", rec, 2, buf, ROCK_RECONNECT_REQ_LEN);
+	put_with("sniff", "plain", plain, 2, (const uint8_t *)get, strlen(get));
+	put_with("sniff", "magic_then_plain", plain, 2, rock_magic_announce, 5);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -190,5 +211,6 @@ main(int argc, char **argv)
 	control_seeds();
 	accept_seeds();
 	status_seeds();
+	sniff_seeds();
 	return 0;
 }
