@@ -45,6 +45,10 @@ put_with(const char *harness, const char *name, const uint8_t *head,
 	put(harness, name, buf, nhead + n);
 }
 
+/* The vectors' announcement and SERVER_HELLO (its key is a real one),
+ * kept for the client's seeds. */
+static uint8_t vec_ann[ROCK_ANNOUNCE_LEN], vec_sh[ROCK_SERVER_HELLO_LEN];
+
 /* fuzz_wire: the first byte picks the decoder, in its table's order. */
 static void
 wire_seed(void *arg, const char *name, const uint8_t *p, size_t n)
@@ -55,6 +59,10 @@ wire_seed(void *arg, const char *name, const uint8_t *p, size_t n)
 	uint8_t sel;
 
 	(void)arg;
+	if (strcmp(name, "announcement") == 0)
+		memcpy(vec_ann, p, sizeof(vec_ann));
+	if (strcmp(name, "server_hello") == 0)
+		memcpy(vec_sh, p, sizeof(vec_sh));
 	for (sel = 0; sel < sizeof(order) / sizeof(order[0]); sel++)
 		if (strcmp(name, order[sel]) == 0) {
 			put_with("wire", name, &sel, 1, p, n);
@@ -197,6 +205,40 @@ sniff_seeds(void)
 	put_with("sniff", "magic_then_plain", plain, 2, rock_magic_announce, 5);
 }
 
+/* One answer of fuzz_client's server: its 16-bit length, its bytes. */
+static size_t
+answer(uint8_t *out, const uint8_t *p, size_t n)
+{
+	out[0] = (uint8_t)(n >> 8);
+	out[1] = (uint8_t)n;
+	memcpy(out + 2, p, n);
+	return 2 + n;
+}
+
+/* fuzz_client: the probe's announcement, the hello's answer, and after
+ * a STALE the same again. */
+static void
+client_seeds(void)
+{
+	uint8_t buf[4 * (2 + ROCK_ANNOUNCE_LEN)], err[ROCK_ERROR_MAX_LEN];
+	size_t n, e;
+
+	n = answer(buf, vec_ann, sizeof(vec_ann));
+	n += answer(buf + n, vec_sh, sizeof(vec_sh));
+	put("client", "connected", buf, n);
+	e = rock_error_encode(ROCK_WERR_STALE, "stale announcement", err);
+	n = answer(buf, vec_ann, sizeof(vec_ann));
+	n += answer(buf + n, err, e);
+	n += answer(buf + n, vec_ann, sizeof(vec_ann));
+	n += answer(buf + n, vec_sh, sizeof(vec_sh));
+	put("client", "stale_then_connected", buf, n);
+	e = rock_error_encode(ROCK_WERR_BACKEND, "backend refused", err);
+	n = answer(buf, vec_ann, sizeof(vec_ann));
+	n += answer(buf + n, err, e);
+	put("client", "refused", buf, n);
+	put("client", "plain_server", "SSH-2.0-OpenSSH_9.2\r\n", 21);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -212,5 +254,6 @@ main(int argc, char **argv)
 	accept_seeds();
 	status_seeds();
 	sniff_seeds();
+	client_seeds();
 	return 0;
 }
