@@ -4,10 +4,8 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
-#include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include "fuzz.h"
@@ -20,7 +18,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 /* The "server", on its own thread: each connection gets the next answer
  * once the client has said its part (a probe's FIN, or the whole hello),
- * then a FIN. In the abstract namespace: no port, no TIME_WAIT. */
+ * then a FIN. At a local address (fuzz_local_addr). */
 struct server {
 	int lfd;
 	struct sockaddr_un addr;
@@ -71,11 +69,7 @@ listen_once(struct server *sv)
 {
 	if (sv->lfd > 0)
 		return;
-	sv->addr.sun_family = AF_UNIX;
-	snprintf(sv->addr.sun_path + 1, sizeof(sv->addr.sun_path) - 1,
-	    "rock-fuzz-client-%ld", (long)getpid());
-	sv->len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 +
-	    strlen(sv->addr.sun_path + 1));
+	sv->len = fuzz_local_addr(&sv->addr, "client");
 	FUZZ_CHECK((sv->lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) >= 0);
 	FUZZ_CHECK(bind(sv->lfd, (struct sockaddr *)&sv->addr, sv->len) == 0);
 	FUZZ_CHECK(listen(sv->lfd, 16) == 0);

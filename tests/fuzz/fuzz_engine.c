@@ -3,6 +3,8 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <stddef.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -136,6 +138,17 @@ fuzz_rock_add(struct fuzz_world *w, int i, unsigned setup)
 	if (fr->s != NULL && (setup & 8))
 		fr->s->flags |= ROCK_FLAG_EOF_SEEN;
 	return fr->s;
+}
+
+socklen_t
+fuzz_local_addr(struct sockaddr_un *un, const char *name)
+{
+	memset(un, 0, sizeof(*un));
+	un->sun_family = AF_UNIX;
+	snprintf(un->sun_path + 1, sizeof(un->sun_path) - 1, "rock-fuzz-%s-%ld",
+	    name, (long)getpid());
+	return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 +
+	    strlen(un->sun_path + 1));
 }
 
 void

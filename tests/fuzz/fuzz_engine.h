@@ -2,6 +2,8 @@
 #ifndef ROCK_FUZZ_ENGINE_H
 #define ROCK_FUZZ_ENGINE_H
 
+#include <sys/un.h>
+
 #include "rock_engine_int.h"
 
 #define FUZZ_ROCKS 3
@@ -36,6 +38,9 @@ const uint8_t *fuzz_rock_peer_key(int i);
 int fuzz_rock_index(const uint8_t id[ROCK_ID_LEN]);
 /* Run the loop until nothing is ready (at most n rounds). */
 void fuzz_world_run(struct fuzz_world *w, int n);
+/* A stream address of this process in the abstract namespace: no file,
+ * no TCP port, no TIME_WAIT per input. Returns its length. */
+socklen_t fuzz_local_addr(struct sockaddr_un *un, const char *name);
 /* Free every rock and what the engine kept of them: the next input
  * starts from nothing. */
 void fuzz_world_clear(struct fuzz_world *w);

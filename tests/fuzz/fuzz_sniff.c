@@ -5,7 +5,6 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include "rockd.h"
@@ -19,15 +18,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 static void
 backend_nowhere(struct rockd_backend *b)
 {
-	struct sockaddr_un *un = (struct sockaddr_un *)&b->addr;
-
 	memset(b, 0, sizeof(*b));
 	snprintf(b->spec, sizeof(b->spec), "nowhere");
-	un->sun_family = AF_UNIX;
-	snprintf(un->sun_path + 1, sizeof(un->sun_path) - 1,
-	    "rock-fuzz-nowhere-%ld", (long)getpid());
-	b->len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 +
-	    strlen(un->sun_path + 1));
+	b->len = fuzz_local_addr((struct sockaddr_un *)&b->addr, "nowhere");
 }
 
 static int

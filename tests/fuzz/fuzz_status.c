@@ -2,10 +2,8 @@
 #include "config.h"
 
 #include <poll.h>
-#include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include "rock_crypto.h"
@@ -14,8 +12,7 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-/* The "server": a stream socket in the abstract namespace, so that no
- * TCP port and no TIME_WAIT is spent per input. */
+/* The "server", at a local address (fuzz_local_addr). */
 static struct sockaddr_un server;
 static socklen_t server_len;
 static int lfd = -1;
@@ -25,12 +22,7 @@ listen_once(void)
 {
 	if (lfd >= 0)
 		return;
-	memset(&server, 0, sizeof(server));
-	server.sun_family = AF_UNIX;
-	snprintf(server.sun_path + 1, sizeof(server.sun_path) - 1,
-	    "rock-fuzz-status-%ld", (long)getpid());
-	server_len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 +
-	    strlen(server.sun_path + 1));
+	server_len = fuzz_local_addr(&server, "status");
 	FUZZ_CHECK((lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) >= 0);
 	FUZZ_CHECK(bind(lfd, (struct sockaddr *)&server, server_len) == 0);
 	FUZZ_CHECK(listen(lfd, 16) == 0);
