@@ -19,7 +19,8 @@ n=$(find "$t_tmp/corpus" -type f | wc -l)
 echo "$name: $n seeds, ${seconds} s"
 # libFuzzer's own exit codes would read as SKIP (77) or an odd failure:
 # every finding is exit 1. -timeout: one input running that long is a hang.
-"$harness" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
+# At low priority: the network tests beside it measure time.
+nice -n 19 "$harness" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
 	-error_exitcode=1 -timeout_exitcode=1 -print_final_stats=1 \
 	-artifact_prefix="$t_tmp/crash/" "$t_tmp/corpus" >"$t_tmp/fuzz.log" 2>&1
 rc=$?
