@@ -166,20 +166,15 @@ parse_line(struct rockd_config *cfg, char *line, char *err, size_t errlen)
 }
 
 int
-rockd_config_load(struct rockd_config *cfg, const char *path, char *err,
-    size_t errlen)
+rockd_config_read(struct rockd_config *cfg, FILE *f, const char *path,
+    char *err, size_t errlen)
 {
 	char line[1024], why[512];
-	FILE *f = fopen(path, "re");
 	int lineno = 0, r = 0;
 
 	cfg->suspend_timeout_s = -1;
 	cfg->max_rocks = -1;
 	cfg->drain_timeout_s = -1;
-	if (f == NULL) {
-		snprintf(err, errlen, "%s: %s", path, strerror(errno));
-		return -1;
-	}
 	while (r == 0 && fgets(line, sizeof(line), f) != NULL) {
 		lineno++;
 		if (strchr(line, '\n') == NULL && !feof(f)) {
@@ -198,10 +193,8 @@ rockd_config_load(struct rockd_config *cfg, const char *path, char *err,
 		else
 			snprintf(err, errlen, "%s: cannot read past line %d: %s",
 			    path, lineno, strerror(errno));
-		fclose(f);
 		return -1;
 	}
-	fclose(f);
 	if (r == 0 && cfg->services == NULL) {
 		snprintf(err, errlen, "%s: no service (a \"listen ... backend ...\" "
 		    "line) configured", path);
@@ -209,5 +202,23 @@ rockd_config_load(struct rockd_config *cfg, const char *path, char *err,
 	}
 	if (r != 0)
 		snprintf(err, errlen, "%s:%d: %s", path, lineno, why);
+	return r;
+}
+
+int
+rockd_config_load(struct rockd_config *cfg, const char *path, char *err,
+    size_t errlen)
+{
+	FILE *f = fopen(path, "re");
+	int r;
+
+	if (f == NULL) {
+		cfg->suspend_timeout_s = -1;
+		cfg->max_rocks = -1;
+		snprintf(err, errlen, "%s: %s", path, strerror(errno));
+		return -1;
+	}
+	r = rockd_config_read(cfg, f, path, err, errlen);
+	fclose(f);
 	return r;
 }

@@ -201,13 +201,6 @@ on_usr2(evutil_socket_t sig, short what, void *arg)
 	rockd_handover_start(arg);
 }
 
-void
-rockd_maybe_done(struct rockd *d)
-{
-	if (d->stopping && d->relays == NULL && d->rocks == NULL)
-		event_base_loopbreak(d->base);
-}
-
 /* A rock holds two descriptors (client, backend): leave room for the
  * listeners, plain relays and handshakes within the process's limit. */
 static size_t

@@ -246,6 +246,13 @@ rockd_relay_start(struct rockd *d, const struct rockd_backend *b,
 	}
 }
 
+void
+rockd_maybe_done(struct rockd *d)
+{
+	if (d->stopping && d->relays == NULL && d->rocks == NULL)
+		event_base_loopbreak(d->base);
+}
+
 /* SIGTERM's bound: whatever a relay still carries is cut, and both ends
  * see the reset a direct connection cut midway would give them. */
 void

@@ -3,6 +3,7 @@
 #define ROCKD_H
 
 #include <limits.h>
+#include <stdio.h>
 #include <sys/socket.h>
 #include <sys/types.h>
 
@@ -89,6 +90,9 @@ struct rockd {
 /* Configuration: parse a file; on error print "FILE:LINE: problem" into
  * err and return -1. */
 int rockd_config_load(struct rockd_config *cfg, const char *path,
+    char *err, size_t errlen);
+/* The same from an open file, named path in the messages. */
+int rockd_config_read(struct rockd_config *cfg, FILE *f, const char *path,
     char *err, size_t errlen);
 /* One service from --listen/--backend. */
 int rockd_config_add(struct rockd_config *cfg, const char *listen,

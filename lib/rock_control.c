@@ -459,13 +459,28 @@ accept_record(struct rock_engine *e, const uint8_t *rec,
 	rock_session_release(s);
 }
 
+void
+rock_control_datagram(struct rock_engine *e, const uint8_t *buf, size_t len,
+    const struct sockaddr_storage *from, socklen_t fromlen)
+{
+	unsigned n, i;
+
+	if (rock_hb_packet_check(buf, len, &n) != 0) {
+		e->stats.hb_malformed++;
+		return;
+	}
+	for (i = 0; i < n; i++)
+		accept_record(e, buf + ROCK_HB_HEADER_LEN + i * ROCK_HB_RECORD_LEN,
+		    from, fromlen);
+}
+
 static void
 read_udp(struct rock_engine *e, int fd)
 {
 	uint8_t buf[ROCK_HB_MAX_LEN + 1];
 	struct sockaddr_storage from;
 	socklen_t fromlen;
-	unsigned n, i, budget;
+	unsigned budget;
 	ssize_t got;
 
 	for (budget = 0; budget < 64; budget++) {
@@ -474,13 +489,7 @@ read_udp(struct rock_engine *e, int fd)
 		    (struct sockaddr *)&from, &fromlen);
 		if (got < 0)
 			return;
-		if (rock_hb_packet_check(buf, (size_t)got, &n) != 0) {
-			e->stats.hb_malformed++;
-			continue;
-		}
-		for (i = 0; i < n; i++)
-			accept_record(e, buf + ROCK_HB_HEADER_LEN +
-			    i * ROCK_HB_RECORD_LEN, &from, fromlen);
+		rock_control_datagram(e, buf, (size_t)got, &from, fromlen);
 	}
 }
 

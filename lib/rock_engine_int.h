@@ -314,6 +314,9 @@ int rock_control_adopt(struct rock_engine *e, int fd);
 int rock_control_start(struct rock_engine *e);
 void rock_control_close(struct rock_engine *e);
 void rock_control_tick(struct rock_engine *e);
+/* One datagram received on the control socket, from a peer: never trusted. */
+void rock_control_datagram(struct rock_engine *e, const uint8_t *buf,
+    size_t len, const struct sockaddr_storage *from, socklen_t fromlen);
 void rock_control_ack_now(struct rock_session *s);
 /* A RECONNECT_REQUEST of s for nonce, sealed with its key; a reconnect
  * or (flags with STATUS) a status request (rock_dial.c). */

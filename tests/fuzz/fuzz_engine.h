@@ -1,0 +1,48 @@
+/* fuzz_engine.h: the fixture of the engine's harnesses: one engine on loopback, rocks with known ids and keys. */
+#ifndef ROCK_FUZZ_ENGINE_H
+#define ROCK_FUZZ_ENGINE_H
+
+#include <sys/un.h>
+
+#include "rock_engine_int.h"
+
+#define FUZZ_ROCKS 3
+
+/* A rock of the fixture and the far end of its data connection. */
+struct fuzz_rock {
+	struct rock_session *s;		/* NULL once closed and freed */
+	int peer_fd;			/* -1: suspended, no connection */
+};
+
+struct fuzz_world {
+	struct event_base *base;
+	struct rock_engine *e;
+	struct rock_log log;
+	struct rock_config logcfg;
+	struct fuzz_rock r[FUZZ_ROCKS];
+};
+
+/* A rock's owner: drops what arrives, frees the rock when it ends; its
+ * argument is the rock's struct fuzz_rock. */
+extern const struct rock_session_cbs fuzz_rock_cbs;
+
+/* The engine, made once per process; an empty world per input. */
+struct fuzz_world *fuzz_world(void);
+/* Rock i as set by one fuzz byte: its role, whether connected, bytes
+ * sent (in its ring, unacknowledged) and its own flags. NULL on failure. */
+struct rock_session *fuzz_rock_add(struct fuzz_world *w, int i, unsigned setup);
+/* Rock i's id, and the key its peer seals with (the rock's rx). */
+void fuzz_rock_id(int i, uint8_t id[ROCK_ID_LEN]);
+const uint8_t *fuzz_rock_peer_key(int i);
+/* The rock whose id this is, or -1. */
+int fuzz_rock_index(const uint8_t id[ROCK_ID_LEN]);
+/* Run the loop until nothing is ready (at most n rounds). */
+void fuzz_world_run(struct fuzz_world *w, int n);
+/* A stream address of this process in the abstract namespace: no file,
+ * no TCP port, no TIME_WAIT per input. Returns its length. */
+socklen_t fuzz_local_addr(struct sockaddr_un *un, const char *name);
+/* Free every rock and what the engine kept of them: the next input
+ * starts from nothing. */
+void fuzz_world_clear(struct fuzz_world *w);
+
+#endif
