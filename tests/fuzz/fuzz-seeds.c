@@ -139,7 +139,7 @@ static void
 accept_seeds(void)
 {
 	struct rock_client_hello ch = { ROCK_VERSION, ROCK_FEAT_ALL, { 0 },
-	    131072, 16384, 4434 };
+	    131072, 16384, 4434, { 0 } };
 	uint8_t buf[ROCK_ANNOUNCE_LEN + ROCK_CLIENT_HELLO_LEN];
 	const uint8_t hello[3] = { 0x06, 0x00, 8 }, refuse[3] = { 0x02, 0x00, 3 };
 	const uint8_t stale[3] = { 0x04, 0x00, 8 }, rec[3] = { 0x03, 0x33, 8 };
@@ -190,7 +190,7 @@ static void
 sniff_seeds(void)
 {
 	struct rock_client_hello ch = { ROCK_VERSION, ROCK_FEAT_ALL, { 0 },
-	    131072, 16384, 4434 };
+	    131072, 16384, 4434, { 0 } };
 	uint8_t buf[ROCK_RECONNECT_REQ_LEN];
 	const uint8_t hello[2] = { 1, 5 }, probe[2] = { 0, 0 };
 	const uint8_t rec[2] = { 0, 4 }, plain[2] = { 0, 3 };

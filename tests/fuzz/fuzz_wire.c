@@ -105,7 +105,7 @@ error_msg(const uint8_t *p, size_t n)
 	r = rock_error_decode(&e, in, n, &used);
 	FUZZ_CHECK(r == 0 || r == ROCK_ERR_SHORT || r == ROCK_ERR_PROTOCOL);
 	if (r == 0) {
-		FUZZ_CHECK(used == 3 + (size_t)e.len && used <= n);
+		FUZZ_CHECK(used == 3 + (size_t)e.len + ROCK_SIG_LEN && used <= n);
 		FUZZ_CHECK(e.len <= ROCK_ERROR_MAX_TEXT && strlen(e.text) == e.len);
 		for (i = 0; i < e.len; i++)
 			FUZZ_CHECK(e.text[i] >= 0x20 && e.text[i] < 0x7f);
