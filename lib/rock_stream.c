@@ -149,13 +149,17 @@ static int
 write_replay(struct rock_session *s)
 {
 	struct iovec iov[2];
+	struct msghdr m = { .msg_iov = iov };
 	int n = 0, r;
 	ssize_t w;
 
 	while (s->replay_from < rock_ring_end(&s->ring)) {
 		if ((r = rock_ring_peek(&s->ring, s->replay_from, iov, &n)) != 0)
 			return -1;
-		w = writev(s->fd, iov, n);
+		m.msg_iovlen = (size_t)n;
+		/* A reset connection is an error here, not SIGPIPE for the
+		 * whole process (a keeper, a program that embeds the engine). */
+		w = sendmsg(s->fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
 		if (w < 0)
 			return errno == EAGAIN || errno == EINTR ? 0 : -1;
 		s->replay_from += (uint64_t)w;

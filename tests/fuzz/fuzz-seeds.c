@@ -184,6 +184,28 @@ status_seeds(void)
 	put_with("status", "error", sealed, 2, buf, n);
 }
 
+/* fuzz_dial: tag bit, rock 0's setup, the answer to its first attempt:
+ * an OK, a refusal nobody signed, an ERROR longer than any (which once
+ * overran the attempt's buffer). */
+static void
+dial_seeds(void)
+{
+	struct rock_reconnect_ok ok = { 1000, 0, 0, { 0 } };
+	uint8_t buf[3 + 255 + ROCK_SIG_LEN];
+	const uint8_t sealed[2] = { 1, 0x32 }, plain[2] = { 0, 0x02 };
+	size_t n;
+
+	rock_reconnect_ok_encode(&ok, buf);
+	put_with("dial", "ok", sealed, 2, buf, ROCK_RECONNECT_OK_LEN);
+	n = rock_error_encode(ROCK_WERR_UNKNOWN, "no such session", buf);
+	put_with("dial", "unknown_unsigned", plain, 2, buf, n);
+	memset(buf, 'A', sizeof(buf));
+	buf[0] = ROCK_MSG_ERROR;
+	buf[1] = ROCK_WERR_UNKNOWN;
+	buf[2] = 255;
+	put_with("dial", "error_too_long", plain, 2, buf, sizeof(buf));
+}
+
 /* fuzz_sniff: the engine's announcement first (bit 0), where the first
  * piece ends, the client's bytes. */
 static void
@@ -253,6 +275,7 @@ main(int argc, char **argv)
 	control_seeds();
 	accept_seeds();
 	status_seeds();
+	dial_seeds();
 	sniff_seeds();
 	client_seeds();
 	return 0;

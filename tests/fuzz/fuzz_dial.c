@@ -1,0 +1,111 @@
+/* fuzz_dial.c: libFuzzer harness for a client's reconnect: the server's answer to a reconnect attempt, read by rock_dial.c. */
+#include "config.h"
+
+#include <poll.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "rock_crypto.h"
+#include "fuzz.h"
+#include "fuzz_engine.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+/* The "server", at a local address (fuzz_local_addr). */
+static struct sockaddr_un server;
+static socklen_t server_len;
+static int lfd = -1;
+
+static void
+listen_once(void)
+{
+	if (lfd >= 0)
+		return;
+	server_len = fuzz_local_addr(&server, "dial");
+	FUZZ_CHECK((lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) >= 0);
+	FUZZ_CHECK(bind(lfd, (struct sockaddr *)&server, server_len) == 0);
+	FUZZ_CHECK(listen(lfd, 16) == 0);
+}
+
+/* The request that came: its nonce, which an authentic answer covers. */
+static int
+read_request(int fd, uint8_t nonce[ROCK_NONCE_LEN])
+{
+	uint8_t req[ROCK_RECONNECT_REQ_LEN];
+	struct rock_reconnect_req rq;
+
+	if (recv(fd, req, sizeof(req), MSG_WAITALL) != (ssize_t)sizeof(req))
+		return -1;
+	/* A rock that shut or saw an end may ask for a status first. */
+	FUZZ_CHECK(rock_reconnect_req_decode(&rq, req) == 0);
+	memcpy(nonce, rq.nonce, ROCK_NONCE_LEN);
+	return 0;
+}
+
+/* The rock suspended, its first attempt dialled at once. */
+static int
+suspend_and_dial(struct fuzz_world *w, struct rock_session *s)
+{
+	struct pollfd p = { lfd, POLLIN, 0 };
+	int round;
+
+	memcpy(&s->peer, &server, server_len);
+	s->peer_len = server_len;
+	rock_session_fail(s, "fuzz: the path went down");
+	if (w->r[0].s == NULL || s->state != ROCK_ST_SUSPENDED)
+		return -1;
+	rock_dial_schedule(s, 1);
+	for (round = 0; round < 16 && poll(&p, 1, 0) == 0; round++)
+		fuzz_world_run(w, 1);
+	FUZZ_CHECK(poll(&p, 1, 5000) == 1);
+	return accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+}
+
+/* Byte 0: bit 0 the answer gets the right tag; byte 1: rock 0, a
+ * connected client (fuzz_rock_add), then suspended; the rest: the
+ * server's answer to its first attempt, then its FIN. */
+int
+LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	struct fuzz_world *w = fuzz_world();
+	struct rock_session *s;
+	struct pollfd p;
+	uint8_t ans[512], nonce[ROCK_NONCE_LEN], id[ROCK_ID_LEN];
+	size_t n;
+	int fd, round;
+
+	if (size < 2 || size - 2 > sizeof(ans))
+		return 0;
+	listen_once();
+	n = size - 2;
+	memcpy(ans, data + 2, n);
+	if ((s = fuzz_rock_add(w, 0, (data[1] | 2) & ~1u)) == NULL ||
+	    s->state != ROCK_ST_CONNECTED || (fd = suspend_and_dial(w, s)) < 0) {
+		fuzz_world_clear(w);
+		return 0;
+	}
+	p.fd = fd;
+	p.events = POLLIN;
+	for (round = 0; round < 16 && poll(&p, 1, 0) == 0; round++)
+		fuzz_world_run(w, 1);
+	if (poll(&p, 1, 5000) == 1 && read_request(fd, nonce) == 0) {
+		if ((data[0] & 1) && n >= ROCK_RECONNECT_OK_LEN) {
+			fuzz_rock_id(0, id);
+			rock_ok_tag(ans + ROCK_RECONNECT_OK_LEN - ROCK_TAG_LEN,
+			    fuzz_rock_peer_key(0), id, nonce, ans);
+		}
+		(void)send(fd, ans, n, MSG_NOSIGNAL);
+	}
+	close(fd);
+	/* The answer or the FIN ends that attempt: the rock is connected
+	 * again, or still suspended with the attempt closed. */
+	for (round = 0; round < 64 && w->r[0].s != NULL &&
+	    w->r[0].s->state == ROCK_ST_SUSPENDED && w->r[0].s->dial != NULL &&
+	    w->r[0].s->dial->a[0].fd >= 0; round++)
+		fuzz_world_run(w, 1);
+	FUZZ_CHECK(w->r[0].s == NULL || w->r[0].s->state != ROCK_ST_SUSPENDED ||
+	    w->r[0].s->dial == NULL || w->r[0].s->dial->a[0].fd < 0);
+	fuzz_world_clear(w);
+	return 0;
+}
