@@ -98,6 +98,10 @@ struct rock_session {
 	int64_t connected_at_ms;	/* last SUSPENDED -> CONNECTED */
 
 	struct evbuffer *outq;		/* owner's bytes not yet written */
+	/* outq went past ROCK_OUTQ_LOW: the owner hears (on_drain) once it
+	 * is back under, however it got there (a write that then failed
+	 * too, say: an edge seen only by that write was lost with it). */
+	int drain_owed;
 	struct event *ev_read, *ev_write;
 	int paused;
 

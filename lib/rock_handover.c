@@ -268,6 +268,9 @@ rock_session_import(struct rock_engine *e, const uint8_t *p, size_t n, int fd,
 	    (r = rock_ring_append(&s->ring, ring, ring_len)) == 0 &&
 	    outq_len > 0 && evbuffer_add(s->outq, outq, outq_len) != 0)
 		r = ROCK_ERR_NOMEM;
+	/* The owner may have stopped feeding a full queue: it hears when the
+	 * queue is low again, here as it would have there. */
+	s->drain_owed = evbuffer_get_length(s->outq) > ROCK_OUTQ_LOW;
 	if (r == 0 && fd >= 0)
 		r = rock_stream_adopt(s, fd, t.fast_keepalive);
 	if (r != 0) {

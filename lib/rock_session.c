@@ -471,6 +471,8 @@ rock_session_send(struct rock_session *s, const void *p, size_t n)
 		return ROCK_ERR_INVALID;
 	if (evbuffer_add(s->outq, p, n) != 0)
 		return ROCK_ERR_NOMEM;
+	if (evbuffer_get_length(s->outq) > ROCK_OUTQ_LOW)
+		s->drain_owed = 1;
 	/* Written on the next turn of the loop: sends made in one turn go
 	 * out together instead of as one TCP segment each. */
 	if (s->state == ROCK_ST_CONNECTED && s->ev_write != NULL)

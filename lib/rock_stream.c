@@ -226,7 +226,6 @@ maybe_shut(struct rock_session *s)
 static void
 flush(struct rock_session *s)
 {
-	size_t before = evbuffer_get_length(s->outq);
 	int r = write_replay(s);
 	int blocked;
 
@@ -243,9 +242,11 @@ flush(struct rock_session *s)
 	else
 		event_del(s->ev_write);
 	maybe_shut(s);
-	if (before > ROCK_OUTQ_LOW && evbuffer_get_length(s->outq) <= ROCK_OUTQ_LOW &&
-	    s->cbs != NULL && s->cbs->on_drain != NULL)
+	if (s->drain_owed && evbuffer_get_length(s->outq) <= ROCK_OUTQ_LOW &&
+	    s->cbs != NULL && s->cbs->on_drain != NULL) {
+		s->drain_owed = 0;
 		s->cbs->on_drain(s, s->arg);
+	}
 }
 
 void

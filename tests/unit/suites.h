@@ -14,5 +14,6 @@ Suite *netem_suite(void);
 Suite *evict_suite(void);
 Suite *handover_suite(void);
 Suite *identity_suite(void);
+Suite *stream_suite(void);
 
 #endif
