@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <syslog.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "rock_err.h"
@@ -437,6 +438,21 @@ find_self(struct rockd *d, const char *argv0)
 	free(path);
 }
 
+/* fd is a unix stream socket whose other end is our parent's. */
+static int
+channel_from_parent(int fd)
+{
+	struct ucred cred;
+	socklen_t len = sizeof(cred);
+	int type;
+	socklen_t tlen = sizeof(type);
+
+	return getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tlen) == 0 &&
+	    type == SOCK_STREAM &&
+	    getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 &&
+	    cred.pid == getppid();
+}
+
 /* USR2's successor: the channel its predecessor named. */
 static int
 takeover_from_env(struct options *o)
@@ -451,6 +467,13 @@ takeover_from_env(struct options *o)
 	    fcntl((int)fd, F_SETFD, FD_CLOEXEC) != 0) {
 		fprintf(stderr, "rockd: %s=%s: not an open descriptor\n",
 		    ROCKD_HANDOVER_ENV, v);
+		return -1;
+	}
+	/* Only the channel a predecessor made for its own child: a variable
+	 * left in some environment must not send a hello down fd 0 to 2. */
+	if (!channel_from_parent((int)fd)) {
+		fprintf(stderr, "rockd: %s=%s: not a channel from the parent "
+		    "rockd\n", ROCKD_HANDOVER_ENV, v);
 		return -1;
 	}
 	o->takeover = (int)fd;

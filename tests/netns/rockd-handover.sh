@@ -94,6 +94,13 @@ has_before() { grep -qx before "$t_tmp/$1.out" 2>/dev/null; }
 successor() { [ -s "$pidfile" ] && [ "$(cat "$pidfile")" != "$1" ] && ! nn_s kill -0 "$1" 2>/dev/null; }
 accepts() { grep -c '^accept' "$t_tmp/backend.log"; }
 
+# ---- 0. the channel's variable outside a hand-over is refused, not used
+ROCKD_HANDOVER_FD=1 "$ROCKD" -F --listen 127.0.0.1:7999 --backend 127.0.0.1:9 \
+	>/dev/null 2>"$t_tmp/stray.err" </dev/null
+rc=$?
+t_eq "a stray ROCKD_HANDOVER_FD: exit 1, said why ($(cat "$t_tmp/stray.err"))" \
+	"$rc $(grep -c 'not a channel from the parent rockd' "$t_tmp/stray.err")" "1 1"
+
 # ---- 1. USR2 twice mid-stream, a broken config in between ------------------
 declare -A cpid
 for n in s1 s2 s3; do stream "$n" rock 40; cpid[$n]=$client; done
