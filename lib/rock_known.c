@@ -100,23 +100,31 @@ split_line(char *line, char **dest, char **key)
 	return *key == NULL || extra != NULL ? -1 : 1;
 }
 
+/* A line read whole (getline) that can be an entry: short enough, and
+ * text: a NUL must not cut it in two and shift what follows. */
+static int
+usable_line(const char *line, ssize_t len)
+{
+	return len < LINE_MAX_LEN && (ssize_t)strlen(line) == len;
+}
+
 int
 rock_known_lookup(const char *path, const char *dest,
     uint8_t pk[ROCK_IDENT_LEN], int *line, const struct rock_log *log)
 {
-	char buf[LINE_MAX_LEN], *d, *k;
+	char *buf = NULL, *d, *k;
+	size_t cap = 0;
+	ssize_t len;
 	FILE *f = fopen(path, "re");
 	int n = 0, r, found = 0;
 
 	if (f == NULL)
 		return 0;
-	while (!found && fgets(buf, sizeof(buf), f) != NULL) {
+	while (!found && (len = getline(&buf, &cap, f)) >= 0) {
 		n++;
-		if (strchr(buf, '\n') == NULL && !feof(f)) {
-			rlog_warn(log, "%s:%d: line too long; ignored", path, n);
-			while (fgets(buf, sizeof(buf), f) != NULL &&
-			    strchr(buf, '\n') == NULL)
-				;
+		if (!usable_line(buf, len)) {
+			rlog_warn(log, "%s:%d: too long, or not text; ignored",
+			    path, n);
 			continue;
 		}
 		if ((r = split_line(buf, &d, &k)) == 0)
@@ -131,6 +139,7 @@ rock_known_lookup(const char *path, const char *dest,
 			found = 1;
 		}
 	}
+	free(buf);
 	fclose(f);
 	return found;
 }
@@ -169,19 +178,24 @@ rock_known_add(const char *path, const char *dest,
 static int
 copy_replacing(FILE *in, FILE *out, const char *dest, const char *newline)
 {
-	char buf[LINE_MAX_LEN], copy[LINE_MAX_LEN], *d, *k;
+	char *buf = NULL, copy[LINE_MAX_LEN], *d, *k;
+	size_t cap = 0;
+	ssize_t len;
 	int done = 0;
 
-	while (fgets(buf, sizeof(buf), in) != NULL) {
-		memcpy(copy, buf, sizeof(buf));
-		if (split_line(copy, &d, &k) == 1 && strcmp(d, dest) == 0) {
-			if (!done)
-				fputs(newline, out);
-			done = 1;
-			continue;
+	while ((len = getline(&buf, &cap, in)) >= 0) {
+		if (usable_line(buf, len)) {
+			memcpy(copy, buf, (size_t)len + 1);
+			if (split_line(copy, &d, &k) == 1 && strcmp(d, dest) == 0) {
+				if (!done)
+					fputs(newline, out);
+				done = 1;
+				continue;
+			}
 		}
-		fputs(buf, out);
+		fwrite(buf, 1, (size_t)len, out);
 	}
+	free(buf);
 	if (!done)
 		fputs(newline, out);
 	return ferror(in) ? -1 : 0;

@@ -227,6 +227,44 @@ START_TEST(test_known_malformed)
 }
 END_TEST
 
+/* A NUL inside a line or a line past the limit is one bad line: the next
+ * entry is still found, at its own line number, and survives a replace
+ * whole (a reviewer's NUL hid the following line, which then read as a
+ * first contact). */
+START_TEST(test_known_nul_and_long)
+{
+	uint8_t k[ROCK_IDENT_LEN], got[ROCK_IDENT_LEN];
+	char path[128], text[ROCK_KEY_TEXT_LEN], want[160], longdest[700];
+	FILE *f;
+	int line = 0;
+
+	memset(k, 9, sizeof(k));
+	rock_key_text(k, text);
+	memset(longdest, 'x', sizeof(longdest) - 1);
+	longdest[sizeof(longdest) - 1] = '\0';
+	path_in(path, sizeof(path), "known-nul");
+	ck_assert_ptr_nonnull(f = fopen(path, "w"));
+	fprintf(f, "192.0.2.1:1 %s", text);
+	fputc('\0', f);
+	fprintf(f, "junk\n192.0.2.1:2 %s\n%s %s\n192.0.2.1:3 %s\n", text,
+	    longdest, text, text);
+	fclose(f);
+	ck_assert_int_eq(rock_known_lookup(path, "192.0.2.1:2", got, &line, &lg), 1);
+	ck_assert_int_eq(line, 2);
+	ck_assert_mem_eq(got, k, sizeof(k));
+	ck_assert_int_eq(rock_known_lookup(path, "192.0.2.1:3", got, &line, &lg), 1);
+	ck_assert_int_eq(line, 4);
+	snprintf(want, sizeof(want), "%s:1: too long, or not text", path);
+	ck_assert_msg(strstr(slurp(logpath), want) != NULL, "%s", slurp(logpath));
+	snprintf(want, sizeof(want), "%s:3: too long, or not text", path);
+	ck_assert_msg(strstr(slurp(logpath), want) != NULL, "%s", slurp(logpath));
+	/* The long line is kept whole, not cut into entries. */
+	ck_assert_int_eq(rock_known_replace(path, "192.0.2.1:2", got), 0);
+	ck_assert_int_eq(rock_known_lookup(path, "192.0.2.1:3", got, &line, &lg), 1);
+	ck_assert_int_eq(line, 4);
+}
+END_TEST
+
 /* A pin wins over the file; no file: any key, nothing written. */
 START_TEST(test_pin_and_none)
 {
@@ -341,6 +379,7 @@ identity_suite(void)
 	tcase_add_test(tc, test_key_text);
 	tcase_add_test(tc, test_trust_on_first_use);
 	tcase_add_test(tc, test_known_malformed);
+	tcase_add_test(tc, test_known_nul_and_long);
 	tcase_add_test(tc, test_pin_and_none);
 	tcase_add_test(tc, test_settings);
 	suite_add_tcase(s, tc);
