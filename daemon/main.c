@@ -202,6 +202,24 @@ on_usr2(evutil_socket_t sig, short what, void *arg)
 	rockd_handover_start(arg);
 }
 
+/* Every session is descriptors: take all the hard limit allows (a soft
+ * limit of 1,024 held 298 rocks). */
+static void
+raise_nofile(struct rockd *d)
+{
+	struct rlimit rl;
+	rlim_t soft;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur >= rl.rlim_max)
+		return;
+	soft = rl.rlim_cur;
+	rl.rlim_cur = rl.rlim_max;
+	if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
+		rlog_warn(&d->log, "cannot raise the descriptor limit from %llu to "
+		    "%llu: %s", (unsigned long long)soft,
+		    (unsigned long long)rl.rlim_max, strerror(errno));
+}
+
 /* A rock holds two descriptors (client, backend): leave room for the
  * listeners, plain relays and handshakes within the process's limit. */
 static size_t
@@ -317,9 +335,16 @@ int
 rockd_engine_start(struct rockd *d, int udp_fd)
 {
 	const struct rockd_service *first = d->cfg.services;
+	struct rlimit rl;
 	int r;
 
+	raise_nofile(d);
 	d->max_rocks = max_rocks(&d->cfg);
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+		rl.rlim_cur = 0;
+	rlog_info(&d->log, "capacity: %zu rocks (%s; descriptor limit %llu)",
+	    d->max_rocks, d->cfg.max_rocks > 0 ? "max-rocks" :
+	    "a third of the descriptors", (unsigned long long)rl.rlim_cur);
 	rock_engine_config_defaults(&d->engine_cfg);
 	if (d->cfg.suspend_timeout_s >= 0)
 		d->engine_cfg.suspend_timeout_s = d->cfg.suspend_timeout_s;

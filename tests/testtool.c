@@ -1,4 +1,4 @@
-/* testtool.c: what the test programs share: dying with a reason, numbers from the command line, dialing, clocks. */
+/* testtool.c: what the test programs share: dying with a reason, numbers from the command line, dialing and listening, clocks. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <netdb.h>
@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 #include <sys/socket.h>
+#include <netinet/in.h>
 
 #include "testtool.h"
 
@@ -49,6 +50,23 @@ tt_dial(const char *host, const char *port, int type)
 	    connect(fd, ai->ai_addr, ai->ai_addrlen) != 0)
 		tt_die("connect");
 	freeaddrinfo(ai);
+	return fd;
+}
+
+int
+tt_listen(const char *port, int backlog)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+	int fd, one = 1;
+
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	sa.sin_port = htons((uint16_t)tt_number(port, 65535));
+	if ((fd = socket(AF_INET, SOCK_STREAM, 0)) < 0)
+		tt_die("socket");
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
+	    listen(fd, backlog) != 0)
+		tt_die("listen");
 	return fd;
 }
 

@@ -115,25 +115,18 @@ read_to_end(int fd)
 static int
 source(char **av)
 {
-	struct sockaddr_in sa = { .sin_family = AF_INET };
 	long long rate = tt_number(av[1], LLONG_MAX), secs = tt_number(av[2], LLONG_MAX);
 	static uint8_t buf[CHUNK];
 	uint64_t sent = 0, due;
-	int lfd, fd, one = 1;
+	int lfd, fd;
 	int64_t t0;
 	FILE *out;
 	char stop[4096];
 	struct timespec tick = { 0, TICK_MS * 1000000L };
 
-	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	sa.sin_port = htons((uint16_t)tt_number(av[0], 65535));
 	if ((out = fopen(av[3], "w")) == NULL)
 		tt_die(av[3]);
-	if ((lfd = socket(AF_INET, SOCK_STREAM, 0)) < 0)
-		tt_die("socket");
-	setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) != 0 || listen(lfd, 1) != 0)
-		tt_die("listen");
+	lfd = tt_listen(av[0], 1);
 	if ((fd = accept(lfd, NULL, NULL)) < 0)
 		tt_die("accept");
 	close(lfd);
