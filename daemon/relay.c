@@ -192,11 +192,23 @@ event_cb(struct bufferevent *bev, short what, void *arg)
 	}
 }
 
+/* A socket's bufferevent for rockd. libevent writes at most 16 KiB per
+ * turn of the loop by default, which capped a download through rockd. */
+struct bufferevent *
+rockd_bufferevent(struct event_base *base, evutil_socket_t fd)
+{
+	struct bufferevent *bev = bufferevent_socket_new(base, fd,
+	    BEV_OPT_CLOSE_ON_FREE);
+
+	if (bev != NULL)
+		(void)bufferevent_set_max_single_write(bev, ROCKD_WRITE_MAX);
+	return bev;
+}
+
 static struct bufferevent *
 new_side(struct rockd_relay *r, evutil_socket_t fd)
 {
-	struct bufferevent *bev = bufferevent_socket_new(r->d->base, fd,
-	    BEV_OPT_CLOSE_ON_FREE);
+	struct bufferevent *bev = rockd_bufferevent(r->d->base, fd);
 
 	if (bev == NULL)
 		return NULL;

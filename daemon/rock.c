@@ -254,7 +254,7 @@ rockd_rock_start(struct rockd *d, const struct rockd_backend *b,
 	struct rockd_rock *rr = calloc(1, sizeof(*rr));
 
 	if (rr == NULL ||
-	    (rr->be = bufferevent_socket_new(d->base, -1, BEV_OPT_CLOSE_ON_FREE)) == NULL) {
+	    (rr->be = rockd_bufferevent(d->base, -1)) == NULL) {
 		free(rr);
 		rock_handshake_reject(hs, ROCK_WERR_BUSY, "out of memory");
 		return;
@@ -457,8 +457,7 @@ rockd_rock_import(struct rockd *d, struct rockd_msg *m)
 	rr->be_shut = (f.bits & 4) != 0;
 	rr->closing = (f.bits & 8) != 0;
 	rock_link(d, rr);
-	if ((rr->be = bufferevent_socket_new(d->base, m->fds[0],
-	    BEV_OPT_CLOSE_ON_FREE)) == NULL) {
+	if ((rr->be = rockd_bufferevent(d->base, m->fds[0])) == NULL) {
 		rock_free(rr);
 		return ROCK_ERR_NOMEM;
 	}

@@ -153,6 +153,9 @@ int64_t rockd_now_ms(void);	/* CLOCK_MONOTONIC */
 int rockd_chan_send_export(struct rockd *d, int chan, uint32_t type, int e,
     struct evbuffer *body, const int *fds, int nfds, const char *what,
     unsigned *sent, unsigned *left);
+/* The most a bufferevent of rockd's writes in one turn of the loop. */
+#define ROCKD_WRITE_MAX (256 * 1024)
+struct bufferevent *rockd_bufferevent(struct event_base *base, evutil_socket_t fd);
 int rockd_chan_send(int fd, uint32_t type, const int *fds, int nfds,
     struct evbuffer *body, int timeout_ms);
 int rockd_chan_recv(int fd, struct rockd_msg *msg, int timeout_ms);
