@@ -235,7 +235,9 @@ read_error_reply(struct rock_engine *e, int fd, uint8_t first,
 		return ROCK_ERR_PROTOCOL;
 	if (rock_error_decode(&em, buf, sizeof(buf), &used) != 0)
 		return ROCK_ERR_PROTOCOL;
-	if (known != NULL && em.code != ROCK_WERR_VERSION &&
+	/* A server that proved this key speaks our version: its VERSION, as
+	 * any refusal, must be signed, or it would buy a plain connection. */
+	if (known != NULL &&
 	    refusal_verify(e, known, &em, buf, used, hello, ROCK_HELLO_TOTAL) != 0)
 		return ROCK_ERR_UNVERIFIED;
 	switch (em.code) {
@@ -515,11 +517,14 @@ rock_client_open(struct rock_engine *e, const struct sockaddr *addr,
     void *arg, struct rock_session **out)
 {
 	int64_t deadline = rock_now_ms() + timeout_ms;
-	int hit, r, err, tries;
+	int hit, known, r, err, tries;
 
 	rock_engine_enter(e);
 	hit = cache_find(e, addr, len) != NULL;
 	rock_engine_leave(e);
+	/* A server whose key we know is a rockd too, cached or not. */
+	known = key_known(e, addr, len);
+	hit |= known;
 	r = handshake_once(e, addr, len, deadline, cbs, arg, out);
 	/* A known rockd that misread us (its sniff gave up on a hello that
 	 * came late, on a loaded host): twice more as it is. */
@@ -546,7 +551,7 @@ rock_client_open(struct rock_engine *e, const struct sockaddr *addr,
 		r = ROCK_ERR_PROTOCOL;
 	/* A rockd whose key we know answered, but never with its signature:
 	 * a plain connection instead would go to whoever answered. */
-	if (r == ROCK_ERR_PROTOCOL && key_known(e, addr, len))
+	if (r == ROCK_ERR_PROTOCOL && known)
 		r = ROCK_ERR_UNVERIFIED;
 	if (r == ROCK_ERR_UNVERIFIED)
 		rlog_warn(e->log, "handshake: a rockd whose key is known gave no "

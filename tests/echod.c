@@ -15,6 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <sys/epoll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 
 #include "testtool.h"
@@ -94,6 +95,7 @@ main(int argc, char **argv)
 {
 	struct epoll_event evs[256], lev = { .events = EPOLLIN };
 	struct conn listener;
+	struct rlimit rl;
 	int lfd, n, i;
 
 	if (argc != 2) {
@@ -101,6 +103,11 @@ main(int argc, char **argv)
 
 		(void)!write(2, usage, sizeof(usage) - 1);
 		return 2;
+	}
+	/* Thousands of connections: all the descriptors the hard limit gives. */
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+		rl.rlim_cur = rl.rlim_max;
+		(void)setrlimit(RLIMIT_NOFILE, &rl);
 	}
 	lfd = tt_listen(argv[1], 4096);
 	if ((ep = epoll_create1(EPOLL_CLOEXEC)) < 0)

@@ -122,6 +122,14 @@ first_probe(struct attempt *a, struct rock_engine **e)
 	return 0;
 }
 
+/* The server's key is known, and what answered did not prove it: the
+ * connect is refused, never made plain. */
+static int
+refused_for_trust(int rc)
+{
+	return rc == ROCK_ERR_KEY || rc == ROCK_ERR_UNVERIFIED;
+}
+
 /* The EDP and handshake; 0 with r->s set, or why not. */
 static int
 open_rock(struct attempt *a)
@@ -139,10 +147,11 @@ open_rock(struct attempt *a)
 	err = errno;
 	shim_busy = busy;
 	if (rc != 0)
-		rlog_debug(&st->log, "fd %d: no rock (%s%s%s); plain TCP", a->fd,
+		rlog_debug(&st->log, "fd %d: no rock (%s%s%s); %s", a->fd,
 		    rc == ROCK_ERR_TIMEOUT ? "timed out" : rock_err(rc),
 		    rc == ROCK_ERR_SYSTEM ? ": " : "",
-		    rc == ROCK_ERR_SYSTEM ? strerror(err) : "");
+		    rc == ROCK_ERR_SYSTEM ? strerror(err) : "",
+		    refused_for_trust(rc) ? "refused" : "plain TCP");
 	return rc;
 }
 
@@ -181,14 +190,6 @@ adopt(struct attempt *a)
 	shim_rock_bind(a->fd, r);
 	shim_rock_set_ready(r, 1);
 	rlog_debug(&shim_state()->log, "fd %d: a rock", a->fd);
-}
-
-/* The server's key is known, and what answered did not prove it: the
- * connect is refused, never made plain. */
-static int
-refused_for_trust(int rc)
-{
-	return rc == ROCK_ERR_KEY || rc == ROCK_ERR_UNVERIFIED;
 }
 
 static int
