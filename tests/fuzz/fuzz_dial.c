@@ -13,58 +13,17 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 /* The "server", at a local address (fuzz_local_addr). */
-static struct sockaddr_un server;
-static socklen_t server_len;
-static int lfd = -1;
-
-static void
-listen_once(void)
-{
-	if (lfd >= 0)
-		return;
-	server_len = fuzz_local_addr(&server, "dial");
-	FUZZ_CHECK((lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) >= 0);
-	FUZZ_CHECK(bind(lfd, (struct sockaddr *)&server, server_len) == 0);
-	FUZZ_CHECK(listen(lfd, 16) == 0);
-}
-
-/* Connections an earlier input's attempts left in the backlog: gone, so
- * that this input's answer goes to this input's attempt. */
-static void
-drain_backlog(void)
-{
-	struct pollfd p = { lfd, POLLIN, 0 };
-	int fd;
-
-	while (poll(&p, 1, 0) == 1 &&
-	    (fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC)) >= 0)
-		close(fd);
-}
-
-/* The request that came: its nonce, which an authentic answer covers. */
-static int
-read_request(int fd, uint8_t nonce[ROCK_NONCE_LEN])
-{
-	uint8_t req[ROCK_RECONNECT_REQ_LEN];
-	struct rock_reconnect_req rq;
-
-	if (recv(fd, req, sizeof(req), MSG_WAITALL) != (ssize_t)sizeof(req))
-		return -1;
-	/* A rock that shut or saw an end may ask for a status first. */
-	FUZZ_CHECK(rock_reconnect_req_decode(&rq, req) == 0);
-	memcpy(nonce, rq.nonce, ROCK_NONCE_LEN);
-	return 0;
-}
+static struct fuzz_server srv = { .fd = -1 };
 
 /* The rock suspended, its first attempt dialled at once. */
 static int
 suspend_and_dial(struct fuzz_world *w, struct rock_session *s)
 {
-	struct pollfd p = { lfd, POLLIN, 0 };
+	struct pollfd p = { srv.fd, POLLIN, 0 };
 	int round;
 
-	memcpy(&s->peer, &server, server_len);
-	s->peer_len = server_len;
+	memcpy(&s->peer, &srv.addr, srv.len);
+	s->peer_len = srv.len;
 	rock_session_fail(s, "fuzz: the path went down");
 	if (w->r[0].s == NULL || s->state != ROCK_ST_SUSPENDED)
 		return -1;
@@ -72,7 +31,7 @@ suspend_and_dial(struct fuzz_world *w, struct rock_session *s)
 	for (round = 0; round < 16 && poll(&p, 1, 0) == 0; round++)
 		fuzz_world_run(w, 1);
 	FUZZ_CHECK(poll(&p, 1, 5000) == 1);
-	return accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+	return accept4(srv.fd, NULL, NULL, SOCK_CLOEXEC);
 }
 
 /* Byte 0: bit 0 the answer gets the right tag; byte 1: rock 0, a
@@ -86,12 +45,13 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct pollfd p;
 	uint8_t ans[512], nonce[ROCK_NONCE_LEN], id[ROCK_ID_LEN];
 	size_t n;
+	uint32_t flags;
 	int fd, round;
 
 	if (size < 2 || size - 2 > sizeof(ans))
 		return 0;
-	listen_once();
-	drain_backlog();
+	fuzz_server_listen(&srv, "dial");
+	fuzz_server_drain(&srv);
 	n = size - 2;
 	memcpy(ans, data + 2, n);
 	if ((s = fuzz_rock_add(w, 0, (data[1] | 2) & ~1u)) == NULL ||
@@ -103,7 +63,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	p.events = POLLIN;
 	for (round = 0; round < 16 && poll(&p, 1, 0) == 0; round++)
 		fuzz_world_run(w, 1);
-	if (poll(&p, 1, 5000) == 1 && read_request(fd, nonce) == 0) {
+	/* A rock that shut or saw an end may ask for a status first. */
+	if (poll(&p, 1, 5000) == 1 && fuzz_server_request(fd, nonce, &flags) == 0) {
 		if ((data[0] & 1) && n >= ROCK_RECONNECT_OK_LEN) {
 			fuzz_rock_id(0, id);
 			rock_ok_tag(ans + ROCK_RECONNECT_OK_LEN - ROCK_TAG_LEN,

@@ -2,6 +2,7 @@
 #include "config.h"
 
 #include <arpa/inet.h>
+#include <poll.h>
 #include <netinet/in.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -174,4 +175,40 @@ fuzz_world_clear(struct fuzz_world *w)
 	}
 	rock_farewell_free_all(w->e);
 	FUZZ_CHECK(rock_engine_nsessions(w->e) == 0);
+}
+
+void
+fuzz_server_listen(struct fuzz_server *sv, const char *name)
+{
+	if (sv->fd >= 0)
+		return;
+	sv->len = fuzz_local_addr(&sv->addr, name);
+	FUZZ_CHECK((sv->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) >= 0);
+	FUZZ_CHECK(bind(sv->fd, (struct sockaddr *)&sv->addr, sv->len) == 0);
+	FUZZ_CHECK(listen(sv->fd, 16) == 0);
+}
+
+int
+fuzz_server_request(int fd, uint8_t nonce[ROCK_NONCE_LEN], uint32_t *flags)
+{
+	uint8_t req[ROCK_RECONNECT_REQ_LEN];
+	struct rock_reconnect_req rq;
+
+	if (recv(fd, req, sizeof(req), MSG_WAITALL) != (ssize_t)sizeof(req))
+		return -1;
+	FUZZ_CHECK(rock_reconnect_req_decode(&rq, req) == 0);
+	memcpy(nonce, rq.nonce, ROCK_NONCE_LEN);
+	*flags = rq.flags;
+	return 0;
+}
+
+void
+fuzz_server_drain(struct fuzz_server *sv)
+{
+	struct pollfd p = { sv->fd, POLLIN, 0 };
+	int fd;
+
+	while (poll(&p, 1, 0) == 1 &&
+	    (fd = accept4(sv->fd, NULL, NULL, SOCK_CLOEXEC)) >= 0)
+		close(fd);
 }

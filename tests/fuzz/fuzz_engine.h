@@ -41,6 +41,21 @@ void fuzz_world_run(struct fuzz_world *w, int n);
 /* A stream address of this process in the abstract namespace: no file,
  * no TCP port, no TIME_WAIT per input. Returns its length. */
 socklen_t fuzz_local_addr(struct sockaddr_un *un, const char *name);
+/* A scripted server for the client's harnesses: a stream listener of
+ * this process at fuzz_local_addr(name), made on first use (fd -1 before). */
+struct fuzz_server {
+	struct sockaddr_un addr;
+	socklen_t len;
+	int fd;
+};
+void fuzz_server_listen(struct fuzz_server *sv, const char *name);
+/* The RECONNECT_REQUEST a client sent on fd (a reconnect or a status):
+ * its nonce and flags; -1 if none came whole. */
+int fuzz_server_request(int fd, uint8_t nonce[ROCK_NONCE_LEN], uint32_t *flags);
+/* Drop connections an earlier input left in the backlog, so that this
+ * input's answer goes to this input's client. */
+void fuzz_server_drain(struct fuzz_server *sv);
+
 /* Free every rock and what the engine kept of them: the next input
  * starts from nothing. */
 void fuzz_world_clear(struct fuzz_world *w);

@@ -13,35 +13,7 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 /* The "server", at a local address (fuzz_local_addr). */
-static struct sockaddr_un server;
-static socklen_t server_len;
-static int lfd = -1;
-
-static void
-listen_once(void)
-{
-	if (lfd >= 0)
-		return;
-	server_len = fuzz_local_addr(&server, "status");
-	FUZZ_CHECK((lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) >= 0);
-	FUZZ_CHECK(bind(lfd, (struct sockaddr *)&server, server_len) == 0);
-	FUZZ_CHECK(listen(lfd, 16) == 0);
-}
-
-/* The request that came: its nonce, which an authentic answer covers. */
-static int
-read_request(int fd, uint8_t nonce[ROCK_NONCE_LEN])
-{
-	uint8_t req[ROCK_RECONNECT_REQ_LEN];
-	struct rock_reconnect_req rq;
-
-	if (recv(fd, req, sizeof(req), MSG_WAITALL) != (ssize_t)sizeof(req))
-		return -1;
-	FUZZ_CHECK(rock_reconnect_req_decode(&rq, req) == 0);
-	FUZZ_CHECK(rq.flags & ROCK_FLAG_STATUS);
-	memcpy(nonce, rq.nonce, ROCK_NONCE_LEN);
-	return 0;
-}
+static struct fuzz_server srv = { .fd = -1 };
 
 /* Byte 0: bit 0 the answer gets the right tag; byte 1: rock 0, a
  * connected client (fuzz_rock_add); the rest: the server's answer, then
@@ -54,11 +26,12 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct pollfd p;
 	uint8_t ans[512], nonce[ROCK_NONCE_LEN], id[ROCK_ID_LEN];
 	size_t n;
+	uint32_t flags;
 	int fd, round;
 
 	if (size < 2 || size - 2 > sizeof(ans))
 		return 0;
-	listen_once();
+	fuzz_server_listen(&srv, "status");
 	n = size - 2;
 	memcpy(ans, data + 2, n);
 	if ((s = fuzz_rock_add(w, 0, (data[1] | 2) & ~1u)) == NULL ||
@@ -66,19 +39,20 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		fuzz_world_clear(w);
 		return 0;
 	}
-	memcpy(&s->peer, &server, server_len);
-	s->peer_len = server_len;
+	memcpy(&s->peer, &srv.addr, srv.len);
+	s->peer_len = srv.len;
 	rock_status_send(s);
 	FUZZ_CHECK(s->status != NULL);
 	fuzz_world_run(w, 2);
-	p.fd = lfd;
+	p.fd = srv.fd;
 	p.events = POLLIN;
 	FUZZ_CHECK(poll(&p, 1, 5000) == 1);
-	FUZZ_CHECK((fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC)) >= 0);
+	FUZZ_CHECK((fd = accept4(srv.fd, NULL, NULL, SOCK_CLOEXEC)) >= 0);
 	p.fd = fd;
 	for (round = 0; round < 16 && poll(&p, 1, 0) == 0; round++)
 		fuzz_world_run(w, 1);
-	if (poll(&p, 1, 5000) == 1 && read_request(fd, nonce) == 0) {
+	if (poll(&p, 1, 5000) == 1 && fuzz_server_request(fd, nonce, &flags) == 0) {
+		FUZZ_CHECK(flags & ROCK_FLAG_STATUS);
 		if ((data[0] & 1) && n >= ROCK_RECONNECT_OK_LEN) {
 			fuzz_rock_id(0, id);
 			rock_ok_tag(ans + ROCK_RECONNECT_OK_LEN - ROCK_TAG_LEN,
