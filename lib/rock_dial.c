@@ -447,21 +447,20 @@ announcement_for(struct rock_engine *e, const struct sockaddr *addr,
 
 static int
 handshake_once(struct rock_engine *e, const struct sockaddr *addr,
-    socklen_t len, int64_t deadline, const struct rock_session_cbs *cbs,
-    void *arg, struct rock_session **out)
+    socklen_t len, int64_t deadline, const uint8_t *known,
+    const struct rock_session_cbs *cbs, void *arg, struct rock_session **out)
 {
-	uint8_t ann[ROCK_ANNOUNCE_LEN], known[ROCK_IDENT_LEN];
+	uint8_t ann[ROCK_ANNOUNCE_LEN];
 	struct rock_server_hello sh;
 	uint8_t hello[ROCK_HELLO_TOTAL];
 	struct rock_keypair kp;
 	struct rock_keys keys;
-	int fd = -1, r, rtt, err, have_known;
+	int fd = -1, r, rtt, err;
 	size_t sent;
 	int64_t t0, bound;
 
 	if ((r = announcement_for(e, addr, len, deadline, ann)) != 0)
 		return r;
-	have_known = rock_trust_known(&e->trust, e->log, addr, len, known);
 	t0 = rock_now_ms();
 	/* The timeout bounds the search for a rockd. One found gets as long
 	 * for the handshake as a server gives any (its backend dial is in it):
@@ -486,8 +485,7 @@ handshake_once(struct rock_engine *e, const struct sockaddr *addr,
 	bound = t0 + rtt + rock_handshake_ms(e, rtt);
 	if (deadline < bound)
 		deadline = bound;
-	if ((r = hello_exchange(e, fd, hello, sent, deadline, have_known ?
-	    known : NULL, &sh)) == 0 &&
+	if ((r = hello_exchange(e, fd, hello, sent, deadline, known, &sh)) == 0 &&
 	    (r = rock_trust_check(&e->trust, e->log, addr, len, sh.ident)) == 0 &&
 	    (r = rock_keys_client(&keys, &kp, sh.pk)) == 0) {
 		rock_engine_enter(e);
@@ -503,33 +501,28 @@ handshake_once(struct rock_engine *e, const struct sockaddr *addr,
 	return r;
 }
 
-static int
-key_known(struct rock_engine *e, const struct sockaddr *addr, socklen_t len)
-{
-	uint8_t known[ROCK_IDENT_LEN];
-
-	return rock_trust_known(&e->trust, e->log, addr, len, known);
-}
-
 int
 rock_client_open(struct rock_engine *e, const struct sockaddr *addr,
     socklen_t len, int timeout_ms, const struct rock_session_cbs *cbs,
     void *arg, struct rock_session **out)
 {
 	int64_t deadline = rock_now_ms() + timeout_ms;
-	int hit, known, r, err, tries;
+	uint8_t key[ROCK_IDENT_LEN];
+	const uint8_t *known;
+	int hit, r, err, tries;
 
 	rock_engine_enter(e);
 	hit = cache_find(e, addr, len) != NULL;
 	rock_engine_leave(e);
-	/* A server whose key we know is a rockd too, cached or not. */
-	known = key_known(e, addr, len);
-	hit |= known;
-	r = handshake_once(e, addr, len, deadline, cbs, arg, out);
+	/* The key file is read once per connect. A server whose key we know
+	 * is a rockd too, cached or not. */
+	known = rock_trust_known(&e->trust, e->log, addr, len, key) ? key : NULL;
+	hit |= known != NULL;
+	r = handshake_once(e, addr, len, deadline, known, cbs, arg, out);
 	/* A known rockd that misread us (its sniff gave up on a hello that
 	 * came late, on a loaded host): twice more as it is. */
 	for (tries = 0; hit && r == ROCK_ERR_PROTOCOL && tries < 2; tries++)
-		r = handshake_once(e, addr, len, deadline, cbs, arg, out);
+		r = handshake_once(e, addr, len, deadline, known, cbs, arg, out);
 	/* The server restarted since the probe (STALE), or a cached answer no
 	 * longer holds: forget it, probe again, once. */
 	if (r == ROCK_ERR_LOST || (hit && r == ROCK_ERR_PROTOCOL)) {
@@ -538,8 +531,8 @@ rock_client_open(struct rock_engine *e, const struct sockaddr *addr,
 		rock_engine_leave(e);
 		/* A probe of its own time: the handshakes may have used it all,
 		 * and a probe cut short would pass for a plain server. */
-		r = handshake_once(e, addr, len, rock_now_ms() + timeout_ms, cbs,
-		    arg, out);
+		r = handshake_once(e, addr, len, rock_now_ms() + timeout_ms, known,
+		    cbs, arg, out);
 	}
 	err = errno;
 	if (r == ROCK_ERR_PROTOCOL || r == ROCK_ERR_LOST) {
@@ -551,7 +544,7 @@ rock_client_open(struct rock_engine *e, const struct sockaddr *addr,
 		r = ROCK_ERR_PROTOCOL;
 	/* A rockd whose key we know answered, but never with its signature:
 	 * a plain connection instead would go to whoever answered. */
-	if (r == ROCK_ERR_PROTOCOL && known)
+	if (r == ROCK_ERR_PROTOCOL && known != NULL)
 		r = ROCK_ERR_UNVERIFIED;
 	if (r == ROCK_ERR_UNVERIFIED)
 		rlog_warn(e->log, "handshake: a rockd whose key is known gave no "

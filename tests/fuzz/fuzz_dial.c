@@ -42,10 +42,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct fuzz_world *w = fuzz_world();
 	struct rock_session *s;
-	struct pollfd p;
-	uint8_t ans[512], nonce[ROCK_NONCE_LEN], id[ROCK_ID_LEN];
+	uint8_t ans[512];
 	size_t n;
-	uint32_t flags;
 	int fd, round;
 
 	if (size < 2 || size - 2 > sizeof(ans))
@@ -59,20 +57,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		fuzz_world_clear(w);
 		return 0;
 	}
-	p.fd = fd;
-	p.events = POLLIN;
-	for (round = 0; round < 16 && poll(&p, 1, 0) == 0; round++)
-		fuzz_world_run(w, 1);
 	/* A rock that shut or saw an end may ask for a status first. */
-	if (poll(&p, 1, 5000) == 1 && fuzz_server_request(fd, nonce, &flags) == 0) {
-		if ((data[0] & 1) && n >= ROCK_RECONNECT_OK_LEN) {
-			fuzz_rock_id(0, id);
-			rock_ok_tag(ans + ROCK_RECONNECT_OK_LEN - ROCK_TAG_LEN,
-			    fuzz_rock_peer_key(0), id, nonce, ans);
-		}
-		(void)send(fd, ans, n, MSG_NOSIGNAL);
-	}
-	close(fd);
+	(void)fuzz_server_answer(w, fd, data[0] & 1, ans, n);
 	/* The answer or the FIN ends that attempt: the rock is connected
 	 * again, or still suspended with the attempt closed. */
 	for (round = 0; round < 64 && w->r[0].s != NULL &&

@@ -212,3 +212,28 @@ fuzz_server_drain(struct fuzz_server *sv)
 	    (fd = accept4(sv->fd, NULL, NULL, SOCK_CLOEXEC)) >= 0)
 		close(fd);
 }
+
+int64_t
+fuzz_server_answer(struct fuzz_world *w, int fd, int tag, uint8_t *ans,
+    size_t n)
+{
+	struct pollfd p = { fd, POLLIN, 0 };
+	uint8_t nonce[ROCK_NONCE_LEN], id[ROCK_ID_LEN];
+	uint32_t flags;
+	int64_t r = -1;
+	int round;
+
+	for (round = 0; round < 16 && poll(&p, 1, 0) == 0; round++)
+		fuzz_world_run(w, 1);
+	if (poll(&p, 1, 5000) == 1 && fuzz_server_request(fd, nonce, &flags) == 0) {
+		if (tag && n >= ROCK_RECONNECT_OK_LEN) {
+			fuzz_rock_id(0, id);
+			rock_ok_tag(ans + ROCK_RECONNECT_OK_LEN - ROCK_TAG_LEN,
+			    fuzz_rock_peer_key(0), id, nonce, ans);
+		}
+		(void)send(fd, ans, n, MSG_NOSIGNAL);
+		r = flags;
+	}
+	close(fd);
+	return r;
+}

@@ -52,6 +52,11 @@ void fuzz_server_listen(struct fuzz_server *sv, const char *name);
 /* The RECONNECT_REQUEST a client sent on fd (a reconnect or a status):
  * its nonce and flags; -1 if none came whole. */
 int fuzz_server_request(int fd, uint8_t nonce[ROCK_NONCE_LEN], uint32_t *flags);
+/* Once rock 0's request comes on fd (the loop runs meanwhile): the
+ * answer's n bytes, a RECONNECT_OK's tag made right first if tag, then
+ * the FIN. The request's flags; -1 if none came. */
+int64_t fuzz_server_answer(struct fuzz_world *w, int fd, int tag,
+    uint8_t *ans, size_t n);
 /* Drop connections an earlier input left in the backlog, so that this
  * input's answer goes to this input's client. */
 void fuzz_server_drain(struct fuzz_server *sv);

@@ -24,9 +24,9 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct fuzz_world *w = fuzz_world();
 	struct rock_session *s;
 	struct pollfd p;
-	uint8_t ans[512], nonce[ROCK_NONCE_LEN], id[ROCK_ID_LEN];
+	uint8_t ans[512];
 	size_t n;
-	uint32_t flags;
+	int64_t flags;
 	int fd, round;
 
 	if (size < 2 || size - 2 > sizeof(ans))
@@ -48,19 +48,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	p.events = POLLIN;
 	FUZZ_CHECK(poll(&p, 1, 5000) == 1);
 	FUZZ_CHECK((fd = accept4(srv.fd, NULL, NULL, SOCK_CLOEXEC)) >= 0);
-	p.fd = fd;
-	for (round = 0; round < 16 && poll(&p, 1, 0) == 0; round++)
-		fuzz_world_run(w, 1);
-	if (poll(&p, 1, 5000) == 1 && fuzz_server_request(fd, nonce, &flags) == 0) {
-		FUZZ_CHECK(flags & ROCK_FLAG_STATUS);
-		if ((data[0] & 1) && n >= ROCK_RECONNECT_OK_LEN) {
-			fuzz_rock_id(0, id);
-			rock_ok_tag(ans + ROCK_RECONNECT_OK_LEN - ROCK_TAG_LEN,
-			    fuzz_rock_peer_key(0), id, nonce, ans);
-		}
-		(void)send(fd, ans, n, MSG_NOSIGNAL);
-	}
-	close(fd);
+	flags = fuzz_server_answer(w, fd, data[0] & 1, ans, n);
+	FUZZ_CHECK(flags < 0 || (flags & ROCK_FLAG_STATUS));
 	/* The answer or the FIN ends the exchange: none may be left open. */
 	for (round = 0; round < 64 && w->r[0].s != NULL &&
 	    w->r[0].s->status != NULL; round++)
