@@ -196,6 +196,13 @@ rock_path_stalled(struct rock_session *s, int64_t now)
 	 * that lost TCP's state shows as retransmissions going unanswered. */
 	if (t.backoff == 0 && t.retrans == 0 && t.lost == 0)
 		return 0;
+	/* One retransmission out and TCP's timer for it still running: on a
+	 * lossy path that is a lost segment being repaired, not a dead path
+	 * (cellular, under load: RTO 28.7 s after one backoff, 14 s into
+	 * the stall). A path that lost TCP's state leaves the retransmission
+	 * itself unanswered for a whole RTO (backoff 2). */
+	if (t.backoff < 2 && now - s->stall_since_ms < (int64_t)(t.rto_us / 1000))
+		return 0;
 	rlog_info(s->e->log, "rock %s: TCP moved nothing for %lld ms: %u segments "
 	    "unacknowledged, %u lost, %u retransmitted, backoff %u, RTO %u ms, "
 	    "congestion state %u, peer's window %u, last sent %u ms ago, "

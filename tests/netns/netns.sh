@@ -201,6 +201,12 @@ nn_blackhole() {
 	nn__fault "${1:-both}" -j DROP
 }
 
+# [both|c2s|s2c]: drop only TCP in that direction (a NAT or firewall that lost
+# the connection's state); UDP passes.
+nn_tcp_blackhole() {
+	nn__fault "${1:-both}" -p tcp -j DROP
+}
+
 # [both|c2s|s2c]: router answers TCP segments sent in that direction with a RST
 # back to their sender (c2s: the client gets RSTs, s2c: the server does); UDP passes.
 nn_rst_inject() {

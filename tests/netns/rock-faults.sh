@@ -26,7 +26,7 @@ nn_on_cleanup stop_pids
 # ROCK_FAULTS_LOGDIR, if set, receives a copy of every case's logs.
 mib=${ROCK_FAULTS_MIB:-64}
 mbit=${ROCK_FAULTS_MBIT:-40}
-cases=${ROCK_FAULTS_CASES:-blackhole long-blackhole rst link addr}
+cases=${ROCK_FAULTS_CASES:-blackhole long-blackhole tcp-blackhole rst link addr}
 bytes=$((mib * 1048576))
 xfer_s=$((bytes * 8 / (mbit * 1000000) + 1)) # clean transfer time at the tbf rate
 
@@ -99,11 +99,12 @@ check_copy() {
 size_of() { stat -c %s "$1" 2>/dev/null || echo 0; }
 
 # The faults. hold: how long each lasts (s); fault NAME inject|restore.
-declare -A hold=([blackhole]=5 [long-blackhole]=60 [rst]=3 [link]=5 [addr]=0)
+declare -A hold=([blackhole]=5 [long-blackhole]=60 [tcp-blackhole]=15 [rst]=3 [link]=5 [addr]=0)
 fault() {
 	case $1/$2 in
 	blackhole/inject | long-blackhole/inject) nn_blackhole both ;;
-	blackhole/restore | long-blackhole/restore | rst/restore) nn_restore ;;
+	tcp-blackhole/inject) nn_tcp_blackhole both ;;
+	*blackhole/restore | rst/restore) nn_restore ;;
 	rst/inject) nn_rst_inject both ;;
 	link/inject) nn_link_down ;;
 	link/restore) nn_link_up ;;
@@ -216,6 +217,11 @@ run_case() {
 		grep -m1 'CONNECTED -> SUSPENDED (' "$d/rockcat.log" | sed 's/.*SUSPENDED (/    client: suspended (/'
 	fi
 	case $name in
+	tcp-blackhole)
+		# Heartbeats pass: only the stall check can see this.
+		t_check "$name: the client judged the data connection stalled" \
+			grep -q 'CONNECTED -> SUSPENDED (data connection stalled)' "$d/rockcat.log"
+		;;
 	rst)
 		t_check "$name: the client saw ECONNRESET" \
 			grep -q 'CONNECTED -> SUSPENDED (Connection reset by peer)' "$d/rockcat.log"
