@@ -21,9 +21,9 @@
 
 /* Each direction's bytes go socket -> pipe -> socket with splice(2), never
  * through rockd's memory. The pipe bounds what a relay holds per
- * direction; its slots are taken one per received segment's page
- * fragment, so a small pipe holds few small segments: 1 MiB (the
- * unprivileged maximum) let 1 KiB writes through at line rate. */
+ * direction, and a splice moves at most a pipeful: with 64 KiB blocks on
+ * loopback 1 MiB pipes (the unprivileged maximum) relayed at 0.66x and
+ * 0.75x of raw TCP (download, upload), 64 KiB pipes at 0.58x and 0.57x. */
 #define RELAY_PIPE (1024 * 1024)
 /* One splice from a socket moves at most this much. */
 #define RELAY_SPLICE (1024 * 1024)
@@ -113,14 +113,14 @@ relay_failed(struct rockd_relay *r, int i, int err)
 
 /* Interest changes only when it must: read interest stays while the pipe
  * has room, write interest exists only while a write would block, so a
- * relayed round trip costs no epoll_ctl. */
+ * relayed round trip costs no epoll_ctl. 0 or -ENOMEM. */
 static int
 want(struct event *ev, int *on, int v)
 {
 	if (*on == v)
 		return 0;
 	*on = v;
-	return v ? event_add(ev, NULL) : event_del(ev);
+	return (v ? event_add(ev, NULL) : event_del(ev)) != 0 ? -ENOMEM : 0;
 }
 
 /* Everything for side `to`: the head, then the pipe. 0 (done, or to be
@@ -181,20 +181,15 @@ send_out(struct rockd_relay *r, int to)
 	return 0;
 }
 
-/* The end of a callback: both ways closed ends the relay, an error
- * resets it. Returns 1 if r is gone. */
-static int
+/* The end of a callback: an error on side resets the relay, both ways
+ * closed ends it; r may be gone after. */
+static void
 settle(struct rockd_relay *r, int side, int e)
 {
-	if (e < 0) {
+	if (e < 0)
 		relay_failed(r, side, -e);
-		return 1;
-	}
-	if (r->shut[CLIENT] && r->shut[BACKEND]) {
+	else if (r->shut[CLIENT] && r->shut[BACKEND])
 		relay_free(r, 0);
-		return 1;
-	}
-	return 0;
 }
 
 static void
@@ -219,19 +214,19 @@ on_readable(evutil_socket_t fd, short what, void *arg)
 		/* Readable yet nothing moved: the pipe is full. Reading
 		 * resumes once send_out has emptied it. */
 		if (p->inpipe > 0)
-			e = want(r->rd[i], &r->reading[i], 0) != 0 ? -ENOMEM : 0;
-		(void)settle(r, 1 - i, e);
+			e = want(r->rd[i], &r->reading[i], 0);
+		settle(r, 1 - i, e);
 		return;
 	}
 	if (n == 0) {
 		r->eof[i] = 1;
-		e = want(r->rd[i], &r->reading[i], 0) != 0 ? -ENOMEM : 0;
+		e = want(r->rd[i], &r->reading[i], 0);
 	} else {
 		p->inpipe += (size_t)n;
 	}
 	if (e == 0 && (p->headlen > p->headoff || p->inpipe > 0 || r->eof[i]))
 		e = send_out(r, 1 - i);
-	(void)settle(r, 1 - i, e);
+	settle(r, 1 - i, e);
 }
 
 static void
@@ -264,7 +259,7 @@ on_writable(evutil_socket_t fd, short what, void *arg)
 		}
 	}
 	e = send_out(r, i);
-	(void)settle(r, i, e);
+	settle(r, i, e);
 }
 
 /* A socket's bufferevent for rockd. libevent writes at most 16 KiB per
