@@ -514,7 +514,7 @@ t_eq "banner: backend sees the client's close" $? 0
 # 5. Nothing listens at the backend: the client is reset, the log says why.
 t_eq "backend refused: client is reset" "$(py probe "${lp[3]}")" reset
 t_check "backend refused: logged" logged "$t_tmp/relay.log" \
-	'warning: event_cb: relay [0-9]*: backend: Connection refused; resetting the client'
+	'warning: on_writable: relay [0-9]*: backend: Connection refused; resetting the client'
 
 # ...and a backend connect that fails at once (multicast: ENETUNREACH).
 t_eq "backend unreachable: client is reset" "$(py probe "${lp[5]}")" reset

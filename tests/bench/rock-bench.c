@@ -4,10 +4,14 @@
 /*
  * Usage:
  *   rock-bench throughput rock|plain|plain-nodelay HOST PORT BLOCK TOTAL
+ *   rock-bench download   rock|plain|plain-nodelay HOST PORT BLOCK TOTAL
  *   rock-bench latency    rock|plain|plain-nodelay HOST PORT BLOCK N
  *   rock-bench connect    rock|rock-free|plain HOST PORT N
  *   rock-bench sink PORT      backend: reads each connection to EOF, closes
  *   rock-bench echo PORT      backend: echoes each connection, closes on EOF
+ *   rock-bench source PORT    backend: reads a request (BLOCK, TOTAL: 64 bits
+ *                             each, big endian), writes TOTAL bytes in writes
+ *                             of BLOCK bytes, closes
  *   rock-bench freeport       prints a loopback TCP port that was free
  *
  * HOST PORT is rockd's listener; rock runs open a reliable socket with
@@ -24,6 +28,11 @@
  *   sending stops once rock_session_pending() reaches 512 KiB and resumes
  *   on on_drain.
  *   Prints "throughput MODE BLOCK TOTAL MB_PER_S" (MB = 10^6 bytes).
+ * download: the other direction, from the source backend: the request,
+ *   then reads of BLOCK bytes (plain: read() on a blocking socket; rock:
+ *   as the engine delivers) to the end of stream, which must come after
+ *   exactly TOTAL bytes; the time runs from the request to the end.
+ *   Prints "download MODE BLOCK TOTAL MB_PER_S".
  * latency: N round trips of BLOCK bytes through the echo backend after 5
  *   unmeasured ones, or as many as fit in 1 s; every echoed byte is checked.
  *   Prints "latency MODE BLOCK TRIPS_DONE MEDIAN_US".
@@ -98,8 +107,9 @@ usage(void)
 	    "usage: %s throughput rock|plain|plain-nodelay HOST PORT BLOCK TOTAL\n"
 	    "       %s latency rock|plain|plain-nodelay HOST PORT BLOCK N\n"
 	    "       %s connect rock|rock-free|plain HOST PORT N\n"
-	    "       %s sink|echo PORT\n"
-	    "       %s freeport\n", prog, prog, prog, prog, prog);
+	    "       %s download rock|plain|plain-nodelay HOST PORT BLOCK TOTAL\n"
+	    "       %s sink|echo|source PORT\n"
+	    "       %s freeport\n", prog, prog, prog, prog, prog, prog);
 	exit(2);
 }
 
@@ -223,11 +233,60 @@ listen_loopback(const char *port_arg, int print)
 	return fd;
 }
 
-static void serve(const char *port_arg, int echo) __attribute__((noreturn));
+enum serve_kind { SERVE_SINK, SERVE_ECHO, SERVE_SOURCE };
+
+static uint64_t
+get_be64(const uint8_t *p)
+{
+	uint64_t v = 0;
+	int i;
+
+	for (i = 0; i < 8; i++)
+		v = v << 8 | p[i];
+	return v;
+}
 
 static void
-serve(const char *port_arg, int echo)
+put_be64(uint8_t *p, uint64_t v)
 {
+	int i;
+
+	for (i = 7; i >= 0; i--, v >>= 8)
+		p[i] = (uint8_t)v;
+}
+
+/* The source's answer to one connection, written while the others wait:
+ * the runs it serves come one at a time. A request cut short or out of
+ * bounds gets no bytes. */
+static void
+source_one(int fd, uint8_t *buf)
+{
+	uint8_t req[16];
+	uint64_t block, left;
+
+	if (recv(fd, req, sizeof(req), MSG_WAITALL) != (ssize_t)sizeof(req))
+		return;
+	block = get_be64(req);
+	left = get_be64(req + 8);
+	if (block == 0 || block > SERVE_BUF)
+		return;
+	fill_pattern(buf, (size_t)block);
+	while (left > 0) {
+		size_t n = left < block ? (size_t)left : (size_t)block;
+
+		write_all(fd, buf, n);
+		left -= n;
+	}
+}
+
+static void serve(const char *port_arg, enum serve_kind kind)
+    __attribute__((noreturn));
+
+static void
+serve(const char *port_arg, enum serve_kind kind)
+{
+	int echo = kind == SERVE_ECHO;
+
 	struct pollfd *p = calloc(MAX_CLIENTS + 1, sizeof(*p));
 	uint8_t *buf = malloc(SERVE_BUF);
 	nfds_t n = 1, i;
@@ -271,6 +330,11 @@ serve(const char *port_arg, int echo)
 			}
 			if (echo)
 				set_nodelay(c);
+			if (kind == SERVE_SOURCE) {
+				source_one(c, buf);
+				close(c);
+				continue;
+			}
 			p[n].fd = c;
 			p[n].events = POLLIN;
 			p[n].revents = 0;
@@ -553,6 +617,60 @@ throughput(enum kind k, const char *mode, const struct sockaddr_storage *ss,
 }
 
 static void
+download(enum kind k, const char *mode, const struct sockaddr_storage *ss,
+    socklen_t len, size_t block, uint64_t total)
+{
+	uint8_t *buf = malloc(block), req[16];
+	uint64_t t0, t1, got = 0;
+
+	if (buf == NULL)
+		die("out of memory");
+	put_be64(req, block);
+	put_be64(req + 8, total);
+	if (k == K_ROCK) {
+		struct rb b;
+		int r;
+
+		rb_setup(&b);
+		rb_open(&b, ss, len);
+		t0 = now_ns();
+		if ((r = rock_session_send(b.s, req, sizeof(req))) != 0)
+			die("rock_session_send: %s", rock_err(r));
+		while (!b.eof && !b.closed)
+			event_base_loop(b.base, EVLOOP_ONCE);
+		if (!b.eof)
+			die("the rock closed (%s) before the source's end of stream",
+			    rock_err(b.close_err));
+		t1 = b.t_eof;
+		got = b.got;
+		rb_finish(&b);
+	} else {
+		int fd = plain_connect(ss, len);
+		ssize_t r;
+
+		if (k == K_PLAIN_NODELAY)
+			set_nodelay(fd);
+		t0 = now_ns();
+		write_all(fd, req, sizeof(req));
+		while ((r = read(fd, buf, block)) != 0) {
+			if (r < 0 && errno == EINTR)
+				continue;
+			if (r < 0)
+				die("read: %s", strerror(errno));
+			got += (uint64_t)r;
+		}
+		t1 = now_ns();
+		close(fd);
+	}
+	if (got != total)
+		die("the source sent %llu of %llu bytes", (unsigned long long)got,
+		    (unsigned long long)total);
+	printf("download %s %zu %llu %.2f\n", mode, block,
+	    (unsigned long long)total, (double)total * 1e3 / (double)(t1 - t0));
+	free(buf);
+}
+
+static void
 latency(enum kind k, const char *mode, const struct sockaddr_storage *ss,
     socklen_t len, size_t block, size_t n)
 {
@@ -692,11 +810,13 @@ main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	alarm(RUN_LIMIT_S);	/* a hung run ends, and the script sees it */
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	if (strcmp(cmd, "sink") == 0 || strcmp(cmd, "echo") == 0) {
+	if (strcmp(cmd, "sink") == 0 || strcmp(cmd, "echo") == 0 ||
+	    strcmp(cmd, "source") == 0) {
 		if (argc != 3)
 			usage();
 		alarm(0);
-		serve(argv[2], strcmp(cmd, "echo") == 0);
+		serve(argv[2], cmd[0] == 'e' ? SERVE_ECHO : cmd[1] == 'o' ?
+		    SERVE_SOURCE : SERVE_SINK);
 	}
 	if (strcmp(cmd, "freeport") == 0) {
 		if (argc != 2)
@@ -704,7 +824,8 @@ main(int argc, char **argv)
 		freeport();
 		return 0;
 	}
-	if (strcmp(cmd, "throughput") == 0 || strcmp(cmd, "latency") == 0) {
+	if (strcmp(cmd, "throughput") == 0 || strcmp(cmd, "latency") == 0 ||
+	    strcmp(cmd, "download") == 0) {
 		long long block, count;
 
 		if (argc != 7)
@@ -712,10 +833,10 @@ main(int argc, char **argv)
 		k = parse_kind(argv[2], 1);
 		resolve(argv[3], argv[4], &ss, &len);
 		block = parse_count(argv[5], "BLOCK", 64LL * 1024 * 1024);
-		if (cmd[0] == 't') {
+		if (cmd[0] == 't' || cmd[0] == 'd') {
 			count = parse_count(argv[6], "TOTAL", 1LL << 40);
-			throughput(k, argv[2], &ss, len, (size_t)block,
-			    (uint64_t)count);
+			(cmd[0] == 't' ? throughput : download)(k, argv[2], &ss,
+			    len, (size_t)block, (uint64_t)count);
 		} else {
 			count = parse_count(argv[6], "N", 10000000);
 			latency(k, argv[2], &ss, len, (size_t)block,

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# rock-bench.sh: throughput, round-trip latency and connect time through one rockd on loopback, rock clients vs plain TCP client; prints a table, never a verdict.
+# rock-bench.sh: throughput both ways, round-trip latency and connect time through one rockd on loopback, rock clients vs plain TCP client and raw TCP; prints a table, never a verdict.
 #
 # Usage: rock-bench.sh [ROUNDS]          (ROUNDS defaults to 5)
 #
@@ -10,17 +10,19 @@
 #   ROCK_BENCH        path of the rock-bench binary (overrides BUILDDIR)
 #   ROCK_WRAPPER      path of the rock wrapper (default $BUILDDIR/tools/rock)
 #   ROCKD             path of rockd (overrides BUILDDIR)
-#   ROCK_BENCH_EXTRA  1: two more columns: "plain-nd", a plain client with
+#   ROCK_BENCH_EXTRA  1: one more column, "plain-nd", a plain client with
 #                     TCP_NODELAY (as the engine sets on its data
-#                     connection), and "direct", a plain client straight to
-#                     the backend without rockd
+#                     connection)
 #
 # Client kinds: "plain", an ordinary TCP client through rockd's plain relay;
 # "under-rock", the very same client program run under the rock wrapper
 # (librock.so makes its socket a rock: issue 4's transparent client); and
-# "engine", a client built on the engine's own API (rockcat's way).
-# One sink backend (reads to EOF, closes), one echo backend and one rockd
-# fronting both are started on 127.0.0.1 with free ports. Every figure is the
+# "engine", a client built on the engine's own API (rockcat's way); and
+# "raw", the plain client straight to the backend, without rockd: every
+# ratio column divides by it (x/raw) or by plain through rockd (x/plain).
+# Upload: the client writes to a sink backend (reads to EOF, closes);
+# download: a source backend writes to the client; latency: an echo backend.
+# One rockd fronts all three; all on 127.0.0.1 with free ports. Every figure is the
 # median of ROUNDS runs; each round runs every client kind back to back, the
 # order alternating between rounds, after one discarded warm-up run per kind.
 # Both rock and plain go through rockd (plain through its plain relay).
@@ -53,9 +55,9 @@ wrapper=${ROCK_WRAPPER:-$builddir/tools/rock}
 [ -x "$rockd" ] || die "$rockd not built (set BUILDDIR/ROCKD)"
 [ -x "$wrapper" ] || die "$wrapper not built (set BUILDDIR/ROCK_WRAPPER)"
 
-kinds=(plain under-rock engine)
+kinds=(raw plain under-rock engine)
 if [ "${ROCK_BENCH_EXTRA:-0}" = 1 ]; then
-	kinds+=(plain-nd direct)
+	kinds+=(plain-nd)
 fi
 
 # Block sizes and bytes per throughput run (smaller runs for small blocks:
@@ -110,24 +112,29 @@ start_backend sink
 sink_port=$backend_port
 start_backend echo
 echo_port=$backend_port
+start_backend source
+source_port=$backend_port
 
 # rockd on two free ports; a port taken meanwhile makes it exit: try again.
 rockd_pid=
 for attempt in 1 2 3; do
 	sink_front=$(freeport)
 	echo_front=$(freeport)
-	if [ -z "$sink_front" ] || [ -z "$echo_front" ]; then
+	source_front=$(freeport)
+	if [ -z "$sink_front" ] || [ -z "$echo_front" ] || [ -z "$source_front" ]; then
 		die "no free port"
 	fi
 	"$rockd" -F --listen "127.0.0.1:$sink_front" --backend "127.0.0.1:$sink_port" \
 		--listen "127.0.0.1:$echo_front" --backend "127.0.0.1:$echo_port" \
+		--listen "127.0.0.1:$source_front" --backend "127.0.0.1:$source_port" \
 		2>>"$tmp/rockd.log" &
 	rockd_pid=$!
 	up=0
 	for ((i = 0; i < 100; i++)); do
 		kill -0 "$rockd_pid" 2>/dev/null || break
 		if "$bench" connect plain 127.0.0.1 "$sink_front" 1 >/dev/null 2>&1 &&
-			"$bench" connect plain 127.0.0.1 "$echo_front" 1 >/dev/null 2>&1; then
+			"$bench" connect plain 127.0.0.1 "$echo_front" 1 >/dev/null 2>&1 &&
+			"$bench" connect plain 127.0.0.1 "$source_front" 1 >/dev/null 2>&1; then
 			up=1
 			break
 		fi
@@ -146,13 +153,18 @@ done
 
 # run_one KIND MEASURE ARGS...: prints the figure (the last field) and the
 # count before it (round trips done, for latency)
-# MEASURE is throughput or latency (ARGS: BLOCK COUNT) or connect (ARGS: N).
+# MEASURE is throughput (upload), download or latency (ARGS: BLOCK COUNT)
+# or connect (ARGS: N).
 run_one() {
-	local kind=$1 what=$2 mode port out
+	local kind=$1 what=$2 mode port raw_port out
 	local -a pre=()
 	shift 2
 	mode=$kind
-	if [ "$what" = latency ]; then port=$echo_front; else port=$sink_front; fi
+	case $what in
+	latency) port=$echo_front raw_port=$echo_port ;;
+	download) port=$source_front raw_port=$source_port ;;
+	*) port=$sink_front raw_port=$sink_port ;;
+	esac
 	case $kind in
 	engine) mode=rock ;;
 	under-rock) mode=plain pre=("$wrapper") ;;
@@ -163,10 +175,7 @@ run_one() {
 		;;
 	plain-first) mode=plain ;;
 	plain-nd) mode=plain-nodelay ;;
-	direct)
-		mode=plain
-		if [ "$what" = latency ]; then port=$echo_port; else port=$sink_port; fi
-		;;
+	raw) mode=plain port=$raw_port ;;
 	*) ;;
 	esac
 	if ! out=$("${pre[@]}" "$bench" "$what" "$mode" 127.0.0.1 "$port" "$@" 2>"$tmp/run.err"); then
@@ -234,11 +243,15 @@ measure() {
 	done
 }
 
-echo "$me: rockd pid $rockd_pid on 127.0.0.1:$sink_front (sink :$sink_port)" \
-	"and 127.0.0.1:$echo_front (echo :$echo_port); $rounds rounds"
+echo "$me: rockd pid $rockd_pid on 127.0.0.1:$sink_front (sink :$sink_port)," \
+	"127.0.0.1:$echo_front (echo :$echo_port) and 127.0.0.1:$source_front" \
+	"(source :$source_port); $rounds rounds"
 t_start=$SECONDS
 for b in "${blocks[@]}"; do
 	measure "throughput $b" throughput "$b" "${total[$b]}"
+done
+for b in "${blocks[@]}"; do
+	measure "download $b" download "$b" "${total[$b]}"
 done
 for b in "${blocks[@]}"; do
 	measure "latency $b" latency "$b" "$trips"
@@ -247,12 +260,12 @@ measure connect connect "$conns"
 # First connections, each in a new process: under rock, probe (cache miss)
 # and engine start included; medians of 15 such processes per round.
 first_conn() {
-	local kind=$1 i v vals=()
+	local kind=$1 i v times=()
 	for ((i = 0; i < 15; i++)); do
 		v=$(run_one "$kind" connect 1) || exit 1
-		vals+=("${v%% *}")
+		times+=("${v%% *}")
 	done
-	median "${vals[@]}"
+	median "${times[@]}"
 }
 fvals_rock=() fvals_plain=()
 for ((r = 1; r <= rounds; r++)); do
@@ -270,30 +283,43 @@ ratio() {
 	awk -v a="$1" -v b="$2" 'BEGIN { if (a > 0 && b > 0) printf "%.3g", b / a; else printf "-" }'
 }
 
+# Ratios are figure over figure: above 1 is more throughput, or a longer
+# time, than the reference.
+ratios=(plain/raw under-rock/raw engine/raw under-rock/plain engine/plain)
 row() {
-	local name=$1 label=$2 kind
+	local name=$1 label=$2 kind q
 	printf '%-20s' "$label"
 	for kind in "${kinds[@]}"; do
 		printf ' %10s' "${result["$name/$kind"]:--}"
 	done
-	printf ' %10s %10s\n' "$(ratio "${result["$name/plain"]}" "${result["$name/under-rock"]:-0}")" \
-		"$(ratio "${result["$name/plain"]}" "${result["$name/engine"]:-0}")"
+	for q in "${ratios[@]}"; do
+		printf ' %10s' "$(ratio "${result["$name/${q#*/}"]:-0}" "${result["$name/${q%/*}"]:-0}")"
+	done
+	printf '\n'
 }
 
 header() {
-	local kind
+	local kind q
 	printf '%-20s' "$1"
 	for kind in "${kinds[@]}"; do
 		printf ' %10s' "$kind"
 	done
-	printf ' %10s %10s\n' "under/plain" "engine/plain"
+	for q in "${ratios[@]}"; do
+		printf ' %10s' "${q/under-rock/under}"
+	done
+	printf '\n'
 }
 
 echo
-echo "medians of $rounds rounds; every client through rockd on loopback"
-header "throughput MB/s"
+echo "medians of $rounds rounds; every client but raw through rockd on loopback"
+header "upload MB/s"
 for b in "${blocks[@]}"; do
 	row "throughput $b" "  $b B blocks"
+done
+echo
+header "download MB/s"
+for b in "${blocks[@]}"; do
+	row "download $b" "  $b B blocks"
 done
 echo
 header "round trip us"
@@ -306,7 +332,7 @@ row connect "  $conns in one process (cache hit)"
 row first "  first in a process (probe)"
 echo "  paper: rock 3908 us vs raw 221 us = 17.7x"
 echo
-echo "bytes per throughput run: $(for b in "${blocks[@]}"; do printf '%s B: %s\n' "$b" "${total[$b]}"; done | paste -sd, - | sed 's/,/, /g')"
+echo "bytes per upload or download run: $(for b in "${blocks[@]}"; do printf '%s B: %s\n' "$b" "${total[$b]}"; done | paste -sd, - | sed 's/,/, /g')"
 echo "latency: up to $trips round trips per run, at most 1 s of them;" \
 	"connect: $conns connections per run, opening timed"
 if [ "${#short[@]}" -gt 0 ]; then

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# rockd-handover.sh: kill -USR2 hands rockd over mid-stream (twice in a row) without losing a session or a byte: 3 streaming and 3 idle rocks and a plain relay keep their one backend connection and never reconnect; a USR2 with a broken config keeps the old rockd serving; kill -TERM drains within drain-timeout and cuts the rest with resets, never a short clean end.
+# rockd-handover.sh: kill -USR2 hands rockd over mid-stream (twice in a row) without losing a session or a byte: 3 streaming and 3 idle rocks, a plain relay and a stalled one (bytes in its pipes) keep their one backend connection and never reconnect; a USR2 with a broken config keeps the old rockd serving; kill -TERM drains within drain-timeout and cuts the rest with resets, never a short clean end.
 # shellcheck source-path=SCRIPTDIR
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -89,6 +89,41 @@ idle() {
 		socat -t 30 - "TCP:$NN_S_ADDR:7000" >"$t_tmp/$1.out" 2>"$t_tmp/$1.err" &
 	client=$! pids+=($!)
 }
+# NAME: a plain client that sends NAME.in whole (its progress in NAME.sent)
+# and reads nothing until NAME.go exists: the echo backs up into the
+# relay's pipes and every buffer on the way, and the hand-over finds bytes
+# in them. Then it reads the echo to its end into NAME.out.
+stalled() {
+	head -c $((64 << 20)) /dev/urandom >"$t_tmp/$1.in"
+	cat >"$t_tmp/stalled.py" <<'PY'
+import os, socket, sys, threading, time
+host, port, name = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+data = open(name + ".in", "rb").read()
+c = socket.create_connection((host, port))
+def send():
+    for i in range(0, len(data), 65536):
+        c.sendall(data[i:i + 65536])
+        open(name + ".sent", "w").write("%d\n" % (i + 65536))
+    c.shutdown(socket.SHUT_WR)
+threading.Thread(target=send, daemon=True).start()
+while not os.path.exists(name + ".go"):
+    time.sleep(0.1)
+with open(name + ".out", "wb") as out:
+    while True:
+        b = c.recv(1 << 20)
+        if not b:
+            break
+        out.write(b)
+PY
+	nn_c python3 "$t_tmp/stalled.py" "$NN_S_ADDR" 7000 "$t_tmp/$1" 2>"$t_tmp/$1.err" &
+	client=$! pids+=($!)
+}
+# NAME: its sender has not moved for a second.
+stuck() {
+	local a
+	a=$(cat "$t_tmp/$1.sent" 2>/dev/null) && sleep 1 && [ -n "$a" ] &&
+		[ "$a" = "$(cat "$t_tmp/$1.sent")" ]
+}
 has_before() { grep -qx before "$t_tmp/$1.out" 2>/dev/null; }
 # OLD: a new pid in the pid file, and OLD gone.
 successor() { [ -s "$pidfile" ] && [ "$(cat "$pidfile")" != "$1" ] && ! nn_s kill -0 "$1" 2>/dev/null; }
@@ -103,6 +138,10 @@ t_eq "a stray ROCKD_HANDOVER_FD: exit 1, said why ($(cat "$t_tmp/stray.err"))" \
 
 # ---- 1. USR2 twice mid-stream, a broken config in between ------------------
 declare -A cpid
+# The stalled relay is the first: relay 1 in rockd's log.
+stalled q1
+cpid[q1]=$client
+wait_for 30 stuck q1 || t_bad "q1's sender did not stall"
 for n in s1 s2 s3; do stream "$n" rock 40; cpid[$n]=$client; done
 stream p1 plain 40
 cpid[p1]=$client
@@ -110,7 +149,7 @@ for n in i1 i2 i3; do idle "$n"; cpid[$n]=$client; done
 wait_for 10 eval 'has_before i1 && has_before i2 && has_before i3' ||
 	t_bad "the idle rocks' first echo did not come"
 wait_for 10 eval '[ "$(size "$t_tmp/s3.out")" -gt 1000000 ]' || t_bad "the streams did not start"
-t_eq "before the hand-over: the backend accepted one connection per client" "$(accepts)" 7
+t_eq "before the hand-over: the backend accepted one connection per client" "$(accepts)" 8
 
 # WHAT PID: USR2 to PID; its successor's pid in $next, the streams still
 # running at the hand-over checked.
@@ -148,12 +187,16 @@ t_eq "the successor holds each socket once" \
 	"$(find "/proc/$pid3/fd" -lname 'socket:*' -printf '%l\n' | sort | uniq -d | wc -l)" 0
 
 for n in i1 i2 i3; do touch "$t_tmp/$n.go"; done
-for n in s1 s2 s3 p1 i1 i2 i3; do
+# The spliced relay's pipes held bytes each way at both hand-overs.
+t_eq "q1: both hand-overs carried bytes in its pipes, each way" \
+	"$(grep -c 'relay 1: handing over [1-9][0-9]* bytes for the client, [1-9][0-9]* for the backend' "$t_tmp/rockd.log")" 2
+touch "$t_tmp/q1.go"
+for n in s1 s2 s3 p1 q1 i1 i2 i3; do
 	rc=124
 	if wait_pid "${cpid[$n]}" 40; then rc=$waited; fi
 	t_eq "$n: the client exits 0 $(head -c 200 "$t_tmp/$n.err")" "$rc" 0
 done
-for n in s1 s2 s3 p1; do
+for n in s1 s2 s3 p1 q1; do
 	if cmp -s "$t_tmp/$n.in" "$t_tmp/$n.out"; then
 		t_ok "$n: all $(size "$t_tmp/$n.in") bytes echoed exact through two hand-overs (sha256 $(sha256sum <"$t_tmp/$n.out" | cut -c1-16))"
 	else
@@ -163,9 +206,9 @@ done
 for n in i1 i2 i3; do
 	t_eq "$n: the idle rock works after the hand-overs" "$(tr '\n' ' ' <"$t_tmp/$n.out")" "before after "
 done
-t_eq "the backend accepted one connection per client, no more" "$(accepts)" 7
+t_eq "the backend accepted one connection per client, no more" "$(accepts)" 8
 t_eq "every backend connection ended with its client's end, none reset" \
-	"$(grep -c ' eof ' "$t_tmp/backend.log") $(grep -c ' reset ' "$t_tmp/backend.log")" "7 0"
+	"$(grep -c ' eof ' "$t_tmp/backend.log") $(grep -c ' reset ' "$t_tmp/backend.log")" "8 0"
 for n in s1 s2 s3 i1 i2 i3; do
 	t_check "$n: was a rock" grep -q ': a rock$' "$t_tmp/$n.rock.log"
 	t_eq "$n: suspensions and reconnects in its log" \
@@ -213,7 +256,7 @@ t_check "TERM: the rock cut mid-stream fails with ECONNRESET (exit $rc: $(grep -
 t_check "TERM: what it got ($(size "$t_tmp/s4.out") of $(size "$t_tmp/s4.in") bytes) is the stream's start" \
 	eval '[ "$(size "$t_tmp/s4.out")" -lt "$(size "$t_tmp/s4.in")" ] && cmp -s -n "$(size "$t_tmp/s4.out")" "$t_tmp/s4.in" "$t_tmp/s4.out"'
 t_eq "TERM: the backend saw the idle rock end and the two cut streams reset" \
-	"$(grep -c ' eof ' "$t_tmp/backend.log") $(grep -c ' reset ' "$t_tmp/backend.log")" "8 2"
+	"$(grep -c ' eof ' "$t_tmp/backend.log") $(grep -c ' reset ' "$t_tmp/backend.log")" "9 2"
 t_eq "no sanitizer report in rockd's logs" \
 	"$(cat "$t_tmp"/rockd*.log | grep -c -e 'Sanitizer' -e 'runtime error' -e 'invariant broken')" 0
 t_done
