@@ -5,6 +5,7 @@
 #include <event2/buffer.h>
 
 #include "rock_engine.h"
+#include "rock_probe_file.h"
 
 /* A broken invariant of our own is a bug: stop before it spreads. Bad
  * input from a peer never gets here; it ends that session instead. */
@@ -134,8 +135,8 @@ struct rock_session {
 #define OPEN_PACKETS 64
 #define ROCK_SCOUTS 16
 #define PROBE_CACHE 16
-#define PROBE_CACHE_MS (10 * 60 * 1000)
-#define PROBE_CACHE_PLAIN_MS (60 * 1000)
+#define PROBE_CACHE_MS ROCK_PROBE_TTL_MS
+#define PROBE_CACHE_PLAIN_MS ROCK_PROBE_PLAIN_TTL_MS
 
 /* A server known to be enhanced, and its announcement (decision 10). */
 struct probe_entry {
@@ -174,6 +175,7 @@ struct rock_engine {
 	uint32_t rmem_max;		/* tcp_rmem's maximum, read once */
 	struct probe_entry probes[PROBE_CACHE];
 	unsigned probe_next;		/* round-robin slot to replace */
+	struct rock_probe_file *probe_file; /* the owner's; NULL: none */
 	size_t nhandshakes;		/* server handshakes and reconnects in progress */
 	unsigned long drops_logged;	/* drop count already reported */
 	unsigned long hostile_logged;	/* of which forged, replayed, malformed */
