@@ -498,6 +498,18 @@ announcement_for(struct rock_engine *e, const struct sockaddr *addr,
 	return r;
 }
 
+/* The key this connect read as known for the server (pinned or in the
+ * file) is the one it proved: trusted, without reading the file again.
+ * Else the file decides (first contact, a changed key). */
+static int
+trusted(struct rock_engine *e, const struct sockaddr *addr, socklen_t len,
+    const uint8_t *known, const uint8_t ident[ROCK_IDENT_LEN])
+{
+	if (known != NULL && rock_equal(known, ident, ROCK_IDENT_LEN))
+		return 0;
+	return rock_trust_check(&e->trust, e->log, addr, len, ident);
+}
+
 /* *cached: as announcement_for's. */
 static int
 handshake_once(struct rock_engine *e, const struct sockaddr *addr,
@@ -525,7 +537,9 @@ handshake_once(struct rock_engine *e, const struct sockaddr *addr,
 	if ((fd = socket(addr->sa_family, SOCK_STREAM | SOCK_NONBLOCK |
 	    SOCK_CLOEXEC, 0)) < 0)
 		return ROCK_ERR_SYSTEM;
-	rock_keypair_new(&kp);
+	rock_engine_enter(e);
+	rock_engine_keypair_take(e, &kp);
+	rock_engine_leave(e);
 	build_hello(e, fd, ann, &kp, hello);
 	if ((r = dial_connect(fd, addr, len, deadline, hello, sizeof(hello),
 	    &sent)) != 0) {
@@ -541,7 +555,7 @@ handshake_once(struct rock_engine *e, const struct sockaddr *addr,
 	if (deadline < bound)
 		deadline = bound;
 	if ((r = hello_exchange(e, fd, hello, sent, deadline, known, &sh)) == 0 &&
-	    (r = rock_trust_check(&e->trust, e->log, addr, len, sh.ident)) == 0 &&
+	    (r = trusted(e, addr, len, known, sh.ident)) == 0 &&
 	    (r = rock_keys_client(&keys, &kp, sh.pk)) == 0) {
 		rock_engine_enter(e);
 		r = make_session(e, fd, addr, len, &sh, &keys, cbs, arg, out);
@@ -577,8 +591,13 @@ rock_client_open(struct rock_engine *e, const struct sockaddr *addr,
 		r = handshake_once(e, addr, len, deadline, known, cbs, arg, out,
 		    &cached);
 	/* The server restarted since the probe (STALE), or a cached answer no
-	 * longer holds: forget it, probe again, once. */
-	if (r == ROCK_ERR_LOST || (hit && r == ROCK_ERR_PROTOCOL)) {
+	 * longer holds: forget it, probe again, once. A cached announcement
+	 * that drew a refusal the known key did not sign may be a rockd
+	 * restarted with a new key (its STALE is signed by that one): the
+	 * fresh announcement's hello then meets the key check proper (a
+	 * changed key is refused with its warning, or accepted). */
+	if (r == ROCK_ERR_LOST || (hit && r == ROCK_ERR_PROTOCOL) ||
+	    (cached && r == ROCK_ERR_UNVERIFIED)) {
 		forget_everywhere(e, addr, len);
 		/* A probe of its own time: the handshakes may have used it all,
 		 * and a probe cut short would pass for a plain server. */

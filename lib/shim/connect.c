@@ -163,9 +163,13 @@ open_rock(struct attempt *a)
 	shim_busy = 1;
 	if (e == NULL)
 		rc = first_probe(a, &e);
-	if (rc == 0)
+	if (rc == 0) {
 		rc = rock_client_open(e, (struct sockaddr *)&a->target, a->len,
 		    probe_budget_ms(a), shim_rock_cbs(), a->r, &a->r->s);
+		err = errno;
+		shim_engine_wake();
+		errno = err;
+	}
 	err = errno;
 	shim_busy = busy;
 	if (rc != 0)

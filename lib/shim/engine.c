@@ -279,8 +279,20 @@ on_cmd(evutil_socket_t fd, short what, void *arg)
 		run_cmds(r, cmds);
 	}
 	shim_unlock();
+	/* A connect may have taken the X25519 pair made ahead: the next one
+	 * is made here, on this thread, not in the program's next connect. */
+	rock_engine_keypair_refill(eng.e);
 	if (__atomic_load_n(&eng.stopping, __ATOMIC_ACQUIRE))
 		event_base_loopbreak(eng.base);
+}
+
+void
+shim_engine_wake(void)
+{
+	uint64_t one = 1;
+
+	if (eng.cmd_fd >= 0)
+		(void)!shim_real.write(eng.cmd_fd, &one, sizeof(one));
 }
 
 static void *
@@ -293,6 +305,7 @@ engine_main(void *arg)
 	/* Signals are the program's business, not this thread's. */
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, NULL);
+	rock_engine_keypair_refill(eng.e);
 	event_base_dispatch(eng.base);
 	return NULL;
 }
