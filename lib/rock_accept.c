@@ -279,16 +279,20 @@ rock_handshake_accept(struct rock_handshake *hs,
 	int r;
 
 	rock_random(id, sizeof(id));
-	rock_keypair_new(&kp);
+	rock_engine_keypair_take(hs->e, &kp);
 	rock_socket_buffers(hs->e, hs->fd, &rcv, &snd);
 	/* The claim sizes our memory for this rock: no more than a receive
 	 * buffer can be on this host. */
 	if (hs->hello.rcvbuf > hs->e->rmem_max)
 		hs->hello.rcvbuf = hs->e->rmem_max;
-	if ((r = rock_keys_server(&keys, &kp, hs->hello.pk)) == 0 &&
+	/* The hello first, our session keys after: the client checks our
+	 * signature meanwhile, so the two key exchanges overlap instead of
+	 * following each other. Its first bytes wait in the socket until the
+	 * session below reads them. */
+	if ((r = send_server_hello(hs, &kp, id, features)) == 0 &&
+	    (r = rock_keys_server(&keys, &kp, hs->hello.pk)) == 0 &&
 	    (r = rock_session_new(hs->e, ROCK_ROLE_SERVER, id, &keys,
-	    rock_ring_cap_for(hs->e, snd, hs->hello.rcvbuf), cbs, arg, &s)) == 0 &&
-	    (r = send_server_hello(hs, &kp, id, features)) == 0) {
+	    rock_ring_cap_for(hs->e, snd, hs->hello.rcvbuf), cbs, arg, &s)) == 0) {
 		s->features = features;
 		s->tcp_bound = rock_tcp_bound(snd, hs->hello.rcvbuf);
 		memcpy(&s->peer, &hs->peer, hs->peer_len);
@@ -313,6 +317,8 @@ rock_handshake_accept(struct rock_handshake *hs,
 	    s->name, features);
 	handshake_free(hs, 0);
 	*out = s;
+	/* The next handshake's pair, made now that this one's answer is out. */
+	rock_engine_keypair_fill(s->e, 1);
 	return 0;
 }
 

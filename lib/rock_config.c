@@ -4,6 +4,7 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "rock_config.h"
 #include "rock_env.h"
@@ -64,6 +65,8 @@ static const struct env_var env_vars[ROCK_ENV_NVARS] = {
 	    "a server key as rockd logs it: 44 characters of base64" },
 	{ ROCK_ENV_ACCEPT_NEW_KEY, ENV_INT, 0, 1, FIELD(trust.accept_new),
 	    "0 or 1" },
+	{ ROCK_ENV_PROBE_CACHE, ENV_PATH, 0, 0, FIELD(probe_cache),
+	    "an absolute file path, or empty (share no probe results)" },
 };
 
 void
@@ -81,6 +84,10 @@ rock_config_defaults(struct rock_config *cfg)
 	cfg->probe_timeout_ms = 1000;
 	cfg->linger_ms = 500;
 	cfg->suspend_timeout_s = 3 * 24 * 3600;
+	/* Without a runtime directory: one of our own in /tmp (checked to be
+	 * ours and private before use, rock_probe_file.c). */
+	snprintf(cfg->probe_cache, sizeof(cfg->probe_cache),
+	    "/tmp/rock-%lu/probes", (unsigned long)geteuid());
 }
 
 unsigned short
@@ -227,7 +234,8 @@ parse_var(const struct env_var *v, const char *s, struct rock_config *cfg)
 	case ENV_PORT_MAP:
 		return parse_port_map(s, cfg);
 	case ENV_PATH:
-		return parse_path(s, cfg->trust.path, sizeof(cfg->trust.path));
+		/* Every path field is a char[PATH_MAX]. */
+		return parse_path(s, (char *)cfg + v->field, PATH_MAX);
 	case ENV_KEY:
 		if (*s == '\0')
 			return ROCK_ERR_EMPTY;
@@ -287,6 +295,22 @@ default_known_servers(struct rock_config *cfg, struct rock_env_parser *p)
 		cfg->trust.path[0] = '\0';
 }
 
+/* $XDG_RUNTIME_DIR/rock/probes (per user and per boot), else the
+ * default's /tmp/rock-UID/probes. */
+static void
+default_probe_cache(struct rock_config *cfg, struct rock_env_parser *p)
+{
+	const char *run = p->get(p->get_arg, XDG_ENV_RUNTIME_DIR);
+	size_t n = sizeof(cfg->probe_cache);
+	int w;
+
+	if (run == NULL || run[0] != '/')
+		return;
+	w = snprintf(cfg->probe_cache, n, "%s/rock/probes", run);
+	if (w < 0 || (size_t)w >= n)
+		cfg->probe_cache[0] = '\0';
+}
+
 void
 rock_config_from_env(struct rock_config *cfg, struct rock_env_parser *p)
 {
@@ -295,6 +319,7 @@ rock_config_from_env(struct rock_config *cfg, struct rock_env_parser *p)
 
 	rock_config_defaults(cfg);
 	default_known_servers(cfg, p);
+	default_probe_cache(cfg, p);
 	for (i = 0; i < ROCK_ENV_NVARS; i++) {
 		const char *s = p->get(p->get_arg, env_vars[i].name);
 

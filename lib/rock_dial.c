@@ -13,6 +13,7 @@
 
 #include "rock_engine_int.h"
 #include "rock_err.h"
+#include "rock_probe_file.h"
 
 #ifndef TCP_FASTOPEN_CONNECT
 #define TCP_FASTOPEN_CONNECT 30	/* Linux 4.11 */
@@ -352,11 +353,20 @@ cache_find(struct rock_engine *e, const struct sockaddr *addr, socklen_t len)
 	return NULL;
 }
 
-/* ann NULL: the destination is an ordinary server (or none at all); that
- * is remembered for a minute, so plain connections pay no probe. */
+/* How long a probe's answer holds: ann NULL (an ordinary server, or none
+ * at all) for a minute, so plain connections pay no probe; a rockd's
+ * announcement for ten. */
+static int64_t
+cache_ttl_ms(const uint8_t *ann)
+{
+	return ann != NULL ? PROBE_CACHE_MS : PROBE_CACHE_PLAIN_MS;
+}
+
+/* ttl_ms: what is left of the answer's life (the shared file's entries
+ * are part spent). */
 static void
 cache_put(struct rock_engine *e, const struct sockaddr *addr, socklen_t len,
-    const uint8_t ann[ROCK_ANNOUNCE_LEN])
+    const uint8_t ann[ROCK_ANNOUNCE_LEN], int64_t ttl_ms)
 {
 	struct probe_entry *p = cache_find(e, addr, len);
 
@@ -367,8 +377,9 @@ cache_put(struct rock_engine *e, const struct sockaddr *addr, socklen_t len,
 	memcpy(&p->addr, addr, len);
 	p->len = len;
 	p->enhanced = ann != NULL;
-	p->expires_ms = rock_now_ms() +
-	    (ann != NULL ? PROBE_CACHE_MS : PROBE_CACHE_PLAIN_MS);
+	if (ttl_ms > cache_ttl_ms(ann))
+		ttl_ms = cache_ttl_ms(ann);
+	p->expires_ms = rock_now_ms() + ttl_ms;
 	if (ann != NULL)
 		memcpy(p->announcement, ann, ROCK_ANNOUNCE_LEN);
 }
@@ -392,8 +403,26 @@ rock_probe_remember(struct rock_engine *e, const struct sockaddr *addr,
     socklen_t len, const uint8_t ann[ROCK_ANNOUNCE_LEN])
 {
 	rock_engine_enter(e);
-	cache_put(e, addr, len, ann);
+	cache_put(e, addr, len, ann, cache_ttl_ms(ann));
 	rock_engine_leave(e);
+}
+
+void
+rock_engine_set_probe_file(struct rock_engine *e, struct rock_probe_file *pf)
+{
+	e->probe_file = pf;
+}
+
+/* Forgotten here and in the shared file: the next connect, ours or
+ * another process's, probes. Without the owner's lock (file I/O). */
+static void
+forget_everywhere(struct rock_engine *e, const struct sockaddr *addr,
+    socklen_t len)
+{
+	rock_engine_enter(e);
+	rock_probe_forget(e, addr, len);
+	rock_engine_leave(e);
+	rock_probe_file_put(e->probe_file, e->log, addr, len, NULL, 0);
 }
 
 void
@@ -415,15 +444,21 @@ rock_probe_found_plain(int r)
 	    errno == EHOSTUNREACH || errno == ENETUNREACH));
 }
 
-/* The announcement for a destination: cached, or from a probe. The probe
- * itself runs without the owner's lock: it takes a round trip or more. */
+/* The announcement for a destination: cached here, else in the file the
+ * user's processes share, else from a probe (whose answer goes to both).
+ * The file and the probe are read without the owner's lock: the probe
+ * takes a round trip or more. *cached: the answer was not a probe's
+ * just now, and may no longer hold. */
 static int
 announcement_for(struct rock_engine *e, const struct sockaddr *addr,
-    socklen_t len, int64_t deadline, uint8_t ann[ROCK_ANNOUNCE_LEN])
+    socklen_t len, int64_t deadline, uint8_t ann[ROCK_ANNOUNCE_LEN],
+    int *cached)
 {
+	struct rock_probe_fact f;
 	struct probe_entry *p;
 	int r, err, silent;
 
+	*cached = 1;
 	rock_engine_enter(e);
 	if ((p = cache_find(e, addr, len)) != NULL) {
 		e->stats.probe_cache_hits++;
@@ -433,22 +468,54 @@ announcement_for(struct rock_engine *e, const struct sockaddr *addr,
 		rock_engine_leave(e);
 		return r;
 	}
+	rock_engine_leave(e);
+	if (rock_probe_file_get(e->probe_file, e->log, addr, len, &f)) {
+		rock_engine_enter(e);
+		e->stats.probe_cache_hits++;
+		cache_put(e, addr, len, f.enhanced ? f.announcement : NULL,
+		    f.ttl_ms);
+		rock_engine_leave(e);
+		if (!f.enhanced)
+			return ROCK_ERR_NOT_ENHANCED;
+		memcpy(ann, f.announcement, ROCK_ANNOUNCE_LEN);
+		return 0;
+	}
+	*cached = 0;
+	rock_engine_enter(e);
 	e->stats.probes++;
 	rock_engine_leave(e);
 	r = probe(addr, len, deadline, ann, &silent);
 	err = errno;
-	rock_engine_enter(e);
-	if (r == 0 || (rock_probe_found_plain(r) && !silent))
-		cache_put(e, addr, len, r == 0 ? ann : NULL);
-	rock_engine_leave(e);
+	if (r == 0 || (rock_probe_found_plain(r) && !silent)) {
+		rock_engine_enter(e);
+		cache_put(e, addr, len, r == 0 ? ann : NULL,
+		    cache_ttl_ms(r == 0 ? ann : NULL));
+		rock_engine_leave(e);
+		rock_probe_file_put(e->probe_file, e->log, addr, len,
+		    r == 0 ? ann : NULL, cache_ttl_ms(r == 0 ? ann : NULL));
+	}
 	errno = err;
 	return r;
 }
 
+/* The key this connect read as known for the server (pinned or in the
+ * file) is the one it proved: trusted, without reading the file again.
+ * Else the file decides (first contact, a changed key). */
+static int
+trusted(struct rock_engine *e, const struct sockaddr *addr, socklen_t len,
+    const uint8_t *known, const uint8_t ident[ROCK_IDENT_LEN])
+{
+	if (known != NULL && rock_equal(known, ident, ROCK_IDENT_LEN))
+		return 0;
+	return rock_trust_check(&e->trust, e->log, addr, len, ident);
+}
+
+/* *cached: as announcement_for's. */
 static int
 handshake_once(struct rock_engine *e, const struct sockaddr *addr,
     socklen_t len, int64_t deadline, const uint8_t *known,
-    const struct rock_session_cbs *cbs, void *arg, struct rock_session **out)
+    const struct rock_session_cbs *cbs, void *arg, struct rock_session **out,
+    int *cached)
 {
 	uint8_t ann[ROCK_ANNOUNCE_LEN];
 	struct rock_server_hello sh;
@@ -459,7 +526,7 @@ handshake_once(struct rock_engine *e, const struct sockaddr *addr,
 	size_t sent;
 	int64_t t0, bound;
 
-	if ((r = announcement_for(e, addr, len, deadline, ann)) != 0)
+	if ((r = announcement_for(e, addr, len, deadline, ann, cached)) != 0)
 		return r;
 	t0 = rock_now_ms();
 	/* The timeout bounds the search for a rockd. One found gets as long
@@ -470,7 +537,9 @@ handshake_once(struct rock_engine *e, const struct sockaddr *addr,
 	if ((fd = socket(addr->sa_family, SOCK_STREAM | SOCK_NONBLOCK |
 	    SOCK_CLOEXEC, 0)) < 0)
 		return ROCK_ERR_SYSTEM;
-	rock_keypair_new(&kp);
+	rock_engine_enter(e);
+	rock_engine_keypair_take(e, &kp);
+	rock_engine_leave(e);
 	build_hello(e, fd, ann, &kp, hello);
 	if ((r = dial_connect(fd, addr, len, deadline, hello, sizeof(hello),
 	    &sent)) != 0) {
@@ -486,7 +555,7 @@ handshake_once(struct rock_engine *e, const struct sockaddr *addr,
 	if (deadline < bound)
 		deadline = bound;
 	if ((r = hello_exchange(e, fd, hello, sent, deadline, known, &sh)) == 0 &&
-	    (r = rock_trust_check(&e->trust, e->log, addr, len, sh.ident)) == 0 &&
+	    (r = trusted(e, addr, len, known, sh.ident)) == 0 &&
 	    (r = rock_keys_client(&keys, &kp, sh.pk)) == 0) {
 		rock_engine_enter(e);
 		r = make_session(e, fd, addr, len, &sh, &keys, cbs, arg, out);
@@ -509,37 +578,35 @@ rock_client_open(struct rock_engine *e, const struct sockaddr *addr,
 	int64_t deadline = rock_now_ms() + timeout_ms;
 	uint8_t key[ROCK_IDENT_LEN];
 	const uint8_t *known;
-	int hit, r, err, tries;
+	int hit, cached = 0, r, err, tries;
 
-	rock_engine_enter(e);
-	hit = cache_find(e, addr, len) != NULL;
-	rock_engine_leave(e);
 	/* The key file is read once per connect. A server whose key we know
 	 * is a rockd too, cached or not. */
 	known = rock_trust_known(&e->trust, e->log, addr, len, key) ? key : NULL;
-	hit |= known != NULL;
-	r = handshake_once(e, addr, len, deadline, known, cbs, arg, out);
+	r = handshake_once(e, addr, len, deadline, known, cbs, arg, out, &cached);
+	hit = cached || known != NULL;
 	/* A known rockd that misread us (its sniff gave up on a hello that
 	 * came late, on a loaded host): twice more as it is. */
 	for (tries = 0; hit && r == ROCK_ERR_PROTOCOL && tries < 2; tries++)
-		r = handshake_once(e, addr, len, deadline, known, cbs, arg, out);
+		r = handshake_once(e, addr, len, deadline, known, cbs, arg, out,
+		    &cached);
 	/* The server restarted since the probe (STALE), or a cached answer no
-	 * longer holds: forget it, probe again, once. */
-	if (r == ROCK_ERR_LOST || (hit && r == ROCK_ERR_PROTOCOL)) {
-		rock_engine_enter(e);
-		rock_probe_forget(e, addr, len);
-		rock_engine_leave(e);
+	 * longer holds: forget it, probe again, once. A cached announcement
+	 * that drew a refusal the known key did not sign may be a rockd
+	 * restarted with a new key (its STALE is signed by that one): the
+	 * fresh announcement's hello then meets the key check proper (a
+	 * changed key is refused with its warning, or accepted). */
+	if (r == ROCK_ERR_LOST || (hit && r == ROCK_ERR_PROTOCOL) ||
+	    (cached && r == ROCK_ERR_UNVERIFIED)) {
+		forget_everywhere(e, addr, len);
 		/* A probe of its own time: the handshakes may have used it all,
 		 * and a probe cut short would pass for a plain server. */
 		r = handshake_once(e, addr, len, rock_now_ms() + timeout_ms, known,
-		    cbs, arg, out);
+		    cbs, arg, out, &cached);
 	}
 	err = errno;
-	if (r == ROCK_ERR_PROTOCOL || r == ROCK_ERR_LOST) {
-		rock_engine_enter(e);
-		rock_probe_forget(e, addr, len);
-		rock_engine_leave(e);
-	}
+	if (r == ROCK_ERR_PROTOCOL || r == ROCK_ERR_LOST)
+		forget_everywhere(e, addr, len);
 	if (r == ROCK_ERR_LOST)
 		r = ROCK_ERR_PROTOCOL;
 	/* A rockd whose key we know answered, but never with its signature:

@@ -123,10 +123,58 @@ engine_new(struct rock_engine **out, struct event_base *base,
 }
 
 void
+rock_engine_keypair_take(struct rock_engine *e, struct rock_keypair *kp)
+{
+	if (!e->spare_ready) {
+		rock_keypair_new(kp);
+		return;
+	}
+	*kp = e->spare;
+	rock_keypair_wipe(&e->spare);
+	e->spare_ready = 0;
+}
+
+void
+rock_engine_keypair_fill(struct rock_engine *e, int locked)
+{
+	struct rock_keypair kp;
+
+	if (locked) {
+		if (!e->spare_ready)
+			rock_keypair_new(&e->spare);
+		e->spare_ready = 1;
+		return;
+	}
+	rock_engine_enter(e);
+	if (e->spare_ready) {
+		rock_engine_leave(e);
+		return;
+	}
+	rock_engine_leave(e);
+	/* The scalar multiplication outside the lock: the program's threads
+	 * go on meanwhile. */
+	rock_keypair_new(&kp);
+	rock_engine_enter(e);
+	if (!e->spare_ready) {
+		e->spare = kp;
+		e->spare_ready = 1;
+	}
+	rock_engine_leave(e);
+	rock_keypair_wipe(&kp);
+}
+
+void
+rock_engine_keypair_refill(struct rock_engine *e)
+{
+	rock_engine_keypair_fill(e, 0);
+}
+
+void
 rock_engine_free(struct rock_engine *e)
 {
 	if (e == NULL)
 		return;
+	rock_keypair_wipe(&e->spare);
 	while (e->all != NULL) {
 		e->all->in_callback = 0;
 		rock_session_free(e->all);

@@ -168,6 +168,16 @@ int rock_probe_found_plain(int r);
 /* What such a probe found, for the engine's cache (ann NULL: plain). */
 void rock_probe_remember(struct rock_engine *e, const struct sockaddr *addr,
     socklen_t len, const uint8_t ann[ROCK_ANNOUNCE_LEN]);
+/* Client: a handshake took the X25519 pair the engine makes ahead; make
+ * the next one now. On the engine's thread, without the owner's lock (the
+ * shim calls it when its connecting thread wakes the loop). */
+void rock_engine_keypair_refill(struct rock_engine *e);
+/* The probe cache shared with the user's other processes (the owner's,
+ * rock_probe_file.h; NULL, the default: none). Read on a miss of the
+ * engine's own, written after every probe and forget. */
+struct rock_probe_file;
+void rock_engine_set_probe_file(struct rock_engine *e,
+    struct rock_probe_file *pf);
 /* Forget what a probe of this destination said (it changed, say). */
 void rock_probe_forget(struct rock_engine *e, const struct sockaddr *addr,
     socklen_t len);

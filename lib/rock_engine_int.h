@@ -5,6 +5,7 @@
 #include <event2/buffer.h>
 
 #include "rock_engine.h"
+#include "rock_probe_file.h"
 
 /* A broken invariant of our own is a bug: stop before it spreads. Bad
  * input from a peer never gets here; it ends that session instead. */
@@ -134,8 +135,8 @@ struct rock_session {
 #define OPEN_PACKETS 64
 #define ROCK_SCOUTS 16
 #define PROBE_CACHE 16
-#define PROBE_CACHE_MS (10 * 60 * 1000)
-#define PROBE_CACHE_PLAIN_MS (60 * 1000)
+#define PROBE_CACHE_MS ROCK_PROBE_TTL_MS
+#define PROBE_CACHE_PLAIN_MS ROCK_PROBE_PLAIN_TTL_MS
 
 /* A server known to be enhanced, and its announcement (decision 10). */
 struct probe_entry {
@@ -174,6 +175,11 @@ struct rock_engine {
 	uint32_t rmem_max;		/* tcp_rmem's maximum, read once */
 	struct probe_entry probes[PROBE_CACHE];
 	unsigned probe_next;		/* round-robin slot to replace */
+	struct rock_probe_file *probe_file; /* the owner's; NULL: none */
+	/* An X25519 pair made ahead, off any handshake's critical path: the
+	 * next handshake takes it (rock_engine_keypair_take). */
+	struct rock_keypair spare;
+	int spare_ready;
 	size_t nhandshakes;		/* server handshakes and reconnects in progress */
 	unsigned long drops_logged;	/* drop count already reported */
 	unsigned long hostile_logged;	/* of which forged, replayed, malformed */
@@ -208,6 +214,13 @@ rock_engine_leave(const struct rock_engine *e)
 }
 
 int64_t rock_now_ms(void);
+
+/* A fresh X25519 pair for one handshake: the spare made ahead, else one
+ * made now. The owner's lock held. */
+void rock_engine_keypair_take(struct rock_engine *e, struct rock_keypair *kp);
+/* Make the spare if it was taken. On the engine's thread; locked: the
+ * owner's lock is held (else it is taken around the store only). */
+void rock_engine_keypair_fill(struct rock_engine *e, int locked);
 
 /* Session life (rock_session.c). */
 int rock_session_new(struct rock_engine *e, enum rock_role role,

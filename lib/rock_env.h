@@ -16,6 +16,10 @@
 #define ROCK_ENV_PROBE_TIMEOUT_MS	"ROCK_PROBE_TIMEOUT_MS"
 #define ROCK_ENV_LINGER_MS		"ROCK_LINGER_MS"
 #define ROCK_ENV_SUSPEND_TIMEOUT	"ROCK_SUSPEND_TIMEOUT"
+/* The probe cache shared by the user's processes ("": none); by default
+ * in the runtime directory, else in /tmp/rock-UID. */
+#define ROCK_ENV_PROBE_CACHE		"ROCK_PROBE_CACHE"
+#define XDG_ENV_RUNTIME_DIR		"XDG_RUNTIME_DIR"
 
 /* Server keys (doc/PROTOCOL.md 2.4): the known-servers file, a pinned
  * key, and taking a changed key once. */

@@ -30,6 +30,9 @@ t_tmp=$(mktemp -d "${TMPDIR:-/tmp}/rocktest.XXXXXX")
 # Server keys (rockd's, made on first start) and the clients' known
 # servers are the test's own: nothing of the user's is read or written.
 export XDG_STATE_HOME="$t_tmp/state" XDG_CONFIG_HOME="$t_tmp/config"
+# So is the probe cache the clients share: another test's rockd on a port
+# reused here is no rockd of this test's.
+export XDG_RUNTIME_DIR="$t_tmp/run"
 t_finish() {
 	local rc=$?
 	if [ "$t_fail" -eq 0 ] && { [ "$rc" -eq 0 ] || [ "$rc" -eq 77 ]; }; then

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "rock_err.h"
+#include "rock_probe_file.h"
 #include "shim.h"
 
 /* Only an unbound TCP socket to an IP address can become a rock: one the
@@ -58,7 +59,7 @@ probe_budget_ms(const struct attempt *a)
 /* Destinations found plain before the engine ever started; after that
  * the engine's probe cache remembers. Lock held. */
 #define PLAIN_CACHE 16
-#define PLAIN_CACHE_MS (60 * 1000)
+#define PLAIN_CACHE_MS ROCK_PROBE_PLAIN_TTL_MS
 static struct {
 	struct sockaddr_storage addr;
 	socklen_t len;
@@ -90,12 +91,17 @@ remember_plain(const struct sockaddr_storage *addr, socklen_t len)
 }
 
 /* The EDP without an engine: a program that only ever meets ordinary
- * servers gets no thread and no extra descriptor. 0: enhanced, and the
+ * servers gets no thread and no extra descriptor. What another process
+ * of the user's found (the shared probe cache) is taken as this one's
+ * own probe: the engine's cache then has it. 0: enhanced, and the
  * engine is running and knows it. */
 static int
 first_probe(struct attempt *a, struct rock_engine **e)
 {
-	uint8_t ann[ROCK_ANNOUNCE_LEN];
+	const struct sockaddr *to = (struct sockaddr *)&a->target;
+	struct rock_probe_file *pf = shim_probe_file();
+	const struct shim_state *st = shim_state();
+	struct rock_probe_fact f;
 	int rc, plain, silent;
 
 	shim_lock();
@@ -103,22 +109,38 @@ first_probe(struct attempt *a, struct rock_engine **e)
 	shim_unlock();
 	if (plain)
 		return ROCK_ERR_NOT_ENHANCED;
-	rc = rock_probe((struct sockaddr *)&a->target, a->len,
-	    probe_budget_ms(a), ann, &silent);
-	if (rc != 0) {
-		if (rock_probe_found_plain(rc) && !silent) {
-			int err = errno;
-
+	if (rock_probe_file_get(pf, &st->log, to, a->len, &f)) {
+		if (!f.enhanced) {
 			shim_lock();
 			remember_plain(&a->target, a->len);
 			shim_unlock();
+			return ROCK_ERR_NOT_ENHANCED;
+		}
+		rlog_debug(&st->log, "fd %d: a rockd, by the shared probe cache",
+		    a->fd);
+		rc = 0;
+	} else {
+		rc = rock_probe(to, a->len, probe_budget_ms(a), f.announcement,
+		    &silent);
+		if (rc == 0 || (rock_probe_found_plain(rc) && !silent)) {
+			int err = errno;
+
+			if (rc != 0) {
+				shim_lock();
+				remember_plain(&a->target, a->len);
+				shim_unlock();
+			}
+			rock_probe_file_put(pf, &st->log, to, a->len,
+			    rc == 0 ? f.announcement : NULL,
+			    rc == 0 ? ROCK_PROBE_TTL_MS : PLAIN_CACHE_MS);
 			errno = err;
 		}
-		return rc;
 	}
+	if (rc != 0)
+		return rc;
 	if ((*e = shim_engine()) == NULL)
 		return ROCK_ERR_NOT_ENHANCED;
-	rock_probe_remember(*e, (struct sockaddr *)&a->target, a->len, ann);
+	rock_probe_remember(*e, to, a->len, f.announcement);
 	return 0;
 }
 
@@ -141,9 +163,13 @@ open_rock(struct attempt *a)
 	shim_busy = 1;
 	if (e == NULL)
 		rc = first_probe(a, &e);
-	if (rc == 0)
+	if (rc == 0) {
 		rc = rock_client_open(e, (struct sockaddr *)&a->target, a->len,
 		    probe_budget_ms(a), shim_rock_cbs(), a->r, &a->r->s);
+		err = errno;
+		shim_engine_wake();
+		errno = err;
+	}
 	err = errno;
 	shim_busy = busy;
 	if (rc != 0)

@@ -17,6 +17,7 @@
 #include <event2/event.h>
 
 #include "rock_err.h"
+#include "rock_probe_file.h"
 #include "shim.h"
 
 static struct {
@@ -30,6 +31,17 @@ static struct {
 	int forking_keeper;		/* the fork under way is the keeper's */
 	pthread_t thread;
 } eng = { .cmd_fd = -1 };
+
+/* Used before the engine runs (connect.c's first probe) and by it. */
+static struct rock_probe_file probe_file;
+
+struct rock_probe_file *
+shim_probe_file(void)
+{
+	/* The path is the process's setting: set once, read from then on. */
+	probe_file.path = shim_state()->cfg.probe_cache;
+	return &probe_file;
+}
 
 static void
 engine_lock(void *arg)
@@ -267,8 +279,20 @@ on_cmd(evutil_socket_t fd, short what, void *arg)
 		run_cmds(r, cmds);
 	}
 	shim_unlock();
+	/* A connect may have taken the X25519 pair made ahead: the next one
+	 * is made here, on this thread, not in the program's next connect. */
+	rock_engine_keypair_refill(eng.e);
 	if (__atomic_load_n(&eng.stopping, __ATOMIC_ACQUIRE))
 		event_base_loopbreak(eng.base);
+}
+
+void
+shim_engine_wake(void)
+{
+	uint64_t one = 1;
+
+	if (eng.cmd_fd >= 0)
+		(void)!shim_real.write(eng.cmd_fd, &one, sizeof(one));
 }
 
 static void *
@@ -281,6 +305,7 @@ engine_main(void *arg)
 	/* Signals are the program's business, not this thread's. */
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, NULL);
+	rock_engine_keypair_refill(eng.e);
 	event_base_dispatch(eng.base);
 	return NULL;
 }
@@ -298,6 +323,7 @@ engine_start(const struct shim_state *st)
 		return -1;
 	rock_engine_set_lock(eng.e, engine_lock, engine_unlock, NULL);
 	rock_engine_set_trust(eng.e, &st->cfg.trust);
+	rock_engine_set_probe_file(eng.e, shim_probe_file());
 	eng.cmd_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (eng.cmd_fd < 0)
 		return -1;

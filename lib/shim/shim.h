@@ -190,6 +190,11 @@ void shim_rock_unbind(int fd);			/* lock held */
 /* The engine on its own thread, started at the first rock. */
 struct rock_engine *shim_engine(void);
 struct rock_engine *shim_engine_running(void);	/* NULL: not started */
+/* Wake the engine's thread with no command: it makes what a connect used
+ * up ahead of the next (its X25519 pair). */
+void shim_engine_wake(void);
+/* The probe cache shared with the user's other processes (ROCK_PROBE_CACHE). */
+struct rock_probe_file *shim_probe_file(void);
 const struct rock_session_cbs *shim_rock_cbs(void);
 void shim_post(struct shim_rock *r, int cmd);		/* lock held */
 void shim_cmd_forget(struct shim_rock *r);		/* lock held */

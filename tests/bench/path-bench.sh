@@ -116,16 +116,19 @@ bench_profile() {
 		upload "$(median "${u_plain[@]}")" "$(median "${u_rock[@]}")" "$(median "${ratios_u[@]}")"
 
 	# Connect: plain; rock with the probe cache hit (the process's second
-	# connect on); rock with a miss (a fresh process each).
-	local c_plain c_hit c_miss=() ms
+	# connect on); rock in a fresh process, the shared probe cache hit
+	# (ROCK_PROBE_CACHE); rock with a miss (a fresh process, no shared cache).
+	local c_plain c_hit c_shared=() c_miss=() ms
 	c_plain=$(client plain "$TRAFFIC" connect "$NN_S_ADDR" 7002 11 | awk '{ print $2 / 1000 }')
 	c_hit=$(client rock "$TRAFFIC" connect "$NN_S_ADDR" 7002 11 | awk 'NR > 1 { print $2 / 1000 }')
 	for ((k = 0; k < 5; k++)); do
-		c_miss+=("$(client rock "$TRAFFIC" connect "$NN_S_ADDR" 7002 1 | awk '{ print $2 / 1000 }')")
+		c_shared+=("$(client rock "$TRAFFIC" connect "$NN_S_ADDR" 7002 1 | awk '{ print $2 / 1000 }')")
+		c_miss+=("$(ROCK_PROBE_CACHE='' client rock "$TRAFFIC" connect "$NN_S_ADDR" 7002 1 | awk '{ print $2 / 1000 }')")
 	done
 	local rt=$rtt
 	[ "$rt" -gt 0 ] || rt=1
-	for k in "plain:$(median $c_plain)" "rock, probe cache hit:$(median $c_hit)" "rock, probe cache miss:$(median "${c_miss[@]}")"; do
+	for k in "plain:$(median $c_plain)" "rock, probe cache hit:$(median $c_hit)" \
+		"rock, shared cache hit:$(median "${c_shared[@]}")" "rock, probe cache miss:$(median "${c_miss[@]}")"; do
 		ms=${k##*:}
 		printf '   connect   %-24s %8.1f ms = %4.1f RTT\n' "${k%:*}" "$ms" "$(awk -v m="$ms" -v r="$rt" 'BEGIN { print m / r }')"
 	done

@@ -170,7 +170,12 @@ run_one() {
 	under-rock) mode=plain pre=("$wrapper") ;;
 	connect-first)
 		# A fresh process per connection: the probe and the engine's
-		# start are in every one of them.
+		# start are in every one of them (no shared probe cache).
+		mode=plain pre=(env ROCK_PROBE_CACHE= "$wrapper")
+		;;
+	connect-shared)
+		# The same, finding rockd in the probe cache the user's
+		# processes share: the engine's start, no probe.
 		mode=plain pre=("$wrapper")
 		;;
 	plain-first) mode=plain ;;
@@ -267,15 +272,18 @@ first_conn() {
 	done
 	median "${times[@]}"
 }
-fvals_rock=() fvals_plain=()
+fvals_rock=() fvals_plain=() fvals_shared=()
 for ((r = 1; r <= rounds; r++)); do
 	fvals_rock+=("$(first_conn connect-first)")
+	fvals_shared+=("$(first_conn connect-shared)")
 	fvals_plain+=("$(first_conn plain-first)")
-	printf '%-22s round %d/%d: under-rock %s plain %s\n' "first connect" "$r" "$rounds" \
-		"${fvals_rock[-1]}" "${fvals_plain[-1]}"
+	printf '%-22s round %d/%d: under-rock %s (shared cache %s) plain %s\n' "first connect" "$r" "$rounds" \
+		"${fvals_rock[-1]}" "${fvals_shared[-1]}" "${fvals_plain[-1]}"
 done
 result["first/under-rock"]=$(median "${fvals_rock[@]}")
 result["first/plain"]=$(median "${fvals_plain[@]}")
+result["shared/under-rock"]=$(median "${fvals_shared[@]}")
+result["shared/plain"]=${result["first/plain"]}
 rockd_fds=$(find "/proc/$rockd_pid/fd" -mindepth 1 2>/dev/null | wc -l)
 
 # ---- the table
@@ -330,6 +338,7 @@ echo
 header "connect us"
 row connect "  $conns in one process (cache hit)"
 row first "  first in a process (probe)"
+row shared "  first, shared probe cache"
 echo "  paper: rock 3908 us vs raw 221 us = 17.7x"
 echo
 echo "bytes per upload or download run: $(for b in "${blocks[@]}"; do printf '%s B: %s\n' "$b" "${total[$b]}"; done | paste -sd, - | sed 's/,/, /g')"

@@ -17,6 +17,8 @@
 #include "rock_key.h"
 #include "rock_known.h"
 #include "rock_log.h"
+#include "rock_probe_file.h"
+#include "rock_wire.h"
 #include "suites.h"
 
 static char dir[64], logpath[128];
@@ -338,10 +340,31 @@ START_TEST(test_settings)
 {
 	struct env e = { { "HOME", NULL }, { "/home/u", NULL }, "" };
 	struct rock_config cfg;
+	char want[64];
 
 	parse_env(&e, &cfg);
 	ck_assert_str_eq(cfg.trust.path, "/home/u/.config/rock/known_servers");
 	ck_assert_int_eq(cfg.trust.pinned, 0);
+	snprintf(want, sizeof(want), "/tmp/rock-%lu/probes",
+	    (unsigned long)geteuid());
+	ck_assert_str_eq(cfg.probe_cache, want);
+	e.names[1] = "XDG_CONFIG_HOME";
+	e.values[1] = "/x";
+	parse_env(&e, &cfg);
+	ck_assert_str_eq(cfg.trust.path, "/x/rock/known_servers");
+	e.names[1] = "XDG_RUNTIME_DIR";
+	e.values[1] = "/run/user/7";
+	parse_env(&e, &cfg);
+	ck_assert_str_eq(cfg.probe_cache, "/run/user/7/rock/probes");
+	e.names[2] = "ROCK_PROBE_CACHE";
+	e.values[2] = "";
+	parse_env(&e, &cfg);
+	ck_assert_str_eq(cfg.probe_cache, "");
+	e.values[2] = "/p/c";
+	parse_env(&e, &cfg);
+	ck_assert_str_eq(cfg.probe_cache, "/p/c");
+	e.names[2] = NULL;
+	e.values[2] = NULL;
 	e.names[1] = "XDG_CONFIG_HOME";
 	e.values[1] = "/x";
 	parse_env(&e, &cfg);
@@ -368,6 +391,77 @@ START_TEST(test_settings)
 }
 END_TEST
 
+
+/* The shared probe cache: what one put says another get finds, newest
+ * first; a forget (ttl 0) and an expiry remove; an ordinary server is
+ * recorded without an announcement. */
+START_TEST(test_probe_file)
+{
+	struct rock_probe_file pf = { NULL, 0 };
+	struct sockaddr_in a = { .sin_family = AF_INET }, b = a;
+	struct rock_announce an;
+	struct rock_probe_fact f;
+	uint8_t ann[ROCK_ANNOUNCE_LEN];
+	char path[128];
+	struct stat st;
+	int i;
+
+	path_in(path, sizeof(path), "run/rock/probes");
+	pf.path = path;
+	a.sin_port = htons(4022);
+	a.sin_addr.s_addr = htonl(0xc0000201);
+	b.sin_port = htons(80);
+	an.version_max = an.version_min = ROCK_VERSION;
+	an.features = ROCK_FEAT_ALL;
+	memset(an.random, 0x5a, sizeof(an.random));
+	rock_announce_encode(&an, ann);
+	ck_assert_int_eq(rock_probe_file_get(&pf, &lg,
+	    (struct sockaddr *)&a, sizeof(a), &f), 0);	/* no file yet */
+	rock_probe_file_put(&pf, &lg, (struct sockaddr *)&a, sizeof(a), ann,
+	    ROCK_PROBE_TTL_MS);
+	rock_probe_file_put(&pf, &lg, (struct sockaddr *)&b, sizeof(b), NULL,
+	    ROCK_PROBE_PLAIN_TTL_MS);
+	ck_assert_int_eq(stat(path, &st), 0);
+	ck_assert_uint_eq(st.st_mode & 0777, 0600);
+	ck_assert_int_eq(rock_probe_file_get(&pf, &lg,
+	    (struct sockaddr *)&a, sizeof(a), &f), 1);
+	ck_assert_int_eq(f.enhanced, 1);
+	ck_assert_mem_eq(f.announcement, ann, sizeof(ann));
+	ck_assert(f.ttl_ms > ROCK_PROBE_TTL_MS - 5000 && f.ttl_ms <= ROCK_PROBE_TTL_MS);
+	ck_assert_int_eq(rock_probe_file_get(&pf, &lg,
+	    (struct sockaddr *)&b, sizeof(b), &f), 1);
+	ck_assert_int_eq(f.enhanced, 0);
+	/* Forgotten: gone; the other stays. */
+	rock_probe_file_put(&pf, &lg, (struct sockaddr *)&a, sizeof(a), NULL, 0);
+	ck_assert_int_eq(rock_probe_file_get(&pf, &lg,
+	    (struct sockaddr *)&a, sizeof(a), &f), 0);
+	ck_assert_int_eq(rock_probe_file_get(&pf, &lg,
+	    (struct sockaddr *)&b, sizeof(b), &f), 1);
+	/* Expired: not found. */
+	rock_probe_file_put(&pf, &lg, (struct sockaddr *)&a, sizeof(a), ann, 1);
+	usleep(5000);
+	ck_assert_int_eq(rock_probe_file_get(&pf, &lg,
+	    (struct sockaddr *)&a, sizeof(a), &f), 0);
+	/* Bounded: more destinations than it holds keep the newest. */
+	for (i = 0; i < ROCK_PROBE_FILE_MAX + 4; i++) {
+		b.sin_port = htons((uint16_t)(1000 + i));
+		rock_probe_file_put(&pf, &lg, (struct sockaddr *)&b, sizeof(b),
+		    ann, ROCK_PROBE_TTL_MS);
+	}
+	ck_assert_int_eq(stat(path, &st), 0);
+	ck_assert_int_eq(st.st_size, 16 + ROCK_PROBE_FILE_MAX *
+	    (4 + 28 + 4 + 8 + ROCK_ANNOUNCE_LEN));
+	ck_assert_int_eq(rock_probe_file_get(&pf, &lg,
+	    (struct sockaddr *)&b, sizeof(b), &f), 1);
+	b.sin_port = htons(1000);
+	ck_assert_int_eq(rock_probe_file_get(&pf, &lg,
+	    (struct sockaddr *)&b, sizeof(b), &f), 0);
+	/* Nothing was wrong: no complaint. */
+	ck_assert_int_eq(pf.warned, 0);
+	ck_assert_ptr_null(strstr(slurp(logpath), "probe cache"));
+}
+END_TEST
+
 Suite *
 identity_suite(void)
 {
@@ -382,6 +476,7 @@ identity_suite(void)
 	tcase_add_test(tc, test_known_nul_and_long);
 	tcase_add_test(tc, test_pin_and_none);
 	tcase_add_test(tc, test_settings);
+	tcase_add_test(tc, test_probe_file);
 	suite_add_tcase(s, tc);
 	return s;
 }

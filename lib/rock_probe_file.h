@@ -1,0 +1,44 @@
+/* rock_probe_file.h: the EDP probe cache shared by one user's processes: a small file in the runtime directory. */
+#ifndef ROCK_PROBE_FILE_H
+#define ROCK_PROBE_FILE_H
+
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "rock_log.h"
+#include "rock_wire.h"
+
+/* How long a probe's answer holds, here as in each engine's own cache: a
+ * rockd's announcement, an ordinary server (or none at all). */
+#define ROCK_PROBE_TTL_MS (10 * 60 * 1000)
+#define ROCK_PROBE_PLAIN_TTL_MS (60 * 1000)
+
+/* Entries the file holds at most; the oldest go first. */
+#define ROCK_PROBE_FILE_MAX 32
+
+/* One per process (its owner's): the file, and whether a bad file or
+ * directory was reported already (once per process). */
+struct rock_probe_file {
+	const char *path;		/* NULL or "": no shared cache */
+	int warned;
+};
+
+/* What the file says of a destination. */
+struct rock_probe_fact {
+	int enhanced;			/* 0: an ordinary server, for a while */
+	int64_t ttl_ms;			/* left, at most what the put gave */
+	uint8_t announcement[ROCK_ANNOUNCE_LEN];
+};
+
+/* 1 and *f: the file knows the destination; 0: it does not, or there is
+ * no usable file (a bad one is logged once and ignored). */
+int rock_probe_file_get(struct rock_probe_file *pf, const struct rock_log *log,
+    const struct sockaddr *addr, socklen_t len, struct rock_probe_fact *f);
+/* Record what a probe found (ann NULL: an ordinary server) for ttl_ms;
+ * ttl_ms 0 forgets the destination. Written to a temporary file renamed
+ * over the old one: readers see the old file or the new, never a part. */
+void rock_probe_file_put(struct rock_probe_file *pf, const struct rock_log *log,
+    const struct sockaddr *addr, socklen_t len,
+    const uint8_t ann[ROCK_ANNOUNCE_LEN], int64_t ttl_ms);
+
+#endif

@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# rock-probe-cache.sh: the probe cache the user's processes share: a second process's first connect to a rockd makes no probe; a corrupt or foreign cache file is ignored with one log line.
+set -u
+. "$(dirname "$0")/lib.sh"
+ROCKD="$top_builddir/daemon/rockd"
+TRAFFIC="$top_builddir/tests/traffic"
+ECHOD="$top_builddir/tests/echod"
+pids=()
+cleanup() {
+	local rc=$? p
+	for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
+	(exit "$rc")
+	t_finish
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM HUP
+command -v python3 >/dev/null || t_skip_all "python3 not found"
+
+free_port() {
+	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+be=$(free_port) port=$(free_port)
+"$ECHOD" "$be" &
+pids+=($!)
+printf 'listen 127.0.0.1:%s backend 127.0.0.1:%s\n' "$port" "$be" >"$t_tmp/rockd.conf"
+"$ROCKD" -F -v -f "$t_tmp/rockd.conf" 2>"$t_tmp/rockd.log" &
+pids+=($!)
+for _ in $(seq 100); do grep -q 'started' "$t_tmp/rockd.log" && listening "$be" && break; sleep 0.05; done
+grep -q 'started' "$t_tmp/rockd.log" || t_skip_all "rockd did not start"
+
+cache="$XDG_RUNTIME_DIR/rock/probes"
+n=0
+# connect NAME: one process, one connect under rock, its log in NAME.log;
+# then the probes and the rocks rockd has seen so far.
+connect() {
+	n=$((n + 1))
+	ROCK_LOG="$t_tmp/$1.log" ROCK_DEBUG=1 "$ROCK" "$TRAFFIC" connect 127.0.0.1 "$port" 1 \
+		>"$t_tmp/$1.out" 2>&1 || echo "rc=$?" >>"$t_tmp/$1.out"
+	# rockd logs the rock once the handshake is done: wait for it.
+	for _ in $(seq 100); do
+		[ "$(grep -c 'client connected, backend' "$t_tmp/rockd.log")" -ge "$n" ] && break
+		sleep 0.02
+	done
+	probes=$(grep -c 'probe from a rock client' "$t_tmp/rockd.log")
+	rocks=$(grep -c 'client connected, backend' "$t_tmp/rockd.log")
+}
+warnings() { grep -c "warning: .*probe cache" "$t_tmp/$1.log"; }
+
+# --- 1. the first process probes and records what it found ------------------
+connect first
+t_eq "first process: one probe" "$probes" 1
+t_eq "first process: a rock" "$rocks" 1
+t_eq "the cache file is private" "$(stat -c '%a %u' "$cache")" "600 $(id -u)"
+t_eq "its directory is private" "$(stat -c '%a %u' "${cache%/*}")" "700 $(id -u)"
+
+# --- 2. a second process takes the first's finding: no probe ----------------
+connect second
+t_eq "second process: no probe" "$probes" 1
+t_eq "second process: a rock" "$rocks" 2
+t_check "second process: the shared cache said rockd" \
+	grep -q "a rockd, by the shared probe cache" "$t_tmp/second.log"
+
+# --- 2b. rockd restarted (a new announcement): the cached one is refused
+#         STALE, the client probes again and still makes a rock -------------
+kill "${pids[1]}"
+wait "${pids[1]}" 2>/dev/null
+"$ROCKD" -F -v -f "$t_tmp/rockd.conf" 2>>"$t_tmp/rockd.log" &
+pids[1]=$!
+for _ in $(seq 100); do [ "$(grep -c 'started' "$t_tmp/rockd.log")" -ge 2 ] && listening "$port" && break; sleep 0.05; done
+connect restarted
+t_eq "rockd restarted: the stale announcement costs one probe" "$probes" 2
+t_eq "rockd restarted: a rock still" "$rocks" 3
+connect after-restart
+t_eq "rockd restarted: the new announcement is shared" "$probes" 2
+
+# --- 3. a corrupt file: one line, a probe of its own, the file made good -----
+printf 'garbage, not a probe cache' >"$cache"
+connect corrupt
+t_eq "corrupt file: one log line" "$(warnings corrupt)" 1
+t_check "corrupt file: the line says what and where" \
+	grep -q "probe cache $cache: not a probe cache; ignored" "$t_tmp/corrupt.log"
+t_eq "corrupt file: a probe of its own" "$probes" 3
+t_eq "corrupt file: a rock still" "$rocks" 5
+connect after-corrupt
+t_eq "corrupt file: replaced by a good one (no probe next)" "$probes" 3
+t_eq "corrupt file: replaced, no line" "$(warnings after-corrupt)" 0
+
+# A file cut short: its size is not its count's.
+head -c 100 "$cache" >"$t_tmp/short" && cat "$t_tmp/short" >"$cache"
+connect short
+t_check "truncated file: ignored with its reason" \
+	grep -q "probe cache $cache: corrupt (its size is not its count's); ignored" "$t_tmp/short.log"
+t_eq "truncated file: one log line, a probe" "$(warnings short) $probes" "1 4"
+
+# --- 4. a file others may write: not trusted ---------------------------------
+chmod 0622 "$cache"
+connect shared-mode
+t_check "group-writable file: ignored" \
+	grep -q "probe cache $cache: accessible by group or others; ignored" "$t_tmp/shared-mode.log"
+t_eq "group-writable file: one log line, a probe" "$(warnings shared-mode) $probes" "1 5"
+
+# --- 5. a file another user owns (root only: chown) --------------------------
+if [ "$(id -u)" = 0 ] && id nobody >/dev/null 2>&1; then
+	connect refill	# a good file again (ours)
+	chown nobody "$cache"
+	connect foreign
+	t_check "foreign-owned file: ignored" \
+		grep -q "probe cache $cache: owned by another user; ignored" "$t_tmp/foreign.log"
+	t_eq "foreign-owned file: one log line, a probe" "$(warnings foreign) $probes" "1 6"
+else
+	t_skipped "foreign-owned file (needs root to chown)"
+fi
+
+# --- 6. a directory others may write: nothing read, nothing written ----------
+chmod 0777 "${cache%/*}"
+rm -f "$cache"
+before=$probes
+connect open-dir
+t_check "open directory: ignored" \
+	grep -q "probe cache ${cache%/*}: accessible by group or others; ignored" "$t_tmp/open-dir.log"
+t_eq "open directory: one log line, a probe" "$(warnings open-dir) $probes" "1 $((before + 1))"
+t_check "open directory: no file written in it" test ! -e "$cache"
+
+for f in "$t_tmp"/*.out; do
+	if grep -q '^rc=' "$f"; then t_bad "client $(basename "$f" .out) failed: $(cat "$f")"; fi
+done
+t_done
