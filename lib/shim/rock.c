@@ -3,7 +3,6 @@
 
 #include <errno.h>
 #include <stdlib.h>
-#include <sys/mman.h>
 #include <time.h>
 
 #include "shim.h"
@@ -16,10 +15,7 @@ static pthread_once_t cond_once = PTHREAD_ONCE_INIT;
 
 static struct shim_rock *all;
 
-#define MAP_BITS 10
-#define MAP_ENTRIES (1u << MAP_BITS)
-#define MAP_PAGES 1024u		/* 2^20 descriptors, as fdtab.c */
-static struct shim_rock **map[MAP_PAGES];
+static struct shim_fdmap map;	/* descriptor -> rock */
 
 static void
 cond_init(void)
@@ -115,41 +111,21 @@ shim_wait(int64_t deadline_ms)
 struct shim_rock *
 shim_rock_of(int fd)
 {
-	unsigned idx = (unsigned)fd >> MAP_BITS;
-
-	if (fd < 0 || idx >= MAP_PAGES || map[idx] == NULL)
-		return NULL;
-	return map[idx][fd & (MAP_ENTRIES - 1)];
+	return shim_fdmap_get(&map, fd);
 }
 
 void
 shim_rock_bind(int fd, struct shim_rock *r)
 {
-	unsigned idx = (unsigned)fd >> MAP_BITS;
-
-	if (fd < 0 || idx >= MAP_PAGES)
-		return;
-	if (map[idx] == NULL) {
-		void *p = mmap(NULL, MAP_ENTRIES * sizeof(*map[idx]),
-		    PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-
-		if (p == MAP_FAILED)
-			return;
-		map[idx] = p;
-	}
-	map[idx][fd & (MAP_ENTRIES - 1)] = r;
-	shim_fd_set(fd, SHIM_FD_ROCK, 0);
+	if (shim_fdmap_set(&map, fd, r) == 0)
+		shim_fd_set(fd, SHIM_FD_ROCK, 0);
 }
 
 void
 shim_rock_unbind(int fd)
 {
-	unsigned idx = (unsigned)fd >> MAP_BITS;
-
-	if (fd < 0 || idx >= MAP_PAGES || map[idx] == NULL)
-		return;
-	map[idx][fd & (MAP_ENTRIES - 1)] = NULL;
-	shim_fd_set(fd, SHIM_FD_TCP_DONE, 0);
+	if (shim_fdmap_set(&map, fd, NULL) == 0)
+		shim_fd_set(fd, SHIM_FD_TCP_DONE, 0);
 }
 
 struct shim_rock *
@@ -224,7 +200,7 @@ shim_rock_drop_fd(struct shim_rock *r, int fd)
 {
 	int i;
 
-	shim_epoll_forget_fd(fd);
+	shim_epoll_forget_fd(r, fd);
 	shim_rock_unbind(fd);
 	for (i = 0; i < r->nfds; i++)
 		if (r->fds[i] == fd) {
