@@ -10,14 +10,18 @@
 # wrapper (its socket a rock) through rockd. Medians of ROUNDS; ratios
 # rock/plain and rock/raw, and ns per write.
 #
-# Epoll: write-bench-epoll opens CONNS connections through rockd to echod, registers them all with one epoll set and runs 64-byte
-# request/response rounds on all of them (readiness by epoll_wait). It
+# Epoll: write-bench-epoll opens CONNS connections through rockd to echod,
+# registers them all with one epoll set and runs 64-byte request/response
+# rounds on all of them (readiness by epoll_wait). It
 # prints its main thread's user and system CPU (getrusage RUSAGE_THREAD:
 # the engine's own thread is not in it): under the rock wrapper user time is
 # the shim plus the program, system time the kernel calls they make. The
 # plain run (no wrapper) is the program alone.
 #
-# Environment: BUILDDIR (default two levels above this script).
+# Environment: BUILDDIR (default two levels above this script);
+# WB_BLOCKS, block sizes to run (default 64 256 1024 4096 16384 65536);
+# WB_BEFORE, another build's tools/rock: a "before" column, the same client
+# under that build's shim, in the same rounds (before/after in one run).
 # Prints tables, never a verdict; exit status 0 unless something failed.
 
 set -u
@@ -96,6 +100,7 @@ upload() {
 	case $1 in
 	raw) port=$sink ;;
 	rock) pre=("$wrapper") ;;
+	before) pre=("$WB_BEFORE") ;;
 	esac
 	"${pre[@]}" "$bench" throughput plain 127.0.0.1 "$port" "$2" "$3" 2>>"$tmp/run.err" |
 		awk '$1 == "throughput" { print $NF }'
@@ -106,7 +111,8 @@ median() {
 }
 
 kinds=(raw plain rock)
-blocks=(${WB_BLOCKS:-64 256 1024 4096 16384 65536})
+[ -n "${WB_BEFORE:-}" ] && kinds+=(before)
+read -r -a blocks <<<"${WB_BLOCKS:-64 256 1024 4096 16384 65536}"
 declare -A total=([64]=6000000 [256]=20000000 [1024]=60000000
 	[4096]=150000000 [16384]=250000000 [65536]=250000000)
 declare -A med
@@ -115,7 +121,10 @@ for b in "${blocks[@]}"; do
 	for k in "${kinds[@]}"; do upload "$k" "$b" "${total[$b]}" >/dev/null; done
 	for ((r = 1; r <= rounds; r++)); do
 		order=("${kinds[@]}")
-		((r % 2 == 0)) && order=(rock plain raw)
+		if ((r % 2 == 0)); then
+			order=()
+			for ((i = ${#kinds[@]} - 1; i >= 0; i--)); do order+=("${kinds[i]}"); done
+		fi
 		for k in "${order[@]}"; do
 			v=$(upload "$k" "$b" "${total[$b]}")
 			[ -n "$v" ] || die "upload $k $b failed: $(tail -n 2 "$tmp/run.err")"
@@ -130,23 +139,34 @@ for b in "${blocks[@]}"; do
 done
 
 echo "upload MB/s, medians of $rounds rounds (blocking write() of BLOCK bytes; loopback)"
-printf '%-8s %9s %9s %9s %11s %9s %12s %12s\n' block raw plain rock rock/plain rock/raw "plain ns/wr" "rock ns/wr"
+printf '%-8s %9s %9s %9s %11s %9s %12s %12s' block raw plain rock rock/plain rock/raw "plain ns/wr" "rock ns/wr"
+[ -n "${WB_BEFORE:-}" ] && printf ' %9s %13s' before before/plain
+echo
 for b in "${blocks[@]}"; do
-	awk -v b="$b" -v raw="${med[$b/raw]}" -v pl="${med[$b/plain]}" -v rk="${med[$b/rock]}" 'BEGIN {
-		printf "%-8s %9.1f %9.1f %9.1f %11.2f %9.2f %12.0f %12.0f\n", b, raw, pl, rk,
-		    rk / pl, rk / raw, b * 1000 / pl, b * 1000 / rk }'
+	awk -v b="$b" -v raw="${med[$b/raw]}" -v pl="${med[$b/plain]}" -v rk="${med[$b/rock]}" \
+	    -v bf="${med[$b/before]:-}" 'BEGIN {
+		printf "%-8s %9.1f %9.1f %9.1f %11.2f %9.2f %12.0f %12.0f", b, raw, pl, rk,
+		    rk / pl, rk / raw, b * 1000 / pl, b * 1000 / rk
+		if (bf != "")
+			printf " %9.1f %13.2f", bf, bf / pl
+		printf "\n" }'
 done
 
 echo
 echo "epoll client: $conns connections through rockd, 64-byte request/response rounds on all of them"
-printf '%-6s %10s %10s %10s %10s %12s\n' kind "register" "user s" "sys s" "user/sys" "round trips"
-for k in plain rock; do
+printf '%-6s %10s %10s %10s %10s %12s %14s\n' kind "register" "user s" "sys s" "user/sys" "round trips" "process u/s"
+ekinds=(plain rock)
+[ -n "${WB_BEFORE:-}" ] && ekinds+=(before)
+for k in "${ekinds[@]}"; do
 	pre=()
 	[ "$k" = rock ] && pre=("$wrapper")
+	[ "$k" = before ] && pre=("$WB_BEFORE")
 	out=$("${pre[@]}" "$epollc" 127.0.0.1 "$echo_front" "$conns" 2>>"$tmp/run.err") ||
 		die "epoll client ($k) failed: $(tail -n 2 "$tmp/run.err")"
-	awk -v k="$k" '$1 == "epoll" { printf "%-6s %8.1fms %10.3f %10.3f %10.2f %12d\n", k, $3, $5, $7, $5 / $7, $9 }' <<<"$out"
+	awk -v k="$k" '$1 == "epoll" { printf "%-6s %8.1fms %10.3f %10.3f %10.2f %12d %6.3f/%-6.3f\n",
+	    k, $3, $5, $7, $5 / $7, $9, $11, $13 }' <<<"$out"
 done
-echo "register: time to open and epoll_ctl(ADD) every connection is not in it: the ADDs alone, timed;"
-echo "user/sys: main thread only (RUSAGE_THREAD); rock user = shim + program, sys = kernel calls"
+echo "register: the CONNS epoll_ctl(ADD) calls alone, timed (not the connects);"
+echo "user/sys: main thread only (RUSAGE_THREAD); rock user = shim + program, sys = kernel calls;"
+echo "process u/s: the whole process (RUSAGE_SELF), the engine's thread included"
 exit 0
