@@ -29,6 +29,9 @@
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t changed;
 static pthread_once_t cond_once = PTHREAD_ONCE_INIT;
+/* Threads in shim_wait(): every write ends with a wake, which is skipped
+ * when nobody sleeps (under the lock, as the sleepers count themselves). */
+static int sleepers;
 
 static struct shim_rock *all;
 
@@ -57,7 +60,6 @@ shim_now_ms(void)
 void
 shim_lock(void)
 {
-	pthread_once(&cond_once, cond_init);
 	pthread_mutex_lock(&lock);
 }
 
@@ -71,6 +73,7 @@ shim_unlock(void)
 void
 shim_reinit_after_fork(void)
 {
+	sleepers = 0;	/* those were the parent's threads */
 	cond_init();
 }
 
@@ -99,7 +102,8 @@ shim_waiter_remove(struct shim_waiter *w)
 void
 shim_wake(void)
 {
-	pthread_cond_broadcast(&changed);
+	if (sleepers > 0)
+		pthread_cond_broadcast(&changed);
 }
 
 void
@@ -108,7 +112,7 @@ shim_wake_pollers(void)
 	struct shim_waiter *w;
 	uint64_t one = 1;
 
-	pthread_cond_broadcast(&changed);
+	shim_wake();
 	for (w = waiters; w != NULL; w = w->next)
 		(void)!shim_real.write(w->fd, &one, sizeof(one));
 }
@@ -117,12 +121,19 @@ int
 shim_wait(int64_t deadline_ms)
 {
 	struct timespec ts;
+	int r;
 
-	if (deadline_ms < 0)
-		return pthread_cond_wait(&changed, &lock);
-	ts.tv_sec = deadline_ms / 1000;
-	ts.tv_nsec = (long)(deadline_ms % 1000) * 1000000;
-	return pthread_cond_timedwait(&changed, &lock, &ts);
+	pthread_once(&cond_once, cond_init);
+	sleepers++;
+	if (deadline_ms < 0) {
+		r = pthread_cond_wait(&changed, &lock);
+	} else {
+		ts.tv_sec = deadline_ms / 1000;
+		ts.tv_nsec = (long)(deadline_ms % 1000) * 1000000;
+		r = pthread_cond_timedwait(&changed, &lock, &ts);
+	}
+	sleepers--;
+	return r;
 }
 
 struct shim_rock *
