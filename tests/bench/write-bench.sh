@@ -63,21 +63,22 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-# backend sink|echo: its port
-backend() {
-	local i port=
-	"$bench" "$1" 0 >"$tmp/$1.port" 2>"$tmp/$1.log" &
+# start_sink: rock-bench's sink on a free port, in sink (not in a command
+# substitution: the cleanup must know its pid)
+start_sink() {
+	local i
+	sink=
+	"$bench" sink 0 >"$tmp/sink.port" 2>"$tmp/sink.log" &
 	pids+=($!)
 	for ((i = 0; i < 100; i++)); do
-		port=$(awk '$1 == "port" { print $2 }' "$tmp/$1.port")
-		[ -n "$port" ] && break
+		sink=$(awk '$1 == "port" { print $2 }' "$tmp/sink.port")
+		[ -n "$sink" ] && return 0
 		sleep 0.05
 	done
-	[ -n "$port" ] || die "the $1 backend did not start"
-	echo "$port"
+	die "the sink did not start"
 }
 
-sink=$(backend sink)
+start_sink
 # echod: thousands of connections (rock-bench's echo takes 1,024)
 echo_port=$("$bench" freeport | awk '{ print $2 }')
 "$echod" "$echo_port" 2>"$tmp/echod.log" &
