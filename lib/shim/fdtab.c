@@ -80,3 +80,35 @@ shim_fd_copy(int from, int to)
 
 	shim_fd_set(to, shim_fd_state_of(entry), entry & SHIM_FD_OPTS_MASK);
 }
+
+void *
+shim_fdmap_get(const struct shim_fdmap *m, int fd)
+{
+	unsigned idx = (unsigned)fd >> SHIM_FDMAP_BITS;
+
+	if (fd < 0 || idx >= SHIM_FDMAP_PAGES || m->pages[idx] == NULL)
+		return NULL;
+	return m->pages[idx][fd & ((1u << SHIM_FDMAP_BITS) - 1)];
+}
+
+int
+shim_fdmap_set(struct shim_fdmap *m, int fd, void *p)
+{
+	unsigned idx = (unsigned)fd >> SHIM_FDMAP_BITS;
+
+	if (fd < 0 || idx >= SHIM_FDMAP_PAGES)
+		return -1;
+	if (m->pages[idx] == NULL) {
+		void *page;
+
+		if (p == NULL)
+			return 0;
+		page = mmap(NULL, sizeof(void *) << SHIM_FDMAP_BITS,
+		    PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (page == MAP_FAILED)
+			return -1;
+		m->pages[idx] = page;
+	}
+	m->pages[idx][fd & ((1u << SHIM_FDMAP_BITS) - 1)] = p;
+	return 0;
+}

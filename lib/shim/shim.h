@@ -113,6 +113,18 @@ void shim_fd_set(int fd, enum shim_fd_state state, unsigned opts);
 void shim_fd_add_opts(int fd, unsigned opts);
 void shim_fd_copy(int from, int to);
 
+/* A pointer per descriptor, in lazily mapped pages (the rock a descriptor
+ * names, an epoll set's registrations); callers hold shim_lock(). */
+#define SHIM_FDMAP_BITS 10
+#define SHIM_FDMAP_PAGES 1024u	/* 2^20 descriptors, as the byte table */
+struct shim_fdmap {
+	void **pages[SHIM_FDMAP_PAGES];
+};
+
+void *shim_fdmap_get(const struct shim_fdmap *m, int fd);
+/* -1 when fd is out of range or no page could be mapped. */
+int shim_fdmap_set(struct shim_fdmap *m, int fd, void *p);
+
 static inline enum shim_fd_state
 shim_fd_state_of(unsigned entry)
 {
@@ -131,6 +143,8 @@ int shim_fd_is_tcp(int fd);
 
 
 /* ---- rocks (ROCK_MODE=rock): rock.c, engine.c */
+
+struct shim_reg;
 
 #define SHIM_ROCK_FDS 8		/* descriptors sharing one rock (dup) */
 
@@ -154,6 +168,7 @@ struct shim_rock {
 	struct sockaddr_storage peer;	/* what the program connected to */
 	socklen_t peer_len;
 	int64_t delivered_ms;	/* keeper: the peer had all of ours since */
+	struct shim_reg *regs;	/* its epoll registrations (epoll.c) */
 	struct shim_rock *next_cmd;
 	struct shim_rock *next, *prev;	/* all rocks */
 };
@@ -228,7 +243,7 @@ void shim_rock_install(struct shim_rock *r, int old_fd, int new_fd);
 /* epoll bookkeeping (epoll.c), lock held. */
 void shim_epoll_suspend(struct shim_rock *r);
 void shim_epoll_resume(struct shim_rock *r);
-void shim_epoll_forget_fd(int fd);
+void shim_epoll_forget_fd(struct shim_rock *r, int fd);
 void shim_epoll_kick(struct shim_rock *r);
 void shim_epoll_forget_epfd(int epfd);
 /* poll.c: 1 if an error event on fd suspended its rock (hide it). */
