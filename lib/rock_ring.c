@@ -100,6 +100,8 @@ ring_put(struct rock_ring *r, const void *p, size_t n)
 	memcpy(r->buf + tail, p, first);
 	memcpy(r->buf, (const unsigned char *)p + first, n - first);
 	r->len += n;
+	if (r->len > r->peak)
+		r->peak = r->len;
 }
 
 /* The checks an append of n bytes must pass before anything is touched. */
@@ -230,10 +232,16 @@ rock_ring_ack(struct rock_ring *r, uint64_t consumed)
 void
 rock_ring_compact(struct rock_ring *r)
 {
-	size_t min, size;
+	size_t min, size, used;
 
 	ring_check(r);
-	if (r->len == 0) {
+	/* Sized by what the last interval needed, not by this instant: a
+	 * stream's ring empties at every ack, and storage freed then is
+	 * malloc'ed and first-touched again at the next write (8,300 page
+	 * faults, 13 % of a client's time, in 160 MB of 4 KiB writes). */
+	used = r->peak > r->len ? r->peak : r->len;
+	r->peak = r->len;
+	if (used == 0) {
 		free(r->buf);
 		r->buf = NULL;
 		r->size = 0;
@@ -242,7 +250,7 @@ rock_ring_compact(struct rock_ring *r)
 	}
 	min = ring_min_size(r);
 	size = r->size;
-	while (size / 2 >= min && r->len < size / 4)
+	while (size / 2 >= min && used < size / 4)
 		size /= 2;
 	/* Shrinking only saves memory: if it fails, keep the larger buffer. */
 	if (size != r->size)

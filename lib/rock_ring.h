@@ -35,6 +35,7 @@ struct rock_ring {
 	size_t head;		/* index of the byte at offset `base` */
 	size_t len;		/* bytes held */
 	size_t cap;		/* hard cap on len */
+	size_t peak;		/* most held since the last compaction */
 	uint64_t base;		/* stream offset of the oldest byte held */
 };
 

@@ -202,8 +202,12 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			check_peek(&r, &m, near(&m, &in));
 			break;
 		case 4:
+			/* A ring empty for a whole interval holds nothing. */
 			rock_ring_compact(&r);
-			FUZZ_CHECK(m.len > 0 || rock_ring_memory(&r) == 0);
+			if (m.len == 0) {
+				rock_ring_compact(&r);
+				FUZZ_CHECK(rock_ring_memory(&r) == 0);
+			}
 			break;
 		}
 		check_same(&r, &m);

@@ -84,6 +84,18 @@ wrapped(struct rock_ring *r, size_t cap, size_t head, size_t len)
 	ck_assert_uint_eq(rock_ring_used(r), len);
 }
 
+/* The compaction after an interval that held bytes keeps the storage
+ * they needed; the next one, after an idle interval, gives it back. */
+static void
+compact_interval(struct rock_ring *r)
+{
+	size_t mem = rock_ring_memory(r);
+
+	rock_ring_compact(r);
+	ck_assert_uint_eq(rock_ring_memory(r), mem);
+	rock_ring_compact(r);
+}
+
 START_TEST(test_init)
 {
 	struct rock_ring r;
@@ -222,6 +234,20 @@ START_TEST(test_shrink)
 		ck_assert_int_eq(append_pat(&r, 4096), 0);
 	ck_assert_uint_eq(rock_ring_memory(&r), 262144);
 
+	/* The interval since the last compaction decides, not this instant:
+	 * it held 256 KiB, so nothing shrinks yet, however much is acked. */
+	ck_assert_int_eq(rock_ring_ack(&r, 262144 - 3000), 0);
+	rock_ring_compact(&r);
+	ck_assert_uint_eq(rock_ring_memory(&r), 262144);
+	check_pat(&r);
+	rock_ring_free(&r);
+
+	ck_assert_int_eq(rock_ring_init(&r, 1 << 20, 0), 0);
+	for (i = 0; i < 64; i++)
+		ck_assert_int_eq(append_pat(&r, 4096), 0);
+	rock_ring_compact(&r);		/* ends the busy interval */
+	ck_assert_uint_eq(rock_ring_memory(&r), 262144);
+
 	/* 65536 left is a quarter: no shrink yet; one byte less is under.
 	 * An ack alone never resizes: only compact gives storage back. */
 	ck_assert_int_eq(rock_ring_ack(&r, 262144 - 65536), 0);
@@ -229,16 +255,22 @@ START_TEST(test_shrink)
 	ck_assert_uint_eq(rock_ring_memory(&r), 262144);
 	ck_assert_int_eq(rock_ring_ack(&r, 262144 - 65535), 0);
 	ck_assert_uint_eq(rock_ring_memory(&r), 262144);
+	rock_ring_compact(&r);		/* the interval held 65536 */
+	ck_assert_uint_eq(rock_ring_memory(&r), 262144);
 	rock_ring_compact(&r);
 	ck_assert_uint_eq(rock_ring_memory(&r), 131072);
 	check_pat(&r);
 
-	/* Far under a quarter: halves until it is not, but not below 4 KiB. */
+	/* Far under a quarter: halves until it is not, but not below 4 KiB
+	 * (one compaction later: the interval held 65535). */
 	ck_assert_int_eq(rock_ring_ack(&r, 262144 - 3000), 0);
+	rock_ring_compact(&r);
 	ck_assert_uint_eq(rock_ring_memory(&r), 131072);
 	rock_ring_compact(&r);
 	ck_assert_uint_eq(rock_ring_memory(&r), 8192);
 	ck_assert_int_eq(rock_ring_ack(&r, 262144 - 10), 0);
+	ck_assert_uint_eq(rock_ring_memory(&r), 8192);
+	rock_ring_compact(&r);
 	ck_assert_uint_eq(rock_ring_memory(&r), 8192);
 	rock_ring_compact(&r);
 	ck_assert_uint_eq(rock_ring_memory(&r), 4096);
@@ -251,6 +283,8 @@ START_TEST(test_shrink)
 	/* Empty after an ack, then compacted: no storage at all, and it
 	 * comes back on use. */
 	ck_assert_int_eq(rock_ring_ack(&r, 262144), 0);
+	ck_assert_uint_eq(rock_ring_memory(&r), 4096);
+	rock_ring_compact(&r);		/* the interval held 10 bytes */
 	ck_assert_uint_eq(rock_ring_memory(&r), 4096);
 	rock_ring_compact(&r);
 	ck_assert_uint_eq(rock_ring_memory(&r), 0);
@@ -386,6 +420,8 @@ START_TEST(test_ack)
 	ck_assert_uint_eq(rock_ring_base(&r), 1000);
 	ck_assert_uint_eq(rock_ring_end(&r), 1000);
 	ck_assert_uint_eq(rock_ring_memory(&r), 4096);	/* kept for reuse */
+	rock_ring_compact(&r);		/* the interval held 1000 bytes */
+	ck_assert_uint_eq(rock_ring_memory(&r), 4096);
 	rock_ring_compact(&r);
 	ck_assert_uint_eq(rock_ring_memory(&r), 0);
 	ck_assert_int_eq(rock_ring_ack(&r, 1000), 0);
@@ -411,7 +447,10 @@ START_TEST(test_ack_every_position)
 		ck_assert_uint_eq(r.head, k < 5500 ? k % 4096 : 0);
 		check_pat(&r);
 		ck_assert_int_eq(rock_ring_ack(&r, 5501), ROCK_ERR_PROTOCOL);
-		/* 4096 is the floor for this cap: compact only frees. */
+		/* 4096 is the floor for this cap: compact only frees, and
+		 * only after an interval with nothing held. */
+		rock_ring_compact(&r);
+		ck_assert_uint_eq(rock_ring_memory(&r), 4096);
 		rock_ring_compact(&r);
 		ck_assert_uint_eq(rock_ring_memory(&r), k == 5500 ? 0 : 4096);
 		if (k < 5500)
@@ -549,7 +588,7 @@ START_TEST(test_large_start)
 	ck_assert_int_eq(rock_ring_ack(&r, start + 5001), ROCK_ERR_PROTOCOL);
 	ck_assert_int_eq(rock_ring_ack(&r, start + 5000), 0);
 	ck_assert_uint_eq(rock_ring_memory(&r), 8192);
-	rock_ring_compact(&r);
+	compact_interval(&r);
 	ck_assert_uint_eq(rock_ring_memory(&r), 0);
 	ck_assert_uint_eq(rock_ring_base(&r), start + 5000);
 	rock_ring_free(&r);
@@ -566,7 +605,7 @@ START_TEST(test_large_start)
 	ck_assert_uint_eq(rock_ring_used(&r), 0);
 	ck_assert_int_eq(rock_ring_peek(&r, UINT64_MAX, iov, &cnt), 0);
 	ck_assert_int_eq(cnt, 0);
-	rock_ring_compact(&r);
+	compact_interval(&r);
 	ck_assert_uint_eq(rock_ring_memory(&r), 0);
 	ck_assert_uint_eq(rock_ring_end(&r), UINT64_MAX);
 	ck_assert_int_eq(rock_ring_peek(&r, UINT64_MAX, iov, &cnt), 0);
@@ -620,7 +659,11 @@ START_TEST(test_steady_no_regrow)
 		ck_assert_ptr_eq(r.buf, buf);
 	}
 	ck_assert_uint_eq(rock_ring_end(&r), (uint64_t)1000 * chunk);
-	/* The timer's compact is what finally gives it back. */
+	/* The timer's compact is what finally gives it back: not at the
+	 * end of an interval that used it, at the end of one that did not. */
+	rock_ring_compact(&r);
+	ck_assert_uint_eq(rock_ring_memory(&r), mem);
+	ck_assert_ptr_eq(r.buf, buf);
 	rock_ring_compact(&r);
 	ck_assert_uint_eq(rock_ring_memory(&r), 0);
 	rock_ring_free(&r);
@@ -649,7 +692,7 @@ START_TEST(test_compact_idle)
 	ck_assert_uint_eq(rock_ring_memory(&r), 131072);
 	ck_assert_int_eq(rock_ring_ack(&r, 77 + 100000), 0);
 	ck_assert_uint_eq(rock_ring_memory(&r), 131072);
-	rock_ring_compact(&r);
+	compact_interval(&r);
 	ck_assert_uint_eq(rock_ring_memory(&r), 0);
 	ck_assert_ptr_null(r.buf);
 	ck_assert_uint_eq(r.head, 0);
@@ -680,7 +723,7 @@ START_TEST(test_compact_idle)
 	ck_assert_uint_eq(rock_ring_memory(&r), 16);
 	check_pat(&r);
 	ck_assert_int_eq(rock_ring_ack(&r, 10), 0);
-	rock_ring_compact(&r);
+	compact_interval(&r);
 	ck_assert_uint_eq(rock_ring_memory(&r), 0);
 	rock_ring_free(&r);
 }
@@ -720,6 +763,10 @@ START_TEST(test_compact_wrapped)
 	ck_assert_uint_eq(iov[0].iov_len, 1536);
 	ck_assert_uint_eq(iov[1].iov_len, 1464);
 	check_pat(&r);
+
+	/* The interval held 28000: kept once more. */
+	rock_ring_compact(&r);
+	ck_assert_uint_eq(rock_ring_memory(&r), 65536);
 
 	/* 3000 < 65536 / 4 ... < 16384 / 4, not < 8192 / 4: to 8 KiB. */
 	snap_take(&r, &s);
@@ -807,6 +854,7 @@ struct model {
 	size_t alloc;
 	uint64_t base, end;
 	size_t cap;
+	size_t peak;		/* most held since the last compaction */
 };
 
 static void
@@ -819,6 +867,8 @@ model_append(struct model *m, const unsigned char *p, size_t n)
 	}
 	memcpy(m->stream + m->end, p, n);
 	m->end += n;
+	if (m->end - m->base > m->peak)
+		m->peak = (size_t)(m->end - m->base);
 }
 
 /* A random offset in [base - 10, end + 10], clamped at 0. */
@@ -922,13 +972,17 @@ model_op_ack(struct rock_ring *r, struct model *m, uint64_t *rng)
 		m->base = off;
 }
 
-/* Compact: nothing held, nothing kept; else halved while under a quarter
- * used, down to 4 KiB; the bytes held are checked by the caller's peeks. */
+/* Compact: nothing held since the last one, nothing kept; else halved
+ * while under a quarter of the most held since, down to 4 KiB; the bytes
+ * held are checked by the caller's peeks. */
 static void
-model_op_compact(struct rock_ring *r, const struct model *m)
+model_op_compact(struct rock_ring *r, struct model *m)
 {
 	size_t before = rock_ring_memory(r), used = m->end - m->base, mem;
 
+	if (m->peak > used)
+		used = m->peak;
+	m->peak = (size_t)(m->end - m->base);
 	rock_ring_compact(r);
 	mem = rock_ring_memory(r);
 	ck_assert_uint_le(mem, before);
@@ -971,7 +1025,7 @@ model_op_peek(const struct rock_ring *r, const struct model *m, uint64_t *rng)
 
 START_TEST(test_model)
 {
-	struct model m = { NULL, 0, 0, 0, 50000 };
+	struct model m = { NULL, 0, 0, 0, 50000, 0 };
 	struct rock_ring r;
 	uint64_t rng = 0x9e3779b97f4a7c15ULL;
 	int op;
