@@ -18,7 +18,7 @@
 
 /* Both ends must speak the same channel; a successor of another version
  * says so in its hello and the predecessor keeps serving. */
-#define HANDOVER_VERSION 1
+#define HANDOVER_VERSION 2
 /* The successor loads its configuration in this time, or is killed. */
 #define HELLO_TIMEOUT_S 30
 /* The successor's end of the channel, and its only descriptor past 2. */

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <netinet/in.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -136,6 +137,9 @@ rock_control_start(struct rock_engine *e)
 void
 rock_control_close(struct rock_engine *e)
 {
+	free(e->peers);
+	e->peers = NULL;
+	e->npeers = 0;
 	if (e->ev_udp != NULL)
 		event_free(e->ev_udp);
 	if (e->ev_tick != NULL)
@@ -165,11 +169,171 @@ rock_udp_peer_from_tcp(struct rock_session *s, uint16_t udp_port)
 	s->udp_peer_len = len;
 }
 
-/* Two intervals without an authentic record from the peer. */
+/* Two intervals without an authentic record or packet from the peer. */
 static int
 hears_nothing(const struct rock_session *s, int64_t now)
 {
 	return now - s->last_heard_ms >= 2 * s->e->cfg.hb_interval_ms;
+}
+
+static int
+can_heartbeat(const struct rock_session *s)
+{
+	return s->udp_peer_len > 0 && (s->features & ROCK_FEAT_UDP) &&
+	    s->state != ROCK_ST_CLOSED;
+}
+
+/* ---- groups: the rocks between two control sockets share one packet
+ * per interval, tagged with one of them, the anchor (PROTOCOL 3.1). A
+ * rock joins by naming the anchor in a record tagged with its own key:
+ * neither key alone can speak for the other's rock. */
+
+static void
+set_anchor(struct rock_session *s, const struct rock_session *a)
+{
+	if (a == NULL || a == s) {
+		if (!s->has_anchor)
+			return;
+		s->has_anchor = 0;
+	} else {
+		if (s->has_anchor && memcmp(s->anchor_id, a->id, ROCK_ID_LEN) == 0)
+			return;
+		memcpy(s->anchor_id, a->id, ROCK_ID_LEN);
+		s->has_anchor = 1;
+	}
+	/* The peer must hear the new anchor named: until then our counts
+	 * count as unconfirmed. */
+	s->announced = 0;
+	s->sent_pkt = s->sent_pkt2 = 0;
+}
+
+/* The rock whose packets speak for s: its anchor while that lives, else
+ * s itself (a closed anchor's rocks fall back at once). */
+static struct rock_session *
+group_of(struct rock_session *s)
+{
+	struct rock_session *a;
+
+	if (!s->has_anchor)
+		return s;
+	a = rock_engine_find(s->e, s->anchor_id);
+	if (a != NULL && a != s && can_heartbeat(a))
+		return a;
+	set_anchor(s, NULL);
+	return s;
+}
+
+static struct rock_peer *
+peer_for(struct rock_engine *e, const struct rock_session *s)
+{
+	struct rock_peer *p, *free_slot = NULL;
+	size_t i;
+
+	for (i = 0; i < e->npeers; i++) {
+		p = &e->peers[i];
+		if (p->len == s->udp_peer_len &&
+		    memcmp(&p->addr, &s->udp_peer, p->len) == 0)
+			return p;
+		if (!p->has && free_slot == NULL)
+			free_slot = p;
+	}
+	if (free_slot == NULL) {
+		if ((p = reallocarray(e->peers, e->npeers + 1, sizeof(*p))) == NULL)
+			return NULL;
+		e->peers = p;
+		free_slot = &p[e->npeers++];
+	}
+	memset(free_slot, 0, sizeof(*free_slot));
+	free_slot->addr = s->udp_peer;
+	free_slot->len = s->udp_peer_len;
+	return free_slot;
+}
+
+/* The oldest connected rock to p's address: the one likeliest to last
+ * (a new anchor costs every rock of the group a record). Once per
+ * anchor, so a walk over all rocks. */
+static struct rock_session *
+elect(struct rock_engine *e, const struct rock_peer *p)
+{
+	struct rock_session *x, *best = NULL;
+
+	for (x = e->all; x != NULL; x = x->next)
+		if (x->role == ROCK_ROLE_CLIENT && x->state == ROCK_ST_CONNECTED &&
+		    can_heartbeat(x) && x->udp_peer_len == p->len &&
+		    memcmp(&x->udp_peer, &p->addr, p->len) == 0 &&
+		    group_of(x) == x &&
+		    (best == NULL || x->connected_at_ms < best->connected_at_ms))
+			best = x;
+	return best;
+}
+
+/* Client: the oldest rock to a server's control address anchors the
+ * others to it, and when it ends, the oldest left. The server takes the
+ * client's choice from the records (accept_record). */
+static void
+choose_anchor(struct rock_session *s)
+{
+	struct rock_session *a;
+	struct rock_peer *p;
+
+	if (s->role != ROCK_ROLE_CLIENT || s->has_anchor)
+		return;
+	if ((p = peer_for(s->e, s)) == NULL)
+		return;		/* no memory: s speaks for itself */
+	if (!p->has || (a = rock_engine_find(s->e, p->anchor)) == NULL ||
+	    !can_heartbeat(a) || a->has_anchor) {
+		if ((a = elect(s->e, p)) == NULL)
+			a = s;
+		memcpy(p->anchor, a->id, ROCK_ID_LEN);
+		p->has = 1;
+	}
+	set_anchor(s, a);
+}
+
+/* Its anchor's signs of life are a rock's own (same sockets, same path). */
+static void
+follow_group(struct rock_session *s)
+{
+	struct rock_session *g = group_of(s);
+
+	if (g == s)
+		return;
+	if (g->last_heard_ms > s->last_heard_ms)
+		s->last_heard_ms = g->last_heard_ms;
+	if (g->udp_verified)
+		s->udp_verified = 1;
+	s->peer_quiet = g->peer_quiet;
+	s->udp_peer = g->udp_peer;
+	s->udp_peer_len = g->udp_peer_len;
+}
+
+/* ---- acknowledgement: each packet says which of the last 65 packets
+ * under its anchor arrived; a record counts as received once a packet
+ * that carried it is acknowledged. */
+
+static int
+acked(const struct rock_session *g, uint64_t seq)
+{
+	uint64_t d;
+
+	if (seq == 0 || seq > g->ack_top)
+		return 0;
+	d = g->ack_top - seq;
+	return d == 0 || (d <= 64 && ((g->ack_bits >> (d - 1)) & 1));
+}
+
+/* Counts (or the anchor) the peer has not confirmed. */
+static int
+dirty(struct rock_session *s, const struct rock_session *g)
+{
+	if (s->sent_pkt != 0 && (acked(g, s->sent_pkt) || acked(g, s->sent_pkt2))) {
+		s->conf_consumed = s->acked_consumed;
+		s->conf_flags = s->sent_flags;
+		s->announced = 1;
+		s->sent_pkt = s->sent_pkt2 = 0;
+	}
+	return !s->announced || s->consumed != s->conf_consumed ||
+	    s->flags != s->conf_flags;
 }
 
 void
@@ -181,115 +345,143 @@ rock_control_seal(struct rock_hb_record *r, const uint8_t tx[ROCK_KEY_LEN],
 	rock_hb_tag(out + ROCK_HB_RECORD_LEN - ROCK_TAG_LEN, tx, out);
 }
 
+void
+rock_control_send_packet(struct rock_engine *e,
+    const struct sockaddr_storage *to, socklen_t tolen, const uint8_t *pkt)
+{
+	size_t len = ROCK_HB_HEADER_LEN + (size_t)pkt[6] * ROCK_HB_RECORD_LEN;
+
+	/* Loss is normal on this channel: the next interval sends again. */
+	(void)sendto(e->udp_fd, pkt, len, MSG_DONTWAIT | MSG_NOSIGNAL,
+	    (const struct sockaddr *)to, tolen);
+}
+
+/* A packet being filled under anchor g. */
+struct out_packet {
+	struct rock_hb_header h;
+	uint8_t buf[ROCK_HB_MAX_LEN];
+};
+
 static void
-make_record(struct rock_session *s, uint8_t out[ROCK_HB_RECORD_LEN])
+packet_open(struct out_packet *p, struct rock_session *g)
+{
+	memset(&p->h, 0, sizeof(p->h));
+	memcpy(p->h.anchor, g->id, ROCK_ID_LEN);
+	p->h.seq = ++g->pkt_out;
+}
+
+static void
+packet_send(struct out_packet *p, struct rock_session *g, int64_t now)
+{
+	/* UDP may pass one way only: the peer then arms its keepalive, so
+	 * its data connections speak to us even when they have nothing to
+	 * say. */
+	if (hears_nothing(g, now))
+		p->h.flags |= ROCK_HB_QUIET;
+	p->h.ack = g->pkt_in;
+	p->h.ack_bits = g->rx_bits;
+	rock_hb_packet_seal(&p->h, g->keys.tx, p->buf);
+	rock_control_send_packet(g->e, &g->udp_peer, g->udp_peer_len, p->buf);
+}
+
+static void
+add_record(struct out_packet *p, struct rock_session *s,
+    const struct rock_session *g)
 {
 	struct rock_hb_record r;
+	uint8_t *out = p->buf + ROCK_HB_HEADER_LEN +
+	    (size_t)p->h.nrecords++ * ROCK_HB_RECORD_LEN;
 
 	memcpy(r.id, s->id, ROCK_ID_LEN);
 	r.seq = ++s->seq_out;
 	r.consumed = s->consumed;
 	r.end = rock_session_end(s);
 	r.flags = s->flags;
-	/* UDP may pass one way only: the peer then arms its keepalive, so
-	 * its data connection speaks to us even when it has nothing to say. */
-	if (hears_nothing(s, rock_now_ms()))
-		r.flags |= ROCK_FLAG_QUIET;
+	memcpy(r.anchor, g->id, ROCK_ID_LEN);
 	rock_control_seal(&r, s->keys.tx, out);
+	/* The previous packet still counts if it carried the same. */
+	s->sent_pkt2 = s->acked_consumed == s->consumed &&
+	    s->sent_flags == s->flags ? s->sent_pkt : 0;
+	s->sent_pkt = p->h.seq;
 	s->acked_consumed = s->consumed;
-}
-
-static void
-send_packet(struct rock_engine *e, struct out_packet *p)
-{
-	size_t len = ROCK_HB_HEADER_LEN + p->n * ROCK_HB_RECORD_LEN;
-
-	if (p->n == 0)
-		return;
-	rock_hb_header_encode((uint8_t)p->n, p->buf);
-	/* Loss is normal on this channel: the next tick sends again. */
-	(void)sendto(e->udp_fd, p->buf, len, MSG_DONTWAIT | MSG_NOSIGNAL,
-	    (struct sockaddr *)&p->to, p->tolen);
-	p->n = 0;
-}
-
-static int
-can_heartbeat(const struct rock_session *s)
-{
-	return s->udp_peer_len > 0 && (s->features & ROCK_FEAT_UDP) &&
-	    s->state != ROCK_ST_CLOSED;
+	s->sent_flags = s->flags;
 }
 
 void
 rock_control_ack_now(struct rock_session *s)
 {
 	struct out_packet p;
+	struct rock_session *g;
 
 	if (!can_heartbeat(s))
 		return;
-	p.to = s->udp_peer;
-	p.tolen = s->udp_peer_len;
-	p.n = 1;
-	make_record(s, p.buf + ROCK_HB_HEADER_LEN);
-	send_packet(s->e, &p);
+	choose_anchor(s);
+	g = group_of(s);
+	packet_open(&p, g);
+	add_record(&p, s, g);
+	packet_send(&p, g, rock_now_ms());
 }
 
-void
-rock_control_send_record(struct rock_engine *e,
-    const struct sockaddr_storage *to, socklen_t tolen,
-    const uint8_t rec[ROCK_HB_RECORD_LEN])
+/* Packets per group and interval: records beyond wait for the next one,
+ * so that every packet sent in an interval stays within the 64 that an
+ * acknowledgement describes. */
+#define GROUP_PACKETS 48
+
+static void
+send_group(struct rock_session *g, int64_t now)
 {
 	struct out_packet p;
+	struct rock_session *s = g->hb_list;
+	int k;
 
-	p.to = *to;
-	p.tolen = tolen;
-	p.n = 1;
-	memcpy(p.buf + ROCK_HB_HEADER_LEN, rec, ROCK_HB_RECORD_LEN);
-	send_packet(e, &p);
-}
-
-static struct out_packet *
-packet_for(struct out_packet *open, unsigned *nopen, struct rock_engine *e,
-    const struct rock_session *s)
-{
-	unsigned i;
-
-	for (i = 0; i < *nopen; i++)
-		if (open[i].tolen == s->udp_peer_len &&
-		    memcmp(&open[i].to, &s->udp_peer, s->udp_peer_len) == 0)
-			return &open[i];
-	if (*nopen == OPEN_PACKETS) {
-		send_packet(e, &open[0]);
-		i = 0;
-	} else {
-		i = (*nopen)++;
+	for (k = 0; k == 0 || (s != NULL && k < GROUP_PACKETS); k++) {
+		packet_open(&p, g);
+		for (; s != NULL && p.h.nrecords < ROCK_HB_MAX_RECORDS; s = s->hb_next)
+			add_record(&p, s, g);
+		packet_send(&p, g, now);
 	}
-	open[i].to = s->udp_peer;
-	open[i].tolen = s->udp_peer_len;
-	open[i].n = 0;
-	return &open[i];
 }
 
-/* One record per connected rock, one packet per peer (22 records each). */
+/* A server address whose anchor is gone frees its slot: the table
+ * holds the servers the client speaks to now, not all it ever did. */
 static void
-send_heartbeats(struct rock_engine *e)
+forget_gone_peers(struct rock_engine *e)
 {
-	struct out_packet *open = e->open_packets;
-	struct rock_session *s;
-	unsigned nopen = 0, i;
+	size_t i;
 
+	for (i = 0; i < e->npeers; i++)
+		if (e->peers[i].has &&
+		    rock_engine_find(e, e->peers[i].anchor) == NULL)
+			e->peers[i].has = 0;
+}
+
+/* One packet per group each interval, with a record for each connected
+ * rock whose counts the peer has not confirmed; none for the others. */
+static void
+send_heartbeats(struct rock_engine *e, int64_t now)
+{
+	struct rock_session *s, *g, *groups = NULL;
+	unsigned long stamp = ++e->hb_stamp;
+
+	forget_gone_peers(e);
 	for (s = e->all; s != NULL; s = s->next) {
-		struct out_packet *p;
-
 		if (s->state != ROCK_ST_CONNECTED || !can_heartbeat(s))
 			continue;
-		p = packet_for(open, &nopen, e, s);
-		make_record(s, p->buf + ROCK_HB_HEADER_LEN + p->n * ROCK_HB_RECORD_LEN);
-		if (++p->n == ROCK_HB_MAX_RECORDS)
-			send_packet(e, p);
+		choose_anchor(s);
+		g = group_of(s);
+		if (g->hb_stamp != stamp) {
+			g->hb_stamp = stamp;
+			g->hb_list = NULL;
+			g->hb_gnext = groups;
+			groups = g;
+		}
+		if (dirty(s, g)) {
+			s->hb_next = g->hb_list;
+			g->hb_list = s;
+		}
 	}
-	for (i = 0; i < nopen; i++)
-		send_packet(e, &open[i]);
+	for (g = groups; g != NULL; g = g->hb_gnext)
+		send_group(g, now);
 }
 
 /* Heartbeats missing: the data connection is asked to speak (kernel
@@ -349,6 +541,7 @@ check_session(struct rock_session *s, int64_t now)
 	if (s->state == ROCK_ST_CONNECTED) {
 		if (now - s->connected_at_ms >= ROCK_UNPROVEN_MS)
 			s->proven = 1;
+		follow_group(s);
 		check_liveness(s, now);
 		if (s->state == ROCK_ST_CONNECTED)
 			check_stall(s, now);
@@ -405,7 +598,7 @@ rock_control_tick(struct rock_engine *e)
 		rock_session_release(s);
 	}
 	if (e->ticks++ % 2 == 0)
-		send_heartbeats(e);
+		send_heartbeats(e, now);
 	rock_farewell_tick(e, now);
 	for (i = 0; i < ROCK_STRANGER_KINDS; i++)
 		rock_log_limit_flush(e->log, &e->stranger_log[i]);
@@ -422,9 +615,27 @@ on_tick(evutil_socket_t fd, short what, void *arg)
 	rock_engine_leave(arg);
 }
 
+/* A record names the rock that speaks for its own: the server takes the
+ * client's choice when the packet that brought it is that anchor's. */
+static void
+take_anchor(struct rock_session *s, const struct rock_hb_record *r,
+    const struct rock_session *a)
+{
+	if (s->role != ROCK_ROLE_SERVER)
+		return;
+	if (rock_equal(r->anchor, s->id, ROCK_ID_LEN))
+		set_anchor(s, NULL);
+	else if (a != NULL && rock_equal(r->anchor, a->id, ROCK_ID_LEN))
+		set_anchor(s, a);
+}
+
+/* A record stands on its own tag: it is taken even when its packet's
+ * anchor is unknown here (a finished rock's farewell, a record naming an
+ * anchor this side closed). */
 static void
 accept_record(struct rock_engine *e, const uint8_t *rec,
-    const struct sockaddr_storage *from, socklen_t fromlen)
+    const struct sockaddr_storage *from, socklen_t fromlen,
+    const struct rock_session *a)
 {
 	struct rock_hb_record r;
 	struct rock_session *s;
@@ -450,28 +661,98 @@ accept_record(struct rock_engine *e, const uint8_t *rec,
 	s->last_heard_ms = rock_now_ms();
 	s->udp_verified = 1;
 	s->proven = 1;
-	s->peer_quiet = (r.flags & ROCK_FLAG_QUIET) != 0;
 	/* Follow the peer's latest source: NAT rebinding, address change. */
 	s->udp_peer = *from;
 	s->udp_peer_len = fromlen;
+	take_anchor(s, &r, a);
 	rock_session_hold(s);
 	(void)rock_session_peer_count(s, r.consumed, r.end, r.flags);
 	rock_session_release(s);
+}
+
+/* Received packet numbers for our acknowledgement: the newest, and a bit
+ * for each of the 64 before it. */
+static void
+note_received(struct rock_session *a, uint64_t seq)
+{
+	uint64_t d = seq - a->pkt_in;
+
+	a->rx_bits = d >= 64 ? 0 : a->rx_bits << d;
+	if (a->pkt_in != 0 && d <= 64)
+		a->rx_bits |= (uint64_t)1 << (d - 1);
+	a->pkt_in = seq;
+}
+
+/* The packet's own tag and number, under an anchor we know: an
+ * authentic, fresh packet is a sign of life for the anchor's group and
+ * brings the peer's acknowledgement; any other is dropped whole. */
+static int
+accept_header(struct rock_session *a, const struct rock_hb_header *h,
+    const uint8_t *pkt, size_t len, const struct sockaddr_storage *from,
+    socklen_t fromlen)
+{
+	struct rock_engine *e = a->e;
+	uint8_t tag[ROCK_TAG_LEN];
+
+	rock_hb_packet_tag(tag, a->keys.rx, pkt, len);
+	if (!rock_equal(tag, h->tag, ROCK_TAG_LEN)) {
+		e->stats.hb_bad_tag++;
+		return -1;
+	}
+	if (h->seq <= a->pkt_in) {
+		e->stats.hb_replayed++;
+		return -1;
+	}
+	e->stats.hb_ok++;
+	note_received(a, h->seq);
+	a->last_heard_ms = rock_now_ms();
+	a->udp_verified = 1;
+	a->proven = 1;
+	a->peer_quiet = (h->flags & ROCK_HB_QUIET) != 0;
+	a->udp_peer = *from;
+	a->udp_peer_len = fromlen;
+	/* Never beyond what we sent: the peer cannot confirm the unsent. */
+	if (h->ack <= a->pkt_out) {
+		if (h->ack > a->ack_top) {
+			a->ack_top = h->ack;
+			a->ack_bits = h->ack_bits;
+		} else if (h->ack == a->ack_top) {
+			a->ack_bits |= h->ack_bits;
+		}
+	}
+	return 0;
 }
 
 void
 rock_control_datagram(struct rock_engine *e, const uint8_t *buf, size_t len,
     const struct sockaddr_storage *from, socklen_t fromlen)
 {
+	struct rock_hb_header h;
+	struct rock_session *a;
 	unsigned n, i;
 
 	if (rock_hb_packet_check(buf, len, &n) != 0) {
 		e->stats.hb_malformed++;
 		return;
 	}
+	rock_hb_header_decode(&h, buf);
+	a = rock_engine_find(e, h.anchor);
+	if (a != NULL && a->state == ROCK_ST_CLOSED)
+		a = NULL;
+	if (a == NULL) {
+		if (rock_farewell_answer_packet(e, &h, buf, from, fromlen) != 0 &&
+		    n == 0)
+			e->stats.hb_unknown++;
+	} else if (accept_header(a, &h, buf, len, from, fromlen) != 0) {
+		return;
+	} else {
+		rock_session_hold(a);
+	}
 	for (i = 0; i < n; i++)
 		accept_record(e, buf + ROCK_HB_HEADER_LEN + i * ROCK_HB_RECORD_LEN,
-		    from, fromlen);
+		    from, fromlen, a);
+	if (a != NULL)
+		rock_session_release(a);
 }
 
 static void

@@ -8,7 +8,10 @@
 #include "rock_crypto.h"
 #include "rock_err.h"
 
-#define LABEL_HB "rocks hb v4"
+/* Labels name their message's format: the control channel's changed in
+ * version 5, the others did not. */
+#define LABEL_HB "rocks hb v5"
+#define LABEL_HBP "rocks hbp v5"
 #define LABEL_RQ "rocks rq v4"
 #define LABEL_OK "rocks ok v4"
 #define LABEL_HELLO "rocks server hello v4"
@@ -98,6 +101,28 @@ rock_hb_tag(uint8_t out[ROCK_TAG_LEN], const uint8_t key[ROCK_KEY_LEN],
 	const struct span s[] = { { record, ROCK_HB_RECORD_LEN - ROCK_TAG_LEN } };
 
 	tag_spans(out, key, LABEL_HB, s, 1);
+}
+
+void
+rock_hb_packet_tag(uint8_t out[ROCK_TAG_LEN], const uint8_t key[ROCK_KEY_LEN],
+    const uint8_t *pkt, size_t len)
+{
+	const struct span s[] = { { pkt, ROCK_HB_TAGGED_HEADER },
+	    { pkt + ROCK_HB_HEADER_LEN, len - ROCK_HB_HEADER_LEN } };
+
+	tag_spans(out, key, LABEL_HBP, s, 2);
+}
+
+void
+rock_hb_packet_seal(struct rock_hb_header *h, const uint8_t tx[ROCK_KEY_LEN],
+    uint8_t *pkt)
+{
+	size_t len = ROCK_HB_HEADER_LEN + (size_t)h->nrecords * ROCK_HB_RECORD_LEN;
+
+	memset(h->tag, 0, sizeof(h->tag));
+	rock_hb_header_encode(h, pkt);
+	rock_hb_packet_tag(h->tag, tx, pkt, len);
+	memcpy(pkt + ROCK_HB_TAGGED_HEADER, h->tag, ROCK_TAG_LEN);
 }
 
 void

@@ -46,6 +46,14 @@ void rock_random(void *buf, size_t n);
 /* Tags of doc/PROTOCOL.md: BLAKE2b-128 keyed, over a label and the bytes. */
 void rock_hb_tag(uint8_t out[ROCK_TAG_LEN], const uint8_t key[ROCK_KEY_LEN],
     const uint8_t record[ROCK_HB_RECORD_LEN - ROCK_TAG_LEN]);
+/* A whole control packet of len bytes (header and records), its own tag
+ * field left out. */
+void rock_hb_packet_tag(uint8_t out[ROCK_TAG_LEN], const uint8_t key[ROCK_KEY_LEN],
+    const uint8_t *pkt, size_t len);
+/* Encode h into pkt, whose records (h->nrecords) are in place, and tag
+ * the whole packet with tx. */
+void rock_hb_packet_seal(struct rock_hb_header *h, const uint8_t tx[ROCK_KEY_LEN],
+    uint8_t *pkt);
 /* RECONNECT_REQUEST's tag, with K_cs, over its first bytes. */
 void rock_request_tag(uint8_t out[ROCK_TAG_LEN], const uint8_t key[ROCK_KEY_LEN],
     const uint8_t msg[ROCK_RECONNECT_REQ_LEN - ROCK_TAG_LEN]);

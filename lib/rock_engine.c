@@ -102,11 +102,6 @@ engine_new(struct rock_engine **out, struct event_base *base,
 		rock_engine_config_defaults(&e->cfg);
 	make_announcement(e);
 	e->rmem_max = rmem_max();
-	if ((e->open_packets = calloc(OPEN_PACKETS, sizeof(*e->open_packets))) == NULL) {
-		rock_identity_wipe(&e->ident);
-		free(e);
-		return ROCK_ERR_NOMEM;
-	}
 	r = udp_fd >= 0 ? rock_control_adopt(e, udp_fd) :
 	    rock_control_open(e, udp_bind, udp_bind_len);
 	if (r != 0) {
@@ -183,7 +178,6 @@ rock_engine_free(struct rock_engine *e)
 	rock_netlink_close(e);
 	rock_control_close(e);
 	free(e->table);
-	free(e->open_packets);
 	rock_identity_wipe(&e->ident);
 	free(e);
 }

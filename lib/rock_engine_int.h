@@ -77,7 +77,23 @@ struct rock_session {
 	uint64_t replay_from;		/* next ring offset to write; end when caught up */
 
 	uint64_t seq_out, seq_in;
-	int64_t last_heard_ms;		/* last authentic record */
+	/* The control channel (rock_control.c): a rock's records ride in
+	 * packets tagged with its anchor's key, and the anchor's packets are
+	 * its signs of life; without has_anchor the rock is its own. */
+	uint8_t anchor_id[ROCK_ID_LEN];
+	int has_anchor;
+	int announced;			/* the peer confirmed a record naming it */
+	uint64_t conf_consumed;		/* our counts the peer confirmed */
+	uint32_t conf_flags, sent_flags;
+	uint64_t sent_pkt, sent_pkt2;	/* packets that carried our current counts */
+	/* As an anchor: packet numbers each way, what the peer acknowledged
+	 * of ours, what we received of its (for our acknowledgement). */
+	uint64_t pkt_out, pkt_in, rx_bits, ack_top, ack_bits;
+	unsigned long hb_stamp;		/* the tick that listed this group */
+	struct rock_session *hb_list;	/* as anchor: records to send this tick */
+	struct rock_session *hb_next;	/* in its anchor's hb_list */
+	struct rock_session *hb_gnext;	/* anchors with a packet this tick */
+	int64_t last_heard_ms;		/* last authentic record or packet */
 	int udp_verified;		/* ever received one */
 	/* Server: the client showed it keeps this rock (an authentic record,
 	 * reconnect or status, or a data connection that lasted); until then
@@ -132,7 +148,6 @@ struct rock_session {
  * stranger's hello costs seconds, not the suspend timeout. */
 #define ROCK_UNPROVEN_MS 10000
 
-#define OPEN_PACKETS 64
 #define ROCK_SCOUTS 16
 #define PROBE_CACHE 16
 #define PROBE_CACHE_MS ROCK_PROBE_TTL_MS
@@ -147,12 +162,13 @@ struct probe_entry {
 	uint8_t announcement[ROCK_ANNOUNCE_LEN];
 };
 
-/* A heartbeat packet being filled for one peer address during a tick. */
-struct out_packet {
-	struct sockaddr_storage to;
-	socklen_t tolen;
-	unsigned n;
-	uint8_t buf[ROCK_HB_MAX_LEN];
+/* Client: the rock whose packets speak for all rocks to one server's
+ * control address (rock_control.c). */
+struct rock_peer {
+	struct sockaddr_storage addr;
+	socklen_t len;
+	int has;
+	uint8_t anchor[ROCK_ID_LEN];
 };
 
 struct rock_engine {
@@ -184,7 +200,9 @@ struct rock_engine {
 	unsigned long drops_logged;	/* drop count already reported */
 	unsigned long hostile_logged;	/* of which forged, replayed, malformed */
 	struct rock_log_limit stranger_log[ROCK_STRANGER_KINDS];
-	struct out_packet *open_packets; /* OPEN_PACKETS, for the tick */
+	struct rock_peer *peers;	/* client: one per server control address */
+	size_t npeers;
+	unsigned long hb_stamp;		/* heartbeat rounds sent */
 	unsigned long ticks;		/* heartbeats go on every other one */
 	/* The one suspended rock per server address that dials; the others
 	 * to that address wait until it finds the path up (rock_dial.c). */
@@ -348,9 +366,8 @@ int rock_dial_ok_decode(const struct rock_session *s,
 /* Encode r and tag it with tx. */
 void rock_control_seal(struct rock_hb_record *r, const uint8_t tx[ROCK_KEY_LEN],
     uint8_t out[ROCK_HB_RECORD_LEN]);
-void rock_control_send_record(struct rock_engine *e,
-    const struct sockaddr_storage *to, socklen_t tolen,
-    const uint8_t rec[ROCK_HB_RECORD_LEN]);
+void rock_control_send_packet(struct rock_engine *e,
+    const struct sockaddr_storage *to, socklen_t tolen, const uint8_t *pkt);
 
 /* A finished rock's last record, said now, on every tick for a moment
  * and in answer to each of the peer's records, so that the peer learns
@@ -360,6 +377,10 @@ void rock_farewell_add(struct rock_session *s);
 int rock_farewell_answer(struct rock_engine *e, const struct rock_hb_record *r,
     const uint8_t rec[ROCK_HB_RECORD_LEN], const struct sockaddr_storage *from,
     socklen_t fromlen);
+/* A packet anchored by no session: 0 if by a finished one, answered. */
+int rock_farewell_answer_packet(struct rock_engine *e,
+    const struct rock_hb_header *h, const uint8_t *pkt,
+    const struct sockaddr_storage *from, socklen_t fromlen);
 void rock_farewell_tick(struct rock_engine *e, int64_t now);
 void rock_farewell_free_all(struct rock_engine *e);
 /* A farewell as part of the engine's hand-over record, and back. */

@@ -19,6 +19,7 @@ struct rock_farewell {
 	uint8_t id[ROCK_ID_LEN];
 	struct rock_keys keys;
 	uint64_t seq_out, seq_in;
+	uint64_t pkt_out, pkt_in;	/* its own packets, it being their anchor */
 	uint64_t consumed, end;
 	uint32_t flags;
 	struct sockaddr_storage to;
@@ -44,16 +45,24 @@ drop(struct rock_engine *e, struct rock_farewell **p)
 static void
 say(struct rock_engine *e, struct rock_farewell *f)
 {
+	struct rock_hb_header h;
 	struct rock_hb_record r;
-	uint8_t rec[ROCK_HB_RECORD_LEN];
+	uint8_t pkt[ROCK_HB_HEADER_LEN + ROCK_HB_RECORD_LEN];
 
+	/* In a packet of its own: the rock that anchored it may be gone. */
+	memset(&h, 0, sizeof(h));
+	memcpy(h.anchor, f->id, ROCK_ID_LEN);
+	h.seq = ++f->pkt_out;
+	h.nrecords = 1;
 	memcpy(r.id, f->id, ROCK_ID_LEN);
 	r.seq = ++f->seq_out;
 	r.consumed = f->consumed;
 	r.end = f->end;
 	r.flags = f->flags;
-	rock_control_seal(&r, f->keys.tx, rec);
-	rock_control_send_record(e, &f->to, f->tolen, rec);
+	memcpy(r.anchor, f->id, ROCK_ID_LEN);
+	rock_control_seal(&r, f->keys.tx, pkt + ROCK_HB_HEADER_LEN);
+	rock_hb_packet_seal(&h, f->keys.tx, pkt);
+	rock_control_send_packet(e, &f->to, f->tolen, pkt);
 }
 
 void
@@ -77,6 +86,8 @@ rock_farewell_add(struct rock_session *s)
 	f->keys = s->keys;
 	f->seq_out = s->seq_out;
 	f->seq_in = s->seq_in;
+	f->pkt_out = s->pkt_out;
+	f->pkt_in = s->pkt_in;
 	f->consumed = s->consumed;
 	f->end = rock_session_end(s);
 	f->flags = s->flags;
@@ -93,28 +104,64 @@ rock_farewell_add(struct rock_session *s)
 		say(e, f);
 }
 
+static struct rock_farewell *
+find(struct rock_engine *e, const uint8_t id[ROCK_ID_LEN])
+{
+	struct rock_farewell *f;
+
+	for (f = e->farewells; f != NULL; f = f->next)
+		if (rock_equal(f->id, id, ROCK_ID_LEN))
+			break;
+	return f;
+}
+
+static void
+answer(struct rock_engine *e, struct rock_farewell *f,
+    const struct sockaddr_storage *from, socklen_t fromlen)
+{
+	f->to = *from;
+	f->tolen = fromlen;
+	if (!f->answered)
+		say(e, f);
+	f->answered = 1;
+}
+
 int
 rock_farewell_answer(struct rock_engine *e, const struct rock_hb_record *r,
     const uint8_t rec[ROCK_HB_RECORD_LEN], const struct sockaddr_storage *from,
     socklen_t fromlen)
 {
-	struct rock_farewell *f;
+	struct rock_farewell *f = find(e, r->id);
 	uint8_t tag[ROCK_TAG_LEN];
 
-	for (f = e->farewells; f != NULL; f = f->next)
-		if (rock_equal(f->id, r->id, ROCK_ID_LEN))
-			break;
 	if (f == NULL)
 		return -1;
 	rock_hb_tag(tag, f->keys.rx, rec);
 	if (!rock_equal(tag, r->tag, ROCK_TAG_LEN) || r->seq <= f->seq_in)
 		return -1;
 	f->seq_in = r->seq;
-	f->to = *from;
-	f->tolen = fromlen;
-	if (!f->answered)
-		say(e, f);
-	f->answered = 1;
+	answer(e, f, from, fromlen);
+	return 0;
+}
+
+/* The peer's packets under a finished anchor: its rocks learn from the
+ * farewell that it is gone, and choose another. */
+int
+rock_farewell_answer_packet(struct rock_engine *e,
+    const struct rock_hb_header *h, const uint8_t *pkt,
+    const struct sockaddr_storage *from, socklen_t fromlen)
+{
+	struct rock_farewell *f = find(e, h->anchor);
+	size_t len = ROCK_HB_HEADER_LEN + (size_t)h->nrecords * ROCK_HB_RECORD_LEN;
+	uint8_t tag[ROCK_TAG_LEN];
+
+	if (f == NULL)
+		return -1;
+	rock_hb_packet_tag(tag, f->keys.rx, pkt, len);
+	if (!rock_equal(tag, h->tag, ROCK_TAG_LEN) || h->seq <= f->pkt_in)
+		return -1;
+	f->pkt_in = h->seq;
+	answer(e, f, from, fromlen);
 	return 0;
 }
 
@@ -151,6 +198,8 @@ put(struct rock_rec_out *w, const struct rock_farewell *f)
 	rock_rec_bytes(w, f->keys.rx, ROCK_KEY_LEN);
 	rock_rec_uint(w, f->seq_out, 8);
 	rock_rec_uint(w, f->seq_in, 8);
+	rock_rec_uint(w, f->pkt_out, 8);
+	rock_rec_uint(w, f->pkt_in, 8);
 	rock_rec_uint(w, f->consumed, 8);
 	rock_rec_uint(w, f->end, 8);
 	rock_rec_uint(w, f->flags, 4);
@@ -181,6 +230,8 @@ rock_farewell_get(struct rock_engine *e, struct rock_rec_in *r)
 	rock_rec_get_bytes(r, f->keys.rx, ROCK_KEY_LEN);
 	f->seq_out = rock_rec_get(r, 8);
 	f->seq_in = rock_rec_get(r, 8);
+	f->pkt_out = rock_rec_get(r, 8);
+	f->pkt_in = rock_rec_get(r, 8);
 	f->consumed = rock_rec_get(r, 8);
 	f->end = rock_rec_get(r, 8);
 	f->flags = (uint32_t)rock_rec_get(r, 4);

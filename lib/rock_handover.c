@@ -12,7 +12,7 @@
 
 #define SESSION_MAGIC 0x524b5353u	/* "RKSS" */
 #define ENGINE_MAGIC 0x524b454eu	/* "RKEN" */
-#define HANDOVER_VERSION 1
+#define HANDOVER_VERSION 2
 /* Far above what a ring or queue holds (rock_ring_cap_for), far below
  * what a corrupt length could make us allocate. */
 #define MAX_RING (256u * 1024 * 1024)
@@ -98,6 +98,13 @@ rock_session_export(struct rock_session *s, struct evbuffer *out)
 	rock_rec_uint(&w, s->replay_from, 8);
 	rock_rec_uint(&w, s->seq_out, 8);
 	rock_rec_uint(&w, s->seq_in, 8);
+	/* The group its client chose, and the packet numbers under it: the
+	 * successor's records go on unconfirmed, so they are sent again. */
+	rock_rec_uint(&w, s->has_anchor != 0, 1);
+	rock_rec_bytes(&w, s->anchor_id, ROCK_ID_LEN);
+	rock_rec_uint(&w, s->pkt_out, 8);
+	rock_rec_uint(&w, s->pkt_in, 8);
+	rock_rec_uint(&w, s->rx_bits, 8);
 	rock_rec_uint(&w, (uint64_t)s->last_heard_ms, 8);
 	rock_rec_uint(&w, (uint64_t)(s->udp_verified != 0) | (uint64_t)(s->proven != 0) << 1 |
 	    (uint64_t)(s->peer_quiet != 0) << 2 | (uint64_t)(s->paused != 0) << 3 |
@@ -162,6 +169,11 @@ get_session(struct rock_rec_in *r, struct rock_session *s, uint64_t *ring_cap,
 	s->replay_from = rock_rec_get(r, 8);
 	s->seq_out = rock_rec_get(r, 8);
 	s->seq_in = rock_rec_get(r, 8);
+	s->has_anchor = (int)rock_rec_get_max(r, 1, 1);
+	rock_rec_get_bytes(r, s->anchor_id, ROCK_ID_LEN);
+	s->pkt_out = rock_rec_get(r, 8);
+	s->pkt_in = rock_rec_get(r, 8);
+	s->rx_bits = rock_rec_get(r, 8);
 	s->last_heard_ms = (int64_t)rock_rec_get(r, 8);
 	bits = rock_rec_get_max(r, 1, 0x1f);
 	s->udp_verified = (bits & 1) != 0;
@@ -227,6 +239,11 @@ adopt_fields(struct rock_session *s, const struct rock_session *t)
 	s->replay_from = t->replay_from;
 	s->seq_out = t->seq_out;
 	s->seq_in = t->seq_in;
+	s->has_anchor = t->has_anchor;
+	memcpy(s->anchor_id, t->anchor_id, ROCK_ID_LEN);
+	s->pkt_out = t->pkt_out;
+	s->pkt_in = t->pkt_in;
+	s->rx_bits = t->rx_bits;
 	s->last_heard_ms = t->last_heard_ms;
 	s->udp_verified = t->udp_verified;
 	s->proven = t->proven;

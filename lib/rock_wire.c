@@ -243,11 +243,30 @@ rock_error_decode(struct rock_error_msg *e, const uint8_t *in, size_t n,
 }
 
 void
-rock_hb_header_encode(uint8_t nrecords, uint8_t out[ROCK_HB_HEADER_LEN])
+rock_hb_header_encode(const struct rock_hb_header *h, uint8_t out[ROCK_HB_HEADER_LEN])
 {
 	memcpy(out, hb_magic, sizeof(hb_magic));
 	out[4] = HB_TYPE_HEARTBEAT;
-	out[5] = nrecords;
+	out[5] = h->flags;
+	out[6] = h->nrecords;
+	out[7] = 0;
+	memcpy(out + 8, h->anchor, ROCK_ID_LEN);
+	put64(out + 24, h->seq);
+	put64(out + 32, h->ack);
+	put64(out + 40, h->ack_bits);
+	memcpy(out + ROCK_HB_TAGGED_HEADER, h->tag, ROCK_TAG_LEN);
+}
+
+void
+rock_hb_header_decode(struct rock_hb_header *h, const uint8_t in[ROCK_HB_HEADER_LEN])
+{
+	h->flags = in[5];
+	h->nrecords = in[6];
+	memcpy(h->anchor, in + 8, ROCK_ID_LEN);
+	h->seq = get64(in + 24);
+	h->ack = get64(in + 32);
+	h->ack_bits = get64(in + 40);
+	memcpy(h->tag, in + ROCK_HB_TAGGED_HEADER, ROCK_TAG_LEN);
 }
 
 void
@@ -258,7 +277,8 @@ rock_hb_record_encode(const struct rock_hb_record *r, uint8_t out[ROCK_HB_RECORD
 	put64(out + 24, r->consumed);
 	put64(out + 32, r->end);
 	put32(out + 40, r->flags);
-	memcpy(out + 44, r->tag, ROCK_TAG_LEN);
+	memcpy(out + 44, r->anchor, ROCK_ID_LEN);
+	memcpy(out + 60, r->tag, ROCK_TAG_LEN);
 }
 
 void
@@ -269,18 +289,21 @@ rock_hb_record_decode(struct rock_hb_record *r, const uint8_t in[ROCK_HB_RECORD_
 	r->consumed = get64(in + 24);
 	r->end = get64(in + 32);
 	r->flags = get32(in + 40);
-	memcpy(r->tag, in + 44, ROCK_TAG_LEN);
+	memcpy(r->anchor, in + 44, ROCK_ID_LEN);
+	memcpy(r->tag, in + 60, ROCK_TAG_LEN);
 }
 
+/* A packet with no record is the idle beat: it proves the path and
+ * carries the acknowledgement. */
 int
 rock_hb_packet_check(const uint8_t *in, size_t n, unsigned *nrecords)
 {
 	if (n < ROCK_HB_HEADER_LEN || memcmp(in, hb_magic, sizeof(hb_magic)) != 0 ||
-	    in[4] != HB_TYPE_HEARTBEAT || in[5] == 0 ||
-	    in[5] > ROCK_HB_MAX_RECORDS ||
-	    n != ROCK_HB_HEADER_LEN + (size_t)in[5] * ROCK_HB_RECORD_LEN)
+	    in[4] != HB_TYPE_HEARTBEAT || (in[5] & ~ROCK_HB_QUIET) != 0 ||
+	    in[6] > ROCK_HB_MAX_RECORDS || in[7] != 0 ||
+	    n != ROCK_HB_HEADER_LEN + (size_t)in[6] * ROCK_HB_RECORD_LEN)
 		return ROCK_ERR_PROTOCOL;
-	*nrecords = in[5];
+	*nrecords = in[6];
 	return 0;
 }
 

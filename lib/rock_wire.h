@@ -5,7 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define ROCK_VERSION		4
+#define ROCK_VERSION		5
 #define ROCK_MAGIC_LEN		8
 #define ROCK_ANNOUNCE_LEN	1024
 #define ROCK_ANNOUNCE_RANDOM	1012
@@ -59,9 +59,13 @@ enum rock_wire_error {
 #define ROCK_ERROR_MAX_TEXT	200
 #define ROCK_ERROR_MAX_LEN	(3 + ROCK_ERROR_MAX_TEXT + ROCK_SIG_LEN)
 
-#define ROCK_HB_HEADER_LEN	6
-#define ROCK_HB_RECORD_LEN	60
-#define ROCK_HB_MAX_RECORDS	19
+/* A control packet: its header (tagged with its anchor's key over the
+ * whole packet), then records, each tagged with its own rock's key. */
+#define ROCK_HB_HEADER_LEN	64
+#define ROCK_HB_TAGGED_HEADER	48	/* header bytes before the packet's tag */
+#define ROCK_HB_RECORD_LEN	76
+#define ROCK_HB_MAX_RECORDS	15
+#define ROCK_HB_QUIET		0x01u	/* header flag: no packet heard from you */
 #define ROCK_HB_MAX_LEN	(ROCK_HB_HEADER_LEN + ROCK_HB_MAX_RECORDS * ROCK_HB_RECORD_LEN)
 
 extern const uint8_t rock_magic_announce[ROCK_MAGIC_LEN];
@@ -124,12 +128,23 @@ struct rock_error_msg {
 	uint8_t sig[ROCK_SIG_LEN];
 };
 
+struct rock_hb_header {
+	uint8_t flags;			/* ROCK_HB_QUIET */
+	uint8_t nrecords;
+	uint8_t anchor[ROCK_ID_LEN];	/* the rock whose key tags the packet */
+	uint64_t seq;			/* per anchor and direction, from 1 */
+	uint64_t ack;			/* highest seq received under this anchor */
+	uint64_t ack_bits;		/* bit i: seq ack - 1 - i received too */
+	uint8_t tag[ROCK_TAG_LEN];
+};
+
 struct rock_hb_record {
 	uint8_t id[ROCK_ID_LEN];
 	uint64_t seq;
 	uint64_t consumed;
 	uint64_t end;		/* the sender's stream length, with WR_SHUT */
 	uint32_t flags;
+	uint8_t anchor[ROCK_ID_LEN];	/* the rock whose packets speak for this one */
 	uint8_t tag[ROCK_TAG_LEN];
 };
 
@@ -143,7 +158,7 @@ void rock_reconnect_ok_encode(const struct rock_reconnect_ok *o, uint8_t out[ROC
  * bytes); the signature, its last 64 bytes, is left zero for the signer. */
 size_t rock_error_encode(uint8_t code, const char *text, uint8_t out[ROCK_ERROR_MAX_LEN]);
 void rock_hb_record_encode(const struct rock_hb_record *r, uint8_t out[ROCK_HB_RECORD_LEN]);
-void rock_hb_header_encode(uint8_t nrecords, uint8_t out[ROCK_HB_HEADER_LEN]);
+void rock_hb_header_encode(const struct rock_hb_header *h, uint8_t out[ROCK_HB_HEADER_LEN]);
 
 /*
  * Decoders take bytes from a peer: they never trust them. Each returns 0, or
@@ -159,6 +174,7 @@ int rock_reconnect_ok_decode(struct rock_reconnect_ok *o, const uint8_t in[ROCK_
  * (the whole message, signature included). */
 int rock_error_decode(struct rock_error_msg *e, const uint8_t *in, size_t n, size_t *used);
 void rock_hb_record_decode(struct rock_hb_record *r, const uint8_t in[ROCK_HB_RECORD_LEN]);
+void rock_hb_header_decode(struct rock_hb_header *h, const uint8_t in[ROCK_HB_HEADER_LEN]);
 /* Checks a packet's header and length; *nrecords set on success. */
 int rock_hb_packet_check(const uint8_t *in, size_t n, unsigned *nrecords);
 

@@ -734,22 +734,29 @@ udp_open(struct session *ss)
 	return 0;
 }
 
-/* A one-record heartbeat packet from the client, tagged with its tx key. */
+/* A one-record heartbeat packet from the client, under the record's own
+ * rock (packet number = record number), both tagged with its tx key. */
 static void
 record_make(const struct session *ss, uint8_t out[HB_PACKET],
     const uint8_t id[ROCK_ID_LEN], uint64_t seq, uint32_t flags)
 {
+	struct rock_hb_header h;
 	struct rock_hb_record r;
 
+	memset(&h, 0, sizeof(h));
 	memset(&r, 0, sizeof(r));
 	memcpy(r.id, id, ROCK_ID_LEN);
+	memcpy(r.anchor, id, ROCK_ID_LEN);
+	memcpy(h.anchor, id, ROCK_ID_LEN);
+	h.seq = seq;
+	h.nrecords = 1;
 	r.seq = seq;
 	r.consumed = ss->received;
 	r.end = (flags & ROCK_FLAG_WR_SHUT) ? ss->sent : 0;
 	r.flags = flags;
-	rock_hb_header_encode(1, out);
 	rock_hb_record_encode(&r, out + ROCK_HB_HEADER_LEN);
 	rock_hb_tag(out + HB_TAG_AT, ss->keys.tx, out + ROCK_HB_HEADER_LEN);
+	rock_hb_packet_seal(&h, ss->keys.tx, out);
 }
 
 static int

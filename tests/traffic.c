@@ -240,22 +240,21 @@ bursts(char **av)
 	return 0;
 }
 
-/* N rocks at once, each echoing BYTES; then all shut down, read to their
- * end and closed together. */
+/* N connections at once, each echoing len bytes exact; 0, or 1 after
+ * saying which did not. */
 static int
-many(char **av)
+open_echoed(const char *host, const char *port, long n, size_t len, int *fd)
 {
-	long n = (long)tt_number(av[2], 100000), i;
-	size_t len = (size_t)tt_number(av[3], 1 << 20), got;
 	uint8_t *out = malloc(len), *in = malloc(len);
-	int *fd = calloc((size_t)n, sizeof(*fd));
+	size_t got;
 	ssize_t r;
+	long i;
 
-	if (out == NULL || in == NULL || fd == NULL)
+	if (out == NULL || in == NULL)
 		tt_die("malloc");
 	pattern(0, out, len);
 	for (i = 0; i < n; i++) {
-		fd[i] = tt_dial(av[0], av[1], SOCK_STREAM);
+		fd[i] = tt_dial(host, port, SOCK_STREAM);
 		write_all(fd[i], out, len);
 	}
 	for (i = 0; i < n; i++) {
@@ -267,14 +266,68 @@ many(char **av)
 			return 1;
 		}
 	}
+	free(out);
+	free(in);
+	return 0;
+}
+
+static void
+close_all(long n, const int *fd)
+{
+	long i;
+
 	for (i = 0; i < n; i++)
 		shutdown(fd[i], SHUT_WR);
 	for (i = 0; i < n; i++) {
 		read_to_end(fd[i]);
 		close(fd[i]);
 	}
+}
+
+/* N rocks at once, each echoing BYTES; then all shut down, read to their
+ * end and closed together. */
+static int
+many(char **av)
+{
+	long n = (long)tt_number(av[2], 100000);
+	int *fd = calloc((size_t)n, sizeof(*fd));
+
+	if (fd == NULL)
+		tt_die("malloc");
+	if (open_echoed(av[0], av[1], n, (size_t)tt_number(av[3], 1 << 20), fd) != 0)
+		return 1;
+	close_all(n, fd);
 	printf("closed %ld at %lld\n", n, (long long)tt_wall_ms());
 	fflush(stdout);
+	return 0;
+}
+
+/* N connections, each echoing one byte, then held idle: DIR/held says so
+ * (its content: our pid), and they are closed once DIR/go exists (the idle
+ * benchmark measures in between). */
+static int
+hold(char **av)
+{
+	long n = (long)tt_number(av[2], 100000);
+	int *fd = calloc((size_t)n, sizeof(*fd));
+	char held[PATH_MAX], tmp[PATH_MAX], go[PATH_MAX];
+	FILE *f;
+
+	if (fd == NULL)
+		tt_die("malloc");
+	if (open_echoed(av[0], av[1], n, 1, fd) != 0)
+		return 1;
+	snprintf(held, sizeof(held), "%s/held", av[3]);
+	snprintf(tmp, sizeof(tmp), "%s/held.tmp", av[3]);
+	snprintf(go, sizeof(go), "%s/go", av[3]);
+	if ((f = fopen(tmp, "w")) == NULL)
+		tt_die(tmp);
+	fprintf(f, "%ld\n", (long)getpid());
+	if (fclose(f) != 0 || rename(tmp, held) != 0)
+		tt_die(held);
+	while (access(go, F_OK) != 0)
+		usleep(20000);
+	close_all(n, fd);
 	return 0;
 }
 
@@ -365,9 +418,11 @@ main(int argc, char **argv)
 		return write_then_exit(argv + 2);
 	if (argc == 5 && strcmp(argv[1], "connect") == 0)
 		return connect_times(argv + 2);
+	if (argc == 6 && strcmp(argv[1], "hold") == 0)
+		return hold(argv + 2);
 	fprintf(stderr, "usage: traffic source PORT RATE SECONDS OUT | sink ADDR PORT OUT |\n"
 	    "       bursts ADDR PORT BYTES | push ADDR PORT BYTES | pattern BYTES |\n"
 	    "       connect ADDR PORT N | many ADDR PORT N BYTES |\n"
-	    "       write ADDR PORT BYTES DIR\n");
+	    "       write ADDR PORT BYTES DIR | hold ADDR PORT N DIR\n");
 	return 2;
 }

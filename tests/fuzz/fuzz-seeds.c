@@ -83,11 +83,29 @@ record(uint8_t *out, int rock, uint64_t seq, uint64_t consumed, uint64_t end,
 
 	memset(&r, 0, sizeof(r));
 	fuzz_rock_id(rock, r.id);
+	fuzz_rock_id(0, r.anchor);
 	r.seq = seq;
 	r.consumed = consumed;
 	r.end = end;
 	r.flags = flags;
 	rock_hb_record_encode(&r, out);
+}
+
+#define R(i) (ROCK_HB_HEADER_LEN + (i) * ROCK_HB_RECORD_LEN)
+
+/* A packet under rock 0, acknowledging its first packet (tagged by the
+ * harness). */
+static void
+header(uint8_t *out, uint8_t nrecords, uint64_t seq)
+{
+	struct rock_hb_header h;
+
+	memset(&h, 0, sizeof(h));
+	h.nrecords = nrecords;
+	fuzz_rock_id(0, h.anchor);
+	h.seq = seq;
+	h.ack = 1;
+	rock_hb_header_encode(&h, out);
 }
 
 /* fuzz_control: seal mask, three rocks' setups, a datagram. */
@@ -99,21 +117,23 @@ control_seeds(void)
 	const uint8_t shut[4] = { 0xff, 0x4e, 0x4f, 0x03 };
 	const uint8_t forged[4] = { 0x00, 0x32, 0x33, 0x02 };
 
-	rock_hb_header_encode(3, pkt);
-	record(pkt + 6, 0, 1, 1536, 0, 0);
-	record(pkt + 66, 1, 5, 4096, 0, ROCK_FLAG_QUIET);
-	record(pkt + 126, 2, 2, 0, 0, 0);
-	put_with("control", "three_acks", all, 4, pkt, 6 + 3 * 60);
-	put_with("control", "forged", forged, 4, pkt, 6 + 3 * 60);
-	rock_hb_header_encode(2, pkt);
-	record(pkt + 6, 0, 9, 2048, 777, ROCK_FLAG_WR_SHUT | ROCK_FLAG_EOF_SEEN);
-	record(pkt + 66, 1, 9, 2048, 2048, ROCK_FLAG_WR_SHUT | ROCK_FLAG_EOF_SEEN);
-	put_with("control", "both_ends", shut, 4, pkt, 6 + 2 * 60);
-	rock_hb_header_encode(1, pkt);
-	record(pkt + 6, 0, 3, 99999, 0, 0);
-	put_with("control", "ack_past_end", all, 4, pkt, 6 + 60);
-	record(pkt + 6, 0, 0, 0, 0, 0);
-	put_with("control", "seq_zero", all, 4, pkt, 6 + 60);
+	header(pkt, 3, 1);
+	record(pkt + R(0), 0, 1, 1536, 0, 0);
+	record(pkt + R(1), 1, 5, 4096, 0, 0);
+	record(pkt + R(2), 2, 2, 0, 0, 0);
+	put_with("control", "three_acks", all, 4, pkt, R(3));
+	put_with("control", "forged", forged, 4, pkt, R(3));
+	header(pkt, 2, 2);
+	record(pkt + R(0), 0, 9, 2048, 777, ROCK_FLAG_WR_SHUT | ROCK_FLAG_EOF_SEEN);
+	record(pkt + R(1), 1, 9, 2048, 2048, ROCK_FLAG_WR_SHUT | ROCK_FLAG_EOF_SEEN);
+	put_with("control", "both_ends", shut, 4, pkt, R(2));
+	header(pkt, 1, 3);
+	record(pkt + R(0), 0, 3, 99999, 0, 0);
+	put_with("control", "ack_past_end", all, 4, pkt, R(1));
+	record(pkt + R(0), 0, 0, 0, 0, 0);
+	put_with("control", "seq_zero", all, 4, pkt, R(1));
+	header(pkt, 0, 4);
+	put_with("control", "idle_beat", all, 4, pkt, R(0));
 }
 
 static void

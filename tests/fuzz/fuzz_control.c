@@ -12,8 +12,10 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 /* A forger cannot compute tags; a fuzzer cannot either. Records whose bit
- * is set in the mask get the right tag for the rock they name, so their
- * counts and flags are what the engine acts on. */
+ * (0-6) is set in the mask get the right tag for the rock they name, so
+ * their counts and flags are what the engine acts on; with bit 7, the
+ * packet gets the right tag for the anchor it names, so its number and
+ * acknowledgement are taken too. */
 static void
 seal(uint8_t *pkt, size_t n, unsigned mask)
 {
@@ -21,7 +23,7 @@ seal(uint8_t *pkt, size_t n, unsigned mask)
 	uint8_t *rec;
 	int r;
 
-	for (i = 0; i < 8; i++) {
+	for (i = 0; i < 7; i++) {
 		if (!(mask & 1u << i) ||
 		    ROCK_HB_HEADER_LEN + (i + 1) * ROCK_HB_RECORD_LEN > n)
 			continue;
@@ -30,6 +32,11 @@ seal(uint8_t *pkt, size_t n, unsigned mask)
 			rock_hb_tag(rec + ROCK_HB_RECORD_LEN - ROCK_TAG_LEN,
 			    fuzz_rock_peer_key(r), rec);
 	}
+	if ((mask & 0x80) && n >= ROCK_HB_HEADER_LEN &&
+	    (n - ROCK_HB_HEADER_LEN) % ROCK_HB_RECORD_LEN == 0 &&
+	    (r = fuzz_rock_index(pkt + 8)) >= 0)
+		rock_hb_packet_tag(pkt + ROCK_HB_TAGGED_HEADER,
+		    fuzz_rock_peer_key(r), pkt, n);
 }
 
 /* Byte 0: the records to seal; bytes 1-3: the rocks (fuzz_rock_add);

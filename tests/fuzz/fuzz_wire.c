@@ -121,17 +121,21 @@ error_msg(const uint8_t *p, size_t n)
 static void
 heartbeat(const uint8_t *p, size_t n)
 {
+	struct rock_hb_header h;
 	struct rock_hb_record r;
-	uint8_t out[ROCK_HB_RECORD_LEN], *in = malloc(n + 1);
+	uint8_t out[ROCK_HB_RECORD_LEN > ROCK_HB_HEADER_LEN ?
+	    ROCK_HB_RECORD_LEN : ROCK_HB_HEADER_LEN], *in = malloc(n + 1);
 	unsigned nrec = 0, i;
 
 	if (in == NULL)
 		return;
 	memcpy(in, p, n);
 	if (rock_hb_packet_check(in, n, &nrec) == 0) {
-		FUZZ_CHECK(nrec >= 1 && nrec <= ROCK_HB_MAX_RECORDS &&
+		FUZZ_CHECK(nrec <= ROCK_HB_MAX_RECORDS &&
 		    n == ROCK_HB_HEADER_LEN + nrec * ROCK_HB_RECORD_LEN);
-		rock_hb_header_encode((uint8_t)nrec, out);
+		rock_hb_header_decode(&h, in);
+		FUZZ_CHECK(h.nrecords == nrec);
+		rock_hb_header_encode(&h, out);
 		FUZZ_CHECK(memcmp(out, in, ROCK_HB_HEADER_LEN) == 0);
 		for (i = 0; i < nrec; i++) {
 			const uint8_t *rec = in + ROCK_HB_HEADER_LEN +

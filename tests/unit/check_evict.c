@@ -1,4 +1,4 @@
-/* check_evict.c: how server sessions end: who is evicted when rockd is full, unproven rocks expiring, a finished rock's farewell. */
+/* check_evict.c: how server sessions end (who is evicted when rockd is full, unproven rocks expiring, a finished rock's farewell) and what their control channel says meanwhile (one packet per client's group, records only until confirmed). */
 #include "config.h"
 
 #include <arpa/inet.h>
@@ -205,17 +205,21 @@ peer_read(const struct rock_keys *k, struct rock_hb_record *r, int ms)
 	return 0;
 }
 
-/* A record from the peer to the engine, sealed with key. */
+/* A record from the peer to the engine in a packet of its own rock,
+ * both sealed with key. */
 static void
 peer_send(const uint8_t id[ROCK_ID_LEN], uint64_t seq, const uint8_t key[ROCK_KEY_LEN])
 {
 	struct rock_hb_record r = { .seq = seq, .flags = ROCK_FLAG_WR_SHUT };
+	struct rock_hb_header h = { .seq = seq, .nrecords = 1 };
 	struct sockaddr_in to = v4("127.0.0.1", eng->udp_port);
 	uint8_t pkt[ROCK_HB_HEADER_LEN + ROCK_HB_RECORD_LEN];
 
 	memcpy(r.id, id, ROCK_ID_LEN);
+	memcpy(r.anchor, id, ROCK_ID_LEN);
+	memcpy(h.anchor, id, ROCK_ID_LEN);
 	rock_control_seal(&r, key, pkt + ROCK_HB_HEADER_LEN);
-	rock_hb_header_encode(1, pkt);
+	rock_hb_packet_seal(&h, key, pkt);
 	ck_assert_int_eq(sendto(peer_fd, pkt, sizeof(pkt), 0,
 	    (struct sockaddr *)&to, sizeof(to)), (ssize_t)sizeof(pkt));
 	usleep(20000);
@@ -283,6 +287,265 @@ START_TEST(test_farewell)
 }
 END_TEST
 
+/* ---- groups: a UDP socket of ours plays the client's engine */
+
+/* The next packet within ms: its anchor (one of ours), its tag checked
+ * with that rock's tx key; NULL if none came. */
+static struct rock_session *
+peer_packet(uint8_t buf[ROCK_HB_MAX_LEN], struct rock_hb_header *h, int ms)
+{
+	struct pollfd p = { .fd = peer_fd, .events = POLLIN };
+	struct rock_session *a;
+	uint8_t tag[ROCK_TAG_LEN];
+	unsigned n;
+	ssize_t got;
+
+	if (poll(&p, 1, ms) != 1)
+		return NULL;
+	got = recv(peer_fd, buf, ROCK_HB_MAX_LEN, 0);
+	ck_assert_int_eq(rock_hb_packet_check(buf, (size_t)got, &n), 0);
+	rock_hb_header_decode(h, buf);
+	ck_assert_ptr_nonnull(a = rock_engine_find(eng, h->anchor));
+	rock_hb_packet_tag(tag, a->keys.tx, buf, (size_t)got);
+	ck_assert(rock_equal(tag, h->tag, ROCK_TAG_LEN));
+	return a;
+}
+
+/* Record i of a packet: for rock s, tagged with its key, naming anchor. */
+static void
+packet_record(const uint8_t *buf, unsigned i, const struct rock_session *s,
+    const struct rock_session *anchor, struct rock_hb_record *r)
+{
+	const uint8_t *rec = buf + ROCK_HB_HEADER_LEN + i * ROCK_HB_RECORD_LEN;
+	uint8_t tag[ROCK_TAG_LEN];
+
+	rock_hb_record_decode(r, rec);
+	ck_assert_mem_eq(r->id, s->id, ROCK_ID_LEN);
+	ck_assert_mem_eq(r->anchor, anchor->id, ROCK_ID_LEN);
+	rock_hb_tag(tag, s->keys.tx, rec);
+	ck_assert(rock_equal(tag, r->tag, ROCK_TAG_LEN));
+}
+
+/* Each of a packet's n records: for one of our rocks, other than the
+ * anchor unless with_anchor, tagged with its key, naming anchor. */
+static void
+records_name(const uint8_t *buf, unsigned n, const struct rock_session *anchor,
+    int with_anchor)
+{
+	struct rock_hb_record rec;
+	struct rock_session *s;
+	unsigned i;
+
+	for (i = 0; i < n; i++) {
+		rock_hb_record_decode(&rec, buf + ROCK_HB_HEADER_LEN + i * ROCK_HB_RECORD_LEN);
+		ck_assert_ptr_nonnull(s = rock_engine_find(eng, rec.id));
+		ck_assert(with_anchor || s != anchor);
+		packet_record(buf, i, s, anchor, &rec);
+	}
+}
+
+/* The client's packet number seq under anchor a, sealed with key (a's
+ * client key is our rx), acknowledging ack, with a record naming a (number
+ * seq) for each of rocks[0..n). */
+static void
+client_packet(const struct rock_session *a, uint64_t seq, uint64_t ack,
+    struct rock_session **rocks, unsigned n, const uint8_t *key)
+{
+	struct rock_hb_header h = { .seq = seq, .ack = ack, .nrecords = (uint8_t)n };
+	struct sockaddr_in to = v4("127.0.0.1", eng->udp_port);
+	uint8_t pkt[ROCK_HB_MAX_LEN];
+	size_t len = ROCK_HB_HEADER_LEN + n * ROCK_HB_RECORD_LEN;
+	unsigned i;
+
+	memcpy(h.anchor, a->id, ROCK_ID_LEN);
+	for (i = 0; i < n; i++) {
+		struct rock_hb_record r = { .seq = seq };
+
+		memcpy(r.id, rocks[i]->id, ROCK_ID_LEN);
+		memcpy(r.anchor, a->id, ROCK_ID_LEN);
+		rock_control_seal(&r, rocks[i]->keys.rx,
+		    pkt + ROCK_HB_HEADER_LEN + i * ROCK_HB_RECORD_LEN);
+	}
+	rock_hb_packet_seal(&h, key, pkt);
+	ck_assert_int_eq(sendto(peer_fd, pkt, len, 0, (struct sockaddr *)&to,
+	    sizeof(to)), (ssize_t)len);
+	usleep(20000);
+	event_base_loop(base, EVLOOP_NONBLOCK);
+}
+
+/* One interval's heartbeats (they go out on every other tick). */
+static void
+heartbeat_round(void)
+{
+	if (eng->ticks % 2 != 0)
+		rock_control_tick(eng);
+	rock_control_tick(eng);
+}
+
+/* One interval: a single packet, under anchor, with n records naming it. */
+static void
+one_packet(const struct rock_session *anchor, unsigned n, int with_anchor)
+{
+	struct rock_hb_header h;
+	uint8_t buf[ROCK_HB_MAX_LEN];
+
+	heartbeat_round();
+	ck_assert_ptr_eq(peer_packet(buf, &h, 500), anchor);
+	ck_assert_uint_eq(h.nrecords, n);
+	records_name(buf, n, anchor, with_anchor);
+	ck_assert_ptr_null(peer_packet(buf, &h, 50));
+}
+
+/* Three rocks of one client: each speaks for itself until the client's
+ * records name one of them; then one packet per interval carries the
+ * records the client has not confirmed, none once it has, and a changed
+ * count once more; the anchor's packets are every rock's signs of life;
+ * a replayed or forged packet changes nothing. */
+START_TEST(test_group)
+{
+	struct rock_session *r[3], *a, *got;
+	struct rock_hb_header h;
+	struct rock_hb_record rec;
+	uint8_t buf[ROCK_HB_MAX_LEN];
+	struct rock_keys wrong;
+	int i, seen = 0;
+
+	event_del(eng->ev_tick);
+	for (i = 0; i < 3; i++) {
+		r[i] = add("member", "192.0.2.1", 0, rock_now_ms(), 1);
+		r[i]->features |= ROCK_FEAT_UDP;
+	}
+	a = r[0];
+	peer_open(a);
+	for (i = 1; i < 3; i++) {
+		r[i]->udp_peer = a->udp_peer;
+		r[i]->udp_peer_len = a->udp_peer_len;
+	}
+	/* No group yet: a packet each, under itself, with its own record. */
+	heartbeat_round();
+	for (i = 0; i < 3; i++) {
+		ck_assert_ptr_nonnull(got = peer_packet(buf, &h, 500));
+		ck_assert_uint_eq(h.nrecords, 1);
+		ck_assert_uint_eq(h.seq, 1);
+		packet_record(buf, 0, got, got, &rec);
+		seen |= 1 << (got == r[0] ? 0 : got == r[1] ? 1 : 2);
+	}
+	ck_assert_int_eq(seen, 7);
+	ck_assert_ptr_null(peer_packet(buf, &h, 50));
+
+	/* The client names a as the anchor of all three, and acknowledges
+	 * a's packet 1: a's record is confirmed, the others join. */
+	client_packet(a, 1, 1, r, 3, a->keys.rx);
+	ck_assert_uint_eq(eng->stats.hb_ok, 4);
+	ck_assert_int_eq(r[1]->has_anchor, 1);
+	ck_assert_mem_eq(r[1]->anchor_id, a->id, ROCK_ID_LEN);
+	ck_assert_int_eq(r[2]->has_anchor, 1);
+	ck_assert_int_eq(a->has_anchor, 0);
+	heartbeat_round();
+	ck_assert_ptr_eq(peer_packet(buf, &h, 500), a);
+	ck_assert_uint_eq(h.seq, 2);
+	ck_assert_uint_eq(h.ack, 1);
+	ck_assert_uint_eq(h.nrecords, 2);	/* r[1], r[2]: their new anchor */
+	records_name(buf, 2, a, 0);
+	ck_assert_ptr_null(peer_packet(buf, &h, 50));
+	/* Not acknowledged yet: the same two again. */
+	heartbeat_round();
+	ck_assert_ptr_eq(peer_packet(buf, &h, 500), a);
+	ck_assert_uint_eq(h.seq, 3);
+	ck_assert_uint_eq(h.nrecords, 2);
+
+	/* Acknowledged (packet 2: an earlier carrier counts too): from now
+	 * on one empty packet per interval for the three. */
+	client_packet(a, 2, 2, r, 0, a->keys.rx);
+	for (i = 0; i < 3; i++) {
+		heartbeat_round();
+		ck_assert_ptr_eq(peer_packet(buf, &h, 500), a);
+		ck_assert_uint_eq(h.seq, (uint64_t)4 + (uint64_t)i);
+		ck_assert_uint_eq(h.ack, 2);
+		ck_assert_uint_eq(h.ack_bits, 1);	/* packet 1 came too */
+		ck_assert_uint_eq(h.nrecords, 0);
+		ck_assert_ptr_null(peer_packet(buf, &h, 50));
+	}
+
+	/* A count changes: its record goes, under a, until confirmed. */
+	r[2]->consumed = 4096;
+	heartbeat_round();
+	ck_assert_ptr_eq(peer_packet(buf, &h, 500), a);
+	ck_assert_uint_eq(h.seq, 7);
+	ck_assert_uint_eq(h.nrecords, 1);
+	packet_record(buf, 0, r[2], a, &rec);
+	ck_assert_uint_eq(rec.consumed, 4096);
+	client_packet(a, 3, 7, r, 0, a->keys.rx);
+	heartbeat_round();
+	ck_assert_ptr_eq(peer_packet(buf, &h, 500), a);
+	ck_assert_uint_eq(h.nrecords, 0);
+
+	/* The anchor's packet is a sign of life for every rock of its group
+	 * (taken on the next tick); a replayed or forged one is not. */
+	for (i = 0; i < 3; i++)
+		r[i]->last_heard_ms = rock_now_ms() - 900;
+	client_packet(a, 3, 7, r, 0, a->keys.rx);
+	ck_assert_uint_eq(eng->stats.hb_replayed, 1);
+	rock_random(&wrong, sizeof(wrong));
+	client_packet(a, 4, 7, r, 0, wrong.rx);
+	ck_assert_uint_eq(eng->stats.hb_bad_tag, 1);
+	rock_control_tick(eng);
+	ck_assert_int_lt(r[1]->last_heard_ms, rock_now_ms() - 800);
+	client_packet(a, 4, 7, r, 0, a->keys.rx);
+	ck_assert_int_ge(a->last_heard_ms, rock_now_ms() - 100);
+	rock_control_tick(eng);
+	ck_assert_int_eq(r[1]->last_heard_ms, a->last_heard_ms);
+	ck_assert_int_eq(r[2]->last_heard_ms, a->last_heard_ms);
+
+	/* The anchor ends: the others speak for themselves again. */
+	rock_session_close(a, 0, "test");
+	heartbeat_round();
+	ck_assert_int_eq(r[1]->has_anchor, 0);
+	ck_assert_int_eq(r[2]->has_anchor, 0);
+	close(peer_fd);
+}
+END_TEST
+
+/* The client's side: the oldest of its rocks to a server anchors them
+ * all at once; when it ends, the oldest left anchors the rest, each rock
+ * naming it in a record again. */
+START_TEST(test_group_client)
+{
+	struct rock_session *r[3];
+	uint8_t buf[ROCK_HB_MAX_LEN];
+	int64_t now = rock_now_ms();
+	unsigned i;
+
+	event_del(eng->ev_tick);
+	for (i = 0; i < 3; i++) {
+		/* r[1] the oldest, then r[2], then r[0]. */
+		r[i] = add("client", "192.0.2.1", 0, now - (i == 1 ? 3000 :
+		    i == 2 ? 2000 : 1000), 1);
+		r[i]->role = ROCK_ROLE_CLIENT;
+		r[i]->features |= ROCK_FEAT_UDP;
+	}
+	peer_open(r[0]);
+	for (i = 1; i < 3; i++) {
+		r[i]->udp_peer = r[0]->udp_peer;
+		r[i]->udp_peer_len = r[0]->udp_peer_len;
+	}
+	one_packet(r[1], 3, 1);
+	ck_assert_int_eq(r[0]->has_anchor, 1);
+	ck_assert_int_eq(r[2]->has_anchor, 1);
+	ck_assert_int_eq(r[1]->has_anchor, 0);
+
+	/* The anchor ends (its farewell, under itself, is not ours to read). */
+	rock_session_close(r[1], 0, "test");
+	rock_farewell_free_all(eng);
+	while (poll(&(struct pollfd){ .fd = peer_fd, .events = POLLIN }, 1, 50) == 1)
+		(void)recv(peer_fd, buf, sizeof(buf), 0);
+	one_packet(r[2], 2, 1);
+	ck_assert_int_eq(r[0]->has_anchor, 1);
+	ck_assert_mem_eq(r[0]->anchor_id, r[2]->id, ROCK_ID_LEN);
+	close(peer_fd);
+}
+END_TEST
+
 Suite *
 evict_suite(void)
 {
@@ -296,6 +559,8 @@ evict_suite(void)
 	tcase_add_test(tc, test_unproven_expire);
 	tcase_add_test(tc, test_long_connection_proves);
 	tcase_add_test(tc, test_farewell);
+	tcase_add_test(tc, test_group);
+	tcase_add_test(tc, test_group_client);
 	suite_add_tcase(su, tc);
 	return su;
 }

@@ -86,6 +86,12 @@ make_session(void)
 	s->want_shut = 1;
 	s->seq_out = 77;
 	s->seq_in = 99;
+	s->has_anchor = 1;
+	memset(s->anchor_id, 0x5a, ROCK_ID_LEN);
+	s->pkt_out = 31;
+	s->pkt_in = 42;
+	s->rx_bits = 0x8001;
+	s->announced = 1;
 	s->proven = 1;
 	s->rtt_ms = 40;
 	s->rttvar_ms = 9;
@@ -141,6 +147,13 @@ START_TEST(test_roundtrip_wrapped_ring)
 	ck_assert_int_eq(b->shut_sent, 0);
 	ck_assert_uint_eq(b->seq_out, 77);
 	ck_assert_uint_eq(b->seq_in, 99);
+	ck_assert_int_eq(b->has_anchor, 1);
+	ck_assert_mem_eq(b->anchor_id, a->anchor_id, ROCK_ID_LEN);
+	ck_assert_uint_eq(b->pkt_out, 31);
+	ck_assert_uint_eq(b->pkt_in, 42);
+	ck_assert_uint_eq(b->rx_bits, 0x8001);
+	/* What the client confirmed is not carried: records go again. */
+	ck_assert_int_eq(b->announced, 0);
 	ck_assert_int_eq(b->proven, 1);
 	ck_assert_int_eq(b->rtt_ms, 40);
 	ck_assert_int_eq(b->rttvar_ms, 9);
@@ -231,8 +244,9 @@ END_TEST
 #define AT_STATE 12
 #define AT_FLAGS 151
 #define AT_REPLAY 160
-#define AT_RING_CAP 229
-#define AT_RING_LEN 245
+#define AT_RING_CAP 270
+#define AT_RING_LEN 286
+#define AT_HAS_ANCHOR 184
 
 static void
 put_be(size_t at, uint64_t v, size_t width)
@@ -263,7 +277,9 @@ START_TEST(test_garbled_refused)
 
 	make_session();
 	ck_assert_int_eq(import_garbled(0, 0x524b5354, 4), ROCK_ERR_PROTOCOL);
-	ck_assert_int_eq(import_garbled(4, 2, 4), ROCK_ERR_PROTOCOL);
+	ck_assert_int_eq(import_garbled(4, 1, 4), ROCK_ERR_PROTOCOL);
+	ck_assert_int_eq(import_garbled(4, 3, 4), ROCK_ERR_PROTOCOL);
+	ck_assert_int_eq(import_garbled(AT_HAS_ANCHOR, 2, 1), ROCK_ERR_TOO_LARGE);
 	ck_assert_int_eq(import_garbled(AT_STATE, ROCK_ST_CLOSED, 1), ROCK_ERR_PROTOCOL);
 	ck_assert_int_eq(import_garbled(AT_STATE, 9, 1), ROCK_ERR_PROTOCOL);
 	ck_assert_int_eq(import_garbled(AT_FLAGS, 0x100, 4), ROCK_ERR_PROTOCOL);

@@ -135,8 +135,8 @@ START_TEST(test_decode_roundtrip)
 	uint8_t out[ROCK_ANNOUNCE_LEN];
 
 	ck_assert_int_eq(rock_announce_decode(&a, vec("announcement")->bytes), 0);
-	ck_assert_uint_eq(a.version_max, 4);
-	ck_assert_uint_eq(a.version_min, 4);
+	ck_assert_uint_eq(a.version_max, 5);
+	ck_assert_uint_eq(a.version_min, 5);
 	ck_assert_uint_eq(a.features, ROCK_FEAT_ALL);
 	rock_announce_encode(&a, out);
 	ck_assert_mem_eq(out, vec("announcement")->bytes, ROCK_ANNOUNCE_LEN);
@@ -203,21 +203,55 @@ START_TEST(test_keys_and_tags)
 	uint8_t rec[ROCK_HB_RECORD_LEN], tag[ROCK_TAG_LEN];
 	unsigned n;
 
+	const struct doc_vector *idle = vec("heartbeat_idle");
+	uint8_t pkt[ROCK_HB_HEADER_LEN + ROCK_HB_RECORD_LEN];
+	struct rock_hb_header h;
+	size_t i;
+
 	ck_assert_int_eq(rock_hb_packet_check(hb->bytes, hb->n, &n), 0);
 	ck_assert_uint_eq(n, 1);
 	memcpy(rec, hb->bytes + ROCK_HB_HEADER_LEN, sizeof(rec));
 	rock_hb_tag(tag, vec("key_cs")->bytes, rec);
-	ck_assert(rock_equal(tag, rec + 44, ROCK_TAG_LEN));
+	ck_assert(rock_equal(tag, rec + 60, ROCK_TAG_LEN));
 	rec[24] ^= 0x01;	/* consumed count changed by an attacker */
 	rock_hb_tag(tag, vec("key_cs")->bytes, rec);
-	ck_assert(!rock_equal(tag, rec + 44, ROCK_TAG_LEN));
+	ck_assert(!rock_equal(tag, rec + 60, ROCK_TAG_LEN));
 	rec[24] ^= 0x01;
 	rec[39] ^= 0x01;	/* the stream's end changed by an attacker */
 	rock_hb_tag(tag, vec("key_cs")->bytes, rec);
-	ck_assert(!rock_equal(tag, rec + 44, ROCK_TAG_LEN));
+	ck_assert(!rock_equal(tag, rec + 60, ROCK_TAG_LEN));
 	rec[39] ^= 0x01;
+	rec[50] ^= 0x01;	/* another anchor named by an attacker */
+	rock_hb_tag(tag, vec("key_cs")->bytes, rec);
+	ck_assert(!rock_equal(tag, rec + 60, ROCK_TAG_LEN));
+	rec[50] ^= 0x01;
 	rock_hb_tag(tag, vec("key_sc")->bytes, rec);	/* wrong direction's key */
-	ck_assert(!rock_equal(tag, rec + 44, ROCK_TAG_LEN));
+	ck_assert(!rock_equal(tag, rec + 60, ROCK_TAG_LEN));
+
+	/* The packet's tag covers its header and every record: any bit
+	 * changed outside the tag itself fails it. */
+	rock_hb_header_decode(&h, hb->bytes);
+	ck_assert_uint_eq(h.seq, 9);
+	ck_assert_uint_eq(h.ack, 5);
+	ck_assert_uint_eq(h.ack_bits, 3);
+	rock_hb_packet_tag(tag, vec("key_cs")->bytes, hb->bytes, hb->n);
+	ck_assert(rock_equal(tag, h.tag, ROCK_TAG_LEN));
+	rock_hb_packet_tag(tag, vec("key_sc")->bytes, hb->bytes, hb->n);
+	ck_assert(!rock_equal(tag, h.tag, ROCK_TAG_LEN));
+	for (i = 0; i < hb->n; i++) {
+		if (i >= ROCK_HB_TAGGED_HEADER && i < ROCK_HB_HEADER_LEN)
+			continue;
+		memcpy(pkt, hb->bytes, hb->n);
+		pkt[i] ^= 0x80;
+		rock_hb_packet_tag(tag, vec("key_cs")->bytes, pkt, hb->n);
+		ck_assert(!rock_equal(tag, h.tag, ROCK_TAG_LEN));
+	}
+	ck_assert_int_eq(rock_hb_packet_check(idle->bytes, idle->n, &n), 0);
+	ck_assert_uint_eq(n, 0);
+	rock_hb_header_decode(&h, idle->bytes);
+	ck_assert_uint_eq(h.flags, ROCK_HB_QUIET);
+	rock_hb_packet_tag(tag, vec("key_cs")->bytes, idle->bytes, idle->n);
+	ck_assert(rock_equal(tag, h.tag, ROCK_TAG_LEN));
 }
 END_TEST
 
@@ -395,14 +429,27 @@ START_TEST(test_hb_packet_check)
 	ck_assert_int_eq(rock_hb_packet_check(b, v->n - 1, &n), ROCK_ERR_PROTOCOL);
 	ck_assert_int_eq(rock_hb_packet_check(b, v->n + 1, &n), ROCK_ERR_PROTOCOL);
 	ck_assert_int_eq(rock_hb_packet_check(b, 3, &n), ROCK_ERR_PROTOCOL);
-	b[5] = 0;
-	ck_assert_int_eq(rock_hb_packet_check(b, ROCK_HB_HEADER_LEN, &n), ROCK_ERR_PROTOCOL);
-	b[5] = ROCK_HB_MAX_RECORDS + 1;
+	b[6] = 0;	/* no record: the idle beat's length only */
+	ck_assert_int_eq(rock_hb_packet_check(b, v->n, &n), ROCK_ERR_PROTOCOL);
+	ck_assert_int_eq(rock_hb_packet_check(b, ROCK_HB_HEADER_LEN, &n), 0);
+	ck_assert_uint_eq(n, 0);
+	b[6] = ROCK_HB_MAX_RECORDS;
+	ck_assert_int_eq(rock_hb_packet_check(b, ROCK_HB_MAX_LEN, &n), 0);
+	ck_assert_uint_eq(n, ROCK_HB_MAX_RECORDS);
+	b[6] = ROCK_HB_MAX_RECORDS + 1;
 	ck_assert_int_eq(rock_hb_packet_check(b, ROCK_HB_HEADER_LEN +
 	    (ROCK_HB_MAX_RECORDS + 1) * ROCK_HB_RECORD_LEN, &n), ROCK_ERR_PROTOCOL);
-	b[5] = 1;
-	b[3] = 1;	/* version 1 of the channel */
+	b[6] = 1;
+	b[5] = 0x02;	/* an unknown flag */
 	ck_assert_int_eq(rock_hb_packet_check(b, v->n, &n), ROCK_ERR_PROTOCOL);
+	b[5] = 0;
+	b[7] = 1;	/* reserved */
+	ck_assert_int_eq(rock_hb_packet_check(b, v->n, &n), ROCK_ERR_PROTOCOL);
+	b[7] = 0;
+	b[3] = 4;	/* version 4 of the channel */
+	ck_assert_int_eq(rock_hb_packet_check(b, v->n, &n), ROCK_ERR_PROTOCOL);
+	b[3] = 5;
+	ck_assert_int_eq(rock_hb_packet_check(b, v->n, &n), 0);
 }
 END_TEST
 

@@ -80,15 +80,31 @@ static void
 heartbeat_vectors(const struct fixture *f, wire_vector_fn *emit, void *arg)
 {
 	struct rock_hb_record r = { { 0 }, 7, 123456789, 200000000,
-	    ROCK_FLAG_WR_SHUT, { 0 } };
+	    ROCK_FLAG_WR_SHUT, { 0 }, { 0 } };
+	struct rock_hb_header h = { 0, 1, { 0 }, 9, 5, 0x3, { 0 } };
 	uint8_t pkt[ROCK_HB_HEADER_LEN + ROCK_HB_RECORD_LEN];
 
+	/* One record, the rock its own anchor; then an idle beat. */
 	memcpy(r.id, f->id, ROCK_ID_LEN);
-	rock_hb_header_encode(1, pkt);
+	memcpy(r.anchor, f->id, ROCK_ID_LEN);
+	memcpy(h.anchor, f->id, ROCK_ID_LEN);
 	rock_hb_record_encode(&r, pkt + ROCK_HB_HEADER_LEN);
 	rock_hb_tag(r.tag, f->ck.tx, pkt + ROCK_HB_HEADER_LEN);
 	rock_hb_record_encode(&r, pkt + ROCK_HB_HEADER_LEN);
+	rock_hb_header_encode(&h, pkt);
+	rock_hb_packet_tag(h.tag, f->ck.tx, pkt, sizeof(pkt));
+	rock_hb_header_encode(&h, pkt);
 	emit(arg, "heartbeat_packet", pkt, sizeof(pkt));
+	h.flags = ROCK_HB_QUIET;
+	h.nrecords = 0;
+	h.seq = 10;
+	h.ack = 6;
+	h.ack_bits = 0x1;
+	memset(h.tag, 0, sizeof(h.tag));
+	rock_hb_header_encode(&h, pkt);
+	rock_hb_packet_tag(h.tag, f->ck.tx, pkt, ROCK_HB_HEADER_LEN);
+	rock_hb_header_encode(&h, pkt);
+	emit(arg, "heartbeat_idle", pkt, ROCK_HB_HEADER_LEN);
 }
 
 /* An ERROR signed over what the client sent. */
