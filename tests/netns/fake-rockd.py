@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 # fake-rockd.py: a stranger posing as rockd for rock-identity.sh: announces itself to probes, answers every hello with MODE (busy: an unsigned ERROR BUSY; garbage: bytes that are no answer), and logs any plain connection.
-# usage: fake-rockd.py ADDR PORT READY LOG MODE
+# usage: fake-rockd.py ADDR PORT READY LOG MODE VERSION (the protocol version it claims)
 import os
 import socket
 import sys
 
 addr, port, ready, log, mode = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
-ANNOUNCE = b"\x89ROCKS\r\n" + bytes([4, 4, 0, 3]) + os.urandom(1012)
+version = int(sys.argv[6])
+ANNOUNCE = b"\x89ROCKS\r\n" + bytes([version, version, 0, 3]) + os.urandom(1012)
 HELLO_TOTAL = 1024 + 62
 ANSWER = {
     "busy": bytes([0x7F, 3, 4]) + b"busy" + bytes(64),

@@ -168,11 +168,14 @@ t_check "killed rockd: the signed UNKNOWN was taken" grep -q 'no such session' "
 # It announces itself, then answers the hello with an unsigned BUSY, or
 # with bytes that are no answer at all. The key rockd proved is pinned.
 FAKE="$top_srcdir/tests/netns/fake-rockd.py"
+# It claims the version this build speaks: a version it does not share is
+# no rockd to the client (plain, as with no announcement at all).
+version=$(sed -n 's/^#define ROCK_VERSION[[:space:]]*\([0-9]*\).*/\1/p' "$top_srcdir/lib/rock_wire.h")
 port=7997
 for mode in busy garbage; do
 	port=$((port + 1))
 	rm -f "$t_tmp/fake.ready"
-	nn_s python3 "$FAKE" "$NN_S_ADDR" "$port" "$t_tmp/fake.ready" "$t_tmp/fake-$mode.log" "$mode" \
+	nn_s python3 "$FAKE" "$NN_S_ADDR" "$port" "$t_tmp/fake.ready" "$t_tmp/fake-$mode.log" "$mode" "$version" \
 		2>"$t_tmp/fake.err" &
 	pids+=($!)
 	wait_for 5 test -s "$t_tmp/fake.ready" || t_bad "$mode: the stranger did not start"
