@@ -6,6 +6,7 @@
 #              plain and rock one after the other, alternating which goes
 #              first, so each has the path to itself
 #   PROFILES   path profiles (default "wan cellular"; tests/netns/profiles.sh)
+#   SEED       nfq-netem's random draws (default: random; printed)
 #   CC         TCP congestion control in the namespaces (default: the
 #              system's); printed, since on a lossy path it decides most
 #              of a transfer's rate (see doc/paths.md)
@@ -25,6 +26,8 @@ export top_builddir top_srcdir
 . "$top_srcdir/tests/netns/rock-lib.sh"
 TRAFFIC="$top_builddir/tests/traffic"
 rounds=${1:-5}
+# SEED: the first round's draws (rounds use SEED+1, SEED+2, ...).
+seed=${SEED:-$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')}
 case $rounds in '' | *[!0-9]* | 0*) echo "usage: $0 [ROUNDS]" >&2; exit 2 ;; esac
 [ -x "$TRAFFIC" ] && [ -x "$ROCKD" ] || { echo "build first: make && make tests/traffic" >&2; exit 1; }
 
@@ -56,10 +59,18 @@ up_mbs() {
 # rounds; their MB/s in $t_tmp/plain.mbs and $t_tmp/rock.mbs. Run at the
 # same time they competed, and the one whose data started first (plain:
 # a rock's handshake costs a round trip or more) took the larger share.
+# With nfq-netem both start from the round's seed: their TCP packets meet
+# the same losses, delays and reorderings, packet for packet (a rock's
+# heartbeats draw from a stream of their own), so the ratio is theirs and
+# not the path's luck, which on cellular varies a transfer's rate by a
+# factor of three from one run to the next.
 both() {
 	local order="plain rock" k
 	[ $(($2 % 2)) -eq 1 ] || order="rock plain"
-	for k in $order; do "$1" "$k" >"$t_tmp/$k.mbs"; done
+	for k in $order; do
+		[ "$paired" = 0 ] || nn_netem_reseed $((seed + $2)) || return 1
+		"$1" "$k" >"$t_tmp/$k.mbs"
+	done
 }
 
 bench_profile() {
@@ -95,7 +106,16 @@ bench_profile() {
 	pids+=($!)
 	for k in 9000 9001 9002 9003 9004; do nn_wait_port "$NN_S" 127.0.0.1 "$k" 5 || return 1; done
 	nn_wait_port "$NN_S" "$NN_S_ADDR" 7000 5 || return 1
+	paired=0
+	if [ -n "$(nn_profile_netem "$(nn_profile_base "$p")")" ] && ! nn_has_netem; then
+		paired=1
+	fi
 	echo "== $p: round trip $rtt ms; netem each way: $(nn_profile_netem "$(nn_profile_base "$p")"); TCP congestion control $(nn_s sysctl -n net.ipv4.tcp_congestion_control)"
+	if [ "$paired" = 1 ]; then
+		echo "   paired rounds: plain and rock each start from the round's seed (nfq-netem; seeds $((seed + 1))..$((seed + rounds)))"
+	else
+		echo "   unpaired rounds: each transfer meets its own random draws"
+	fi
 
 	# Bulk, both ways: plain and rock back to back, so that both see much
 	# the same weather (a lossy path makes each transfer's rate vary by a

@@ -56,11 +56,28 @@ struct netem_rng {
 void netem_rng_seed(struct netem_rng *r, uint64_t seed);
 uint32_t netem_rng_u32(struct netem_rng *r);
 
+/*
+ * The random draws of one class of packets: its generator, the last value
+ * of each correlation and the reorder counter. A queue keeps one per class
+ * (TCP, everything else) so that one class's packets do not shift the
+ * other's draws: two runs from one seed give the n-th TCP packet the same
+ * fate whatever UDP went by (paired comparisons in the benchmarks). The
+ * kernel's netem has one stream; with one class in use the two agree.
+ */
+enum { NETEM_CLASS_TCP = 0, NETEM_CLASS_OTHER, NETEM_CLASSES };
+struct netem_draws {
+	struct netem_rng rng;
+	uint32_t last[4];		/* delay, loss, duplicate, reorder */
+	uint32_t counter;
+};
+
 /* One queue's running state (a qdisc's). */
 struct netem_queue {
 	struct netem_params p;
 	struct netem_rng rng;
 	uint32_t counter;		/* packets since the last reorder */
+	int cls;			/* the class whose draws are loaded */
+	struct netem_draws saved[NETEM_CLASSES];
 	int64_t last_send_ns;		/* latest time_to_send (rate's reference) */
 	uint32_t held;			/* packets scheduled, not yet sent */
 	uint64_t n_in, n_lost, n_dup, n_reordered, n_overlimit;
@@ -68,6 +85,11 @@ struct netem_queue {
 
 void netem_queue_init(struct netem_queue *q, const struct netem_params *p,
     uint64_t seed);
+
+/* Every class's draws start again from seed (as netem_queue_init). */
+void netem_queue_reseed(struct netem_queue *q, uint64_t seed);
+/* The next packets are of class cls (NETEM_CLASS_*). */
+void netem_queue_class(struct netem_queue *q, int cls);
 
 enum netem_fate { NETEM_DROP, NETEM_SEND };
 

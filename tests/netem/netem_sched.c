@@ -94,13 +94,60 @@ tabledist(struct netem_queue *q)
 	return p->delay_ns + (int64_t)llround(t * (double)p->jitter_ns);
 }
 
+static struct netem_corr *
+corr(struct netem_queue *q, int i)
+{
+	struct netem_corr *c[] = { &q->p.delay_cor, &q->p.loss_cor,
+	    &q->p.dup_cor, &q->p.reorder_cor };
+
+	return c[i];
+}
+
 void
 netem_queue_init(struct netem_queue *q, const struct netem_params *p,
     uint64_t seed)
 {
 	memset(q, 0, sizeof(*q));
 	q->p = *p;
-	netem_rng_seed(&q->rng, seed);
+	netem_queue_reseed(q, seed);
+}
+
+void
+netem_queue_reseed(struct netem_queue *q, uint64_t seed)
+{
+	int c;
+
+	for (c = 0; c < NETEM_CLASSES; c++) {
+		/* Class 0 draws what a one-stream netem would from seed. */
+		netem_rng_seed(&q->saved[c].rng, seed + (uint64_t)c * 0x632be59bd9b4e019ULL);
+		memset(q->saved[c].last, 0, sizeof(q->saved[c].last));
+		q->saved[c].counter = 0;
+	}
+	q->cls = -1;
+	netem_queue_class(q, NETEM_CLASS_TCP);
+}
+
+void
+netem_queue_class(struct netem_queue *q, int cls)
+{
+	struct netem_draws *d;
+	int i;
+
+	if (cls == q->cls)
+		return;
+	if (q->cls >= 0) {
+		d = &q->saved[q->cls];
+		d->rng = q->rng;
+		d->counter = q->counter;
+		for (i = 0; i < 4; i++)
+			d->last[i] = corr(q, i)->last;
+	}
+	d = &q->saved[cls];
+	q->rng = d->rng;
+	q->counter = d->counter;
+	for (i = 0; i < 4; i++)
+		corr(q, i)->last = d->last[i];
+	q->cls = cls;
 }
 
 enum netem_fate

@@ -4,7 +4,11 @@
  *
  * CONFIG has one line per queue: "QUEUE-NUMBER netem options...", the
  * options as tc-netem(8) takes them ("1 delay 50ms 10ms distribution
- * normal loss 1% rate 20mbit"). Lines starting with '#' are comments.
+ * normal loss 1% rate 20mbit"). Lines starting with '#' are comments. A
+ * line "seed N" starts every queue's random draws again from N, each time
+ * the file is read (TCP and other packets draw from streams of their own,
+ * netem.h: two runs after the same seed give their n-th TCP packet the
+ * same fate, whatever else went by: paired benchmark runs).
  * iptables rules send a direction's packets to its queue with
  * -j NFQUEUE --queue-num N. Each queue behaves as one netem qdisc.
  *
@@ -73,6 +77,8 @@ struct netem {
 	size_t nheld, cap;
 	uint64_t order;
 	uint64_t seed;
+	uint64_t reseed;	/* a "seed" line's, this reading */
+	int reseeding;
 	const char *config;
 	int raw4, raw6;
 	int timer_fd;
@@ -246,6 +252,17 @@ hold(struct netem *n, struct queue *q, int64_t when, uint32_t id,
 	heap_push(n, &h);
 }
 
+/* TCP (IPv4, or IPv6 with TCP as its first next header) or not. */
+static int
+packet_class(const unsigned char *ip, int len)
+{
+	if (len >= 20 && ip[0] >> 4 == 4 && ip[9] == IPPROTO_TCP)
+		return NETEM_CLASS_TCP;
+	if (len >= 40 && ip[0] >> 4 == 6 && ip[6] == IPPROTO_TCP)
+		return NETEM_CLASS_TCP;
+	return NETEM_CLASS_OTHER;
+}
+
 static int
 on_packet(struct nfq_q_handle *qh, struct nfgenmsg *msg, struct nfq_data *nfa,
     void *arg)
@@ -264,6 +281,7 @@ on_packet(struct nfq_q_handle *qh, struct nfgenmsg *msg, struct nfq_data *nfa,
 	id = ntohl(ph->packet_id);
 	if (len < 0)
 		len = 0;
+	netem_queue_class(&q->nq, packet_class(payload, len));
 	if (netem_enqueue(&q->nq, t, (size_t)len + L2_HEADER, 0, &when, &dup) ==
 	    NETEM_DROP) {
 		nfq_set_verdict(qh, id, NF_DROP, 0, NULL);
@@ -346,6 +364,17 @@ config_line(struct netem *n, const char *line, int lineno)
 		line++;
 	if (*line == '#' || *line == '\n' || *line == '\0')
 		return 0;
+	if (strncmp(line, "seed ", 5) == 0) {
+		errno = 0;
+		n->reseed = strtoull(line + 5, &end, 0);
+		if (errno != 0 || end == line + 5 || strspn(end, " \t\n") != strlen(end)) {
+			fprintf(stderr, "nfq-netem: %s:%d: seed wants a number\n",
+			    n->config, lineno);
+			return -1;
+		}
+		n->reseeding = 1;
+		return 0;
+	}
 	num = strtol(line, &end, 10);
 	if (end == line || num < 0 || num > 65535) {
 		fprintf(stderr, "nfq-netem: %s:%d: a line starts with the queue "
@@ -388,6 +417,7 @@ read_config(struct netem *n)
 	}
 	for (i = 0; i < MAX_QUEUES; i++)
 		n->queues[i].named = 0;
+	n->reseeding = 0;
 	while (fgets(line, sizeof(line), f) != NULL)
 		if (config_line(n, line, ++lineno) != 0)
 			bad = 1;
@@ -399,6 +429,15 @@ read_config(struct netem *n)
 	for (i = 0; i < MAX_QUEUES; i++)
 		if (n->queues[i].num >= 0 && !n->queues[i].named)
 			queue_release(n, &n->queues[i]);
+	if (n->reseeding) {
+		n->seed = n->reseed;
+		for (i = 0; i < MAX_QUEUES; i++)
+			if (n->queues[i].num >= 0)
+				netem_queue_reseed(&n->queues[i].nq,
+				    n->seed + (uint64_t)n->queues[i].num);
+		fprintf(stderr, "nfq-netem: random draws from seed %llu\n",
+		    (unsigned long long)n->seed);
+	}
 	return 0;
 }
 
@@ -452,6 +491,7 @@ on_signal(struct netem *n, int sfd)
 	case SIGUSR1:
 		print_stats(n);
 		return 1;
+
 	default:
 		return 0;
 	}

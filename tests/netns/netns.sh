@@ -353,6 +353,17 @@ nn_netem() {
 	return 1
 }
 
+# SEED: nfq-netem's random draws start again from SEED, TCP and other
+# packets each from a stream of their own: two runs each preceded by the
+# same seed give their n-th TCP packet the same fate (paired benchmark
+# runs). Status 1 with the kernel's netem, which takes no seed.
+nn_netem_reseed() {
+	nn_has_netem && return 1
+	[ -n "${NN__NFQ_DIR:-}" ] || return 1
+	NN__NFQ_SEED=$1
+	nn__nfq_apply
+}
+
 # [DIR]: no netem in direction DIR (default both).
 nn_netem_clear() {
 	local d dirs
@@ -409,6 +420,7 @@ nn__nfq_start() {
 nn__nfq_apply() {
 	local d conf="$NN__NFQ_DIR/conf" before
 	: >"$conf.new"
+	[ -z "${NN__NFQ_SEED:-}" ] || echo "seed $NN__NFQ_SEED" >>"$conf.new"
 	for d in c2s s2c; do
 		[ -z "${NN__NFQ_OPTS[$d]+x}" ] || echo "$(nn__queue "$d") ${NN__NFQ_OPTS[$d]}" >>"$conf.new"
 	done
@@ -421,15 +433,19 @@ nn__nfq_apply() {
 # its log, one line per queue of the configuration just written; fail if
 # it refused a line instead.
 nn__nfq_wait_applied() {
-	local i want new
-	want=$(grep -c . "$NN__NFQ_DIR/conf")
+	local i want new seeded=0
+	want=$(grep -c '^[0-9]' "$NN__NFQ_DIR/conf")
+	grep -q '^seed ' "$NN__NFQ_DIR/conf" && seeded=1
 	for ((i = 0; i < 250; i++)); do
 		new=$(tail -n +"$(($1 + 1))" "$NN__NFQ_DIR/log")
 		if grep -q 'not (fully) applied' <<<"$new"; then
 			nn_log "nfq-netem refused the options: $(grep -m1 ':[0-9]*: ' <<<"$new")"
 			return 1
 		fi
-		[ "$(grep -c '^nfq-netem: queue [0-9]*: limit' <<<"$new")" -lt "$want" ] || return 0
+		if [ "$(grep -c '^nfq-netem: queue [0-9]*: limit' <<<"$new")" -ge "$want" ] &&
+			[ "$(grep -c '^nfq-netem: random draws from seed' <<<"$new")" -ge "$seeded" ]; then
+			return 0
+		fi
 		sleep 0.02
 	done
 	nn_log "nfq-netem did not take its new options"

@@ -229,6 +229,50 @@ START_TEST(same_seed_same_fates)
 }
 END_TEST
 
+/* Other packets between the TCP ones do not move the TCP draws; a reseed
+ * starts them again (nfq-netem's SIGUSR2: paired benchmark runs). */
+START_TEST(classes_draw_apart)
+{
+	const char *opts = "delay 150ms 29ms distribution normal loss 3% reorder 2%";
+	struct netem_queue a = queue_of(opts, 7), b = queue_of(opts, 7);
+	int64_t wa[500], wb, t;
+	int fa[500], d, i, lost = 0, reordered = 0;
+
+	for (i = 0; i < 500; i++) {
+		t = (int64_t)i * 1000000;
+		fa[i] = netem_enqueue(&a, t, 1500, 0, &wa[i], &d);
+		netem_sent(&a);
+		if (i % 3 == 0) {	/* a heartbeat now and then, in b only */
+			netem_queue_class(&b, NETEM_CLASS_OTHER);
+			(void)netem_enqueue(&b, t, 120, 0, &wb, &d);
+			netem_sent(&b);
+			netem_queue_class(&b, NETEM_CLASS_TCP);
+		}
+		ck_assert_int_eq(netem_enqueue(&b, t, 1500, 0, &wb, &d), fa[i]);
+		netem_sent(&b);
+		if (fa[i] == NETEM_DROP) {
+			lost++;
+			continue;
+		}
+		ck_assert_int_eq(wb, wa[i]);
+		reordered += wa[i] == t;
+	}
+	/* The draws were not trivial: some lost, some sent at once. */
+	ck_assert_int_gt(lost, 0);
+	ck_assert_int_gt(reordered, 0);
+
+	/* From the seed again: the same fates, in the same order. */
+	netem_queue_reseed(&a, 7);
+	for (i = 0; i < 500; i++) {
+		t = (int64_t)i * 1000000;
+		ck_assert_int_eq(netem_enqueue(&a, t, 1500, 0, &wb, &d), fa[i]);
+		netem_sent(&a);
+		if (fa[i] == NETEM_SEND)
+			ck_assert_int_eq(wb, wa[i]);
+	}
+}
+END_TEST
+
 Suite *
 netem_suite(void)
 {
@@ -244,6 +288,7 @@ netem_suite(void)
 	tcase_add_test(tc, reorder_sends_some_now);
 	tcase_add_test(tc, jitter_has_its_distribution);
 	tcase_add_test(tc, same_seed_same_fates);
+	tcase_add_test(tc, classes_draw_apart);
 	suite_add_tcase(s, tc);
 	return s;
 }
