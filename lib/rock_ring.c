@@ -200,6 +200,50 @@ rock_ring_appendv(struct rock_ring *r, const struct iovec *iov, int iovcnt,
 }
 
 int
+rock_ring_tail(struct rock_ring *r, size_t n, struct iovec iov[2], int *iovcnt)
+{
+	size_t tail, first;
+	int ret;
+
+	ring_check(r);
+	*iovcnt = 0;
+	if (n == 0)
+		return ROCK_ERR_INVALID;
+	if ((ret = ring_admit(r, n)) != 0)
+		return ret;
+	if ((ret = ring_reserve(r, n)) != 0)
+		return ret;
+	tail = (r->head + r->len) & (r->size - 1);
+	first = r->size - tail;
+	if (first > n)
+		first = n;
+	iov[0].iov_base = r->buf + tail;
+	iov[0].iov_len = first;
+	*iovcnt = 1;
+	if (n > first) {
+		iov[1].iov_base = r->buf;
+		iov[1].iov_len = n - first;
+		*iovcnt = 2;
+	}
+	return 0;
+}
+
+int
+rock_ring_commit(struct rock_ring *r, size_t n)
+{
+	int ret;
+
+	ring_check(r);
+	if ((ret = ring_admit(r, n)) != 0)
+		return ret;
+	if (n > r->size - r->len)
+		return ROCK_ERR_INVALID;
+	r->len += n;
+	ring_check(r);
+	return 0;
+}
+
+int
 rock_ring_ack(struct rock_ring *r, uint64_t consumed)
 {
 	size_t drop;
