@@ -102,6 +102,25 @@ ring_put(struct rock_ring *r, const void *p, size_t n)
 	r->len += n;
 }
 
+/* n > 0 bytes of storage from index start on, across its end if need
+ * be, as 1-2 segments; returns how many. */
+static int
+ring_segments(const struct rock_ring *r, size_t start, size_t n,
+    struct iovec iov[2])
+{
+	size_t first = r->size - start;
+
+	if (first > n)
+		first = n;
+	iov[0].iov_base = r->buf + start;
+	iov[0].iov_len = first;
+	if (n == first)
+		return 1;
+	iov[1].iov_base = r->buf;
+	iov[1].iov_len = n - first;
+	return 2;
+}
+
 /* The checks an append of n bytes must pass before anything is touched. */
 static int
 ring_admit(const struct rock_ring *r, size_t n)
@@ -202,7 +221,6 @@ rock_ring_appendv(struct rock_ring *r, const struct iovec *iov, int iovcnt,
 int
 rock_ring_tail(struct rock_ring *r, size_t n, struct iovec iov[2], int *iovcnt)
 {
-	size_t tail, first;
 	int ret;
 
 	ring_check(r);
@@ -213,18 +231,7 @@ rock_ring_tail(struct rock_ring *r, size_t n, struct iovec iov[2], int *iovcnt)
 		return ret;
 	if ((ret = ring_reserve(r, n)) != 0)
 		return ret;
-	tail = (r->head + r->len) & (r->size - 1);
-	first = r->size - tail;
-	if (first > n)
-		first = n;
-	iov[0].iov_base = r->buf + tail;
-	iov[0].iov_len = first;
-	*iovcnt = 1;
-	if (n > first) {
-		iov[1].iov_base = r->buf;
-		iov[1].iov_len = n - first;
-		*iovcnt = 2;
-	}
+	*iovcnt = ring_segments(r, (r->head + r->len) & (r->size - 1), n, iov);
 	return 0;
 }
 
@@ -298,7 +305,7 @@ int
 rock_ring_peek(const struct rock_ring *r, uint64_t from, struct iovec iov[2],
     int *iovcnt)
 {
-	size_t off, n, start, first;
+	size_t off, n;
 
 	ring_check(r);
 	if (from < r->base)
@@ -310,17 +317,6 @@ rock_ring_peek(const struct rock_ring *r, uint64_t from, struct iovec iov[2],
 	*iovcnt = 0;
 	if (n == 0)
 		return 0;
-	start = (r->head + off) & (r->size - 1);
-	first = r->size - start;
-	if (first > n)
-		first = n;
-	iov[0].iov_base = r->buf + start;
-	iov[0].iov_len = first;
-	*iovcnt = 1;
-	if (n > first) {
-		iov[1].iov_base = r->buf;
-		iov[1].iov_len = n - first;
-		*iovcnt = 2;
-	}
+	*iovcnt = ring_segments(r, (r->head + off) & (r->size - 1), n, iov);
 	return 0;
 }

@@ -87,6 +87,18 @@ attach(struct rock_session *s)
 	return sv[1];
 }
 
+/* The connection to peer fails; a new one comes with the peer's count
+ * `consumed` and replays from it. Returns the new peer's end. */
+static int
+reconnect(struct rock_session *s, int peer, uint64_t consumed)
+{
+	rock_session_fail(s, "test: reset");
+	close(peer);
+	ck_assert_int_eq(rock_session_resume_counts(s, consumed, 0, 0), 0);
+	ck_assert_int_eq(rock_stream_replay(s), 0);
+	return attach(s);
+}
+
 /* Reads what the peer's end has now, checking each byte is pattern(off). */
 static size_t
 drain_peer(int peer, uint64_t *off)
@@ -185,11 +197,7 @@ START_TEST(test_send_into_ring_replays)
 	peer = attach(s);
 	ck_assert_uint_eq(drain_peer(peer, &off), 64 * 1024);
 	/* The connection fails; the peer had consumed 10,000 bytes. */
-	rock_session_fail(s, "test: reset");
-	close(peer);
-	ck_assert_int_eq(rock_session_resume_counts(s, 10000, 0, 0), 0);
-	ck_assert_int_eq(rock_stream_replay(s), 0);
-	peer = attach(s);
+	peer = reconnect(s, peer, 10000);
 	off = 10000;
 	/* From 10,000: the ring's bytes, then the queue's as far as the
 	 * ring has room, which the peer's count made: 10,000. */
@@ -236,11 +244,7 @@ START_TEST(test_send_from_ring)
 	ck_assert_uint_eq(total, 176 * 1024);
 	/* Reset before any of the new bytes were written: the peer says it
 	 * consumed 90,000; the replay sends from there, new bytes included. */
-	rock_session_fail(s, "test: reset");
-	close(peer);
-	ck_assert_int_eq(rock_session_resume_counts(s, 90000, 0, 0), 0);
-	ck_assert_int_eq(rock_stream_replay(s), 0);
-	peer = attach(s);
+	peer = reconnect(s, peer, 90000);
 	off = 90000;
 	ck_assert_uint_eq(drain_peer(peer, &off), 176 * 1024 - 90000);
 	/* Less than a read's worth of room left, no count from the peer
