@@ -18,12 +18,15 @@
 #define RECORD_VERSION 1
 #define RECORD_MAX_BUFFER (256u * 1024 * 1024)
 
-/* Back-pressure marks, as for plain relays. */
+/* Back-pressure marks for the bytes to the backend, as for plain relays
+ * (the session's ring bounds those from it). */
 #define ROCK_HIGH (512 * 1024)
 #define ROCK_LOW (128 * 1024)
-/* The backend is read directly, 64 KiB at a time (libevent 2.1's
- * bufferevents read 4 KiB per call); the bufferevent only writes. */
-#define ROCK_READ (64 * 1024)
+/* The backend is read directly into the session's ring, up to 256 KiB a
+ * call (libevent 2.1's bufferevents read 4 KiB per call); the bufferevent
+ * only writes. 256 KiB against 64 KiB: loopback download at 64 KiB blocks
+ * 0.67x raw against 0.55x, same run. */
+#define ROCK_READ (256 * 1024)
 
 struct rockd_rock {
 	struct rockd *d;
@@ -90,9 +93,20 @@ static void
 on_rock_data(struct rock_session *s, const uint8_t *p, size_t n, void *arg)
 {
 	struct rockd_rock *rr = arg;
+	struct evbuffer *out = bufferevent_get_output(rr->be);
+	ssize_t w = 0;
 
-	bufferevent_write(rr->be, p, n);
-	if (evbuffer_get_length(bufferevent_get_output(rr->be)) >= ROCK_HIGH)
+	/* Nothing queued before them: the bytes go to the backend's socket
+	 * now, without a copy into the queue nor its write event turned on
+	 * and off (one epoll_ctl each). What the socket does not take, or
+	 * a failure, is the bufferevent's to write or report. */
+	if (evbuffer_get_length(out) == 0 &&
+	    (w = send(bufferevent_getfd(rr->be), p, n,
+	    MSG_DONTWAIT | MSG_NOSIGNAL)) < 0)
+		w = 0;
+	if ((size_t)w < n)
+		bufferevent_write(rr->be, p + w, n - (size_t)w);
+	if (evbuffer_get_length(out) >= ROCK_HIGH)
 		rock_session_pause(s, 1);
 }
 
@@ -152,20 +166,25 @@ static const struct rock_session_cbs rock_cbs = {
 
 /* ---- the backend side */
 
+/* The backend's bytes go straight into the session's ring: no copy in
+ * rockd's memory but the one the replay needs. */
 static void
 be_readable(evutil_socket_t fd, short what, void *arg)
 {
 	struct rockd_rock *rr = arg;
-	char buf[ROCK_READ];
-	ssize_t n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+	ssize_t n = rock_session_send_from(rr->s, fd, ROCK_READ);
 
 	(void)what;
-	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+	if (n == ROCK_ERR_FULL) {
+		event_del(rr->be_rd);	/* on_rock_drain reads on */
+		return;
+	}
+	if (n == ROCK_ERR_SYSTEM && (errno == EAGAIN || errno == EINTR))
 		return;
 	if (n < 0) {
 		rlog_info(&rr->d->log, "rock %s: backend %s failed: %s; resetting "
 		    "the client", rock_session_name(rr->s), rr->backend.spec,
-		    strerror(errno));
+		    n == ROCK_ERR_SYSTEM ? strerror(errno) : rock_err((int)n));
 		rock_session_abort(rr->s);	/* on_closed frees rr */
 		return;
 	}
@@ -173,11 +192,7 @@ be_readable(evutil_socket_t fd, short what, void *arg)
 		rr->be_eof = 1;
 		event_del(rr->be_rd);
 		rock_session_shutdown(rr->s);
-		return;
 	}
-	rock_session_send(rr->s, buf, (size_t)n);
-	if (rock_session_pending(rr->s) >= ROCK_HIGH)
-		event_del(rr->be_rd);
 }
 
 static void
@@ -490,7 +505,7 @@ rockd_rock_import(struct rockd *d, struct rockd_msg *m)
 		rock_free(rr);
 		return ROCK_ERR_NOMEM;
 	}
-	if (!rr->be_eof && rock_session_pending(rr->s) < ROCK_HIGH)
+	if (!rr->be_eof)
 		event_add(rr->be_rd, NULL);
 	return 0;
 }

@@ -268,6 +268,14 @@ int rock_engine_udp_fd(const struct rock_engine *e);
 
 /* The owner's side of the stream. */
 int rock_session_send(struct rock_session *s, const void *p, size_t n);
+/*
+ * Read from fd, up to max bytes and the room the session has, straight
+ * into what it sends (its ring, no copy through the caller's buffer).
+ * Returns the bytes read, 0 at fd's end of file, ROCK_ERR_FULL when the
+ * session holds all it may (on_drain tells when to read again), INVALID
+ * once closed or shut down, SYSTEM with errno (EAGAIN: nothing to read).
+ */
+ssize_t rock_session_send_from(struct rock_session *s, int fd, size_t max);
 size_t rock_session_pending(const struct rock_session *s);
 void rock_session_shutdown(struct rock_session *s);
 void rock_session_pause(struct rock_session *s, int paused);

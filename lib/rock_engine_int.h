@@ -61,7 +61,9 @@ struct rock_session {
 	struct sockaddr_storage udp_peer; /* where heartbeats go; len 0: unknown */
 	socklen_t udp_peer_len;
 
-	struct rock_ring ring;		/* written to the kernel, not yet acked */
+	/* Written to the kernel, not yet acked; past replay_from, bytes
+	 * rock_session_send_from read straight in, not yet written. */
+	struct rock_ring ring;
 	uint64_t tcp_bound;		/* older bytes are surely consumed (no ack needed) */
 	uint64_t consumed;		/* delivered to the owner */
 	uint64_t acked_consumed;	/* our count the peer last saw from us */
@@ -75,6 +77,10 @@ struct rock_session {
 	int want_shut;			/* owner asked; done once outq drains */
 	int shut_sent;			/* FIN sent on the current connection */
 	uint64_t replay_from;		/* next ring offset to write; end when caught up */
+	/* Past every offset ever written (the ring's end may hold bytes not
+	 * written yet): a peer's count beyond it is a lie. A hand-over does
+	 * not carry it: the successor takes the ring's end. */
+	uint64_t written_max;
 
 	uint64_t seq_out, seq_in;
 	/* The control channel (rock_control.c): a rock's records ride in
@@ -119,6 +125,8 @@ struct rock_session {
 	 * is back under, however it got there (a write that then failed
 	 * too, say: an edge seen only by that write was lost with it). */
 	int drain_owed;
+	/* send_from found the ring full: on_drain waits for room in it too. */
+	int room_owed;
 	struct event *ev_read, *ev_write;
 	int paused;
 

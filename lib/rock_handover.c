@@ -237,6 +237,7 @@ adopt_fields(struct rock_session *s, const struct rock_session *t)
 	s->want_shut = t->want_shut;
 	s->shut_sent = t->shut_sent;
 	s->replay_from = t->replay_from;
+	s->written_max = t->ring.base + t->ring.len;
 	s->seq_out = t->seq_out;
 	s->seq_in = t->seq_in;
 	s->has_anchor = t->has_anchor;

@@ -104,6 +104,25 @@ ring_put(struct rock_ring *r, const void *p, size_t n)
 		r->peak = r->len;
 }
 
+/* n > 0 bytes of storage from index start on, across its end if need
+ * be, as 1-2 segments; returns how many. */
+static int
+ring_segments(const struct rock_ring *r, size_t start, size_t n,
+    struct iovec iov[2])
+{
+	size_t first = r->size - start;
+
+	if (first > n)
+		first = n;
+	iov[0].iov_base = r->buf + start;
+	iov[0].iov_len = first;
+	if (n == first)
+		return 1;
+	iov[1].iov_base = r->buf;
+	iov[1].iov_len = n - first;
+	return 2;
+}
+
 /* The checks an append of n bytes must pass before anything is touched. */
 static int
 ring_admit(const struct rock_ring *r, size_t n)
@@ -202,6 +221,38 @@ rock_ring_appendv(struct rock_ring *r, const struct iovec *iov, int iovcnt,
 }
 
 int
+rock_ring_tail(struct rock_ring *r, size_t n, struct iovec iov[2], int *iovcnt)
+{
+	int ret;
+
+	ring_check(r);
+	*iovcnt = 0;
+	if (n == 0)
+		return ROCK_ERR_INVALID;
+	if ((ret = ring_admit(r, n)) != 0)
+		return ret;
+	if ((ret = ring_reserve(r, n)) != 0)
+		return ret;
+	*iovcnt = ring_segments(r, (r->head + r->len) & (r->size - 1), n, iov);
+	return 0;
+}
+
+int
+rock_ring_commit(struct rock_ring *r, size_t n)
+{
+	int ret;
+
+	ring_check(r);
+	if ((ret = ring_admit(r, n)) != 0)
+		return ret;
+	if (n > r->size - r->len)
+		return ROCK_ERR_INVALID;
+	r->len += n;
+	ring_check(r);
+	return 0;
+}
+
+int
 rock_ring_ack(struct rock_ring *r, uint64_t consumed)
 {
 	size_t drop;
@@ -262,7 +313,7 @@ int
 rock_ring_peek(const struct rock_ring *r, uint64_t from, struct iovec iov[2],
     int *iovcnt)
 {
-	size_t off, n, start, first;
+	size_t off, n;
 
 	ring_check(r);
 	if (from < r->base)
@@ -274,17 +325,6 @@ rock_ring_peek(const struct rock_ring *r, uint64_t from, struct iovec iov[2],
 	*iovcnt = 0;
 	if (n == 0)
 		return 0;
-	start = (r->head + off) & (r->size - 1);
-	first = r->size - start;
-	if (first > n)
-		first = n;
-	iov[0].iov_base = r->buf + start;
-	iov[0].iov_len = first;
-	*iovcnt = 1;
-	if (n > first) {
-		iov[1].iov_base = r->buf;
-		iov[1].iov_len = n - first;
-		*iovcnt = 2;
-	}
+	*iovcnt = ring_segments(r, (r->head + off) & (r->size - 1), n, iov);
 	return 0;
 }

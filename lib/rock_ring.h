@@ -67,6 +67,17 @@ int rock_ring_append(struct rock_ring *r, const void *p, size_t n);
 int rock_ring_appendv(struct rock_ring *r, const struct iovec *iov, int iovcnt,
     size_t n);
 
+/* Storage for up to n more bytes behind the end (n <= space), as 1-2
+ * segments, so a read can fill the ring without a copy through a buffer of
+ * its own; FULL if n > space, NOMEM. Nothing is appended until
+ * rock_ring_commit; a later append, ack or compact voids the segments. */
+int rock_ring_tail(struct rock_ring *r, size_t n, struct iovec iov[2],
+    int *iovcnt);
+
+/* Append the first n bytes written into rock_ring_tail's segments; FULL if
+ * n > space, INVALID if the storage has no room for n (no tail taken). */
+int rock_ring_commit(struct rock_ring *r, size_t n);
+
 /* Drop bytes below `consumed`; stale: ignored, past end: ROCK_ERR_PROTOCOL. */
 int rock_ring_ack(struct rock_ring *r, uint64_t consumed);
 

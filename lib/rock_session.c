@@ -361,8 +361,10 @@ rock_session_peer_count(struct rock_session *s, uint64_t consumed,
 	int r;
 
 	/* In direct mode the peer can consume a write before its bytes are
-	 * in our ring: the application's thread copies them just after. */
-	if (consumed > end + s->direct_pending) {
+	 * in our ring: the application's thread copies them just after.
+	 * Otherwise the ring's end may hold bytes not written yet. */
+	if (consumed > (rock_is_direct(s) ? end + s->direct_pending :
+	    s->written_max)) {
 		rock_session_close(s, ROCK_ERR_PROTOCOL,
 		    "peer acknowledged bytes never sent");
 		return ROCK_ERR_PROTOCOL;
@@ -467,9 +469,27 @@ rock_session_free(struct rock_session *s)
 int
 rock_session_send(struct rock_session *s, const void *p, size_t n)
 {
+	size_t take = 0;
+	int r;
+
 	if (s->state == ROCK_ST_CLOSED || s->want_shut)
 		return ROCK_ERR_INVALID;
-	if (evbuffer_add(s->outq, p, n) != 0)
+	/* Behind nothing queued, what the ring has room for goes straight
+	 * in (it is written from there): one copy, not one into the queue
+	 * and one more from it into the ring. */
+	if (evbuffer_get_length(s->outq) == 0 && !rock_is_direct(s)) {
+		take = rock_ring_space(&s->ring);
+		if (take > n)
+			take = n;
+	}
+	/* All or nothing: the queue's room is made before the ring takes
+	 * its part, so the add after it allocates nothing and cannot fail. */
+	if (take < n && evbuffer_expand(s->outq, n - take) != 0)
+		return ROCK_ERR_NOMEM;
+	if ((r = rock_ring_append(&s->ring, p, take)) != 0)
+		return r;
+	if (take < n &&
+	    evbuffer_add(s->outq, (const uint8_t *)p + take, n - take) != 0)
 		return ROCK_ERR_NOMEM;
 	if (evbuffer_get_length(s->outq) > ROCK_OUTQ_LOW)
 		s->drain_owed = 1;

@@ -163,21 +163,31 @@ write_replay(struct rock_session *s)
 		if (w < 0)
 			return errno == EAGAIN || errno == EINTR ? 0 : -1;
 		s->replay_from += (uint64_t)w;
+		if (s->replay_from > s->written_max)
+			s->written_max = s->replay_from;
 	}
 	return 1;
 }
 
-/* With the ring full and no ack coming (UDP blocked, say), the TCP bound
- * still says which bytes the peer has surely consumed. */
+/* The ring room after which a send_from that found it full is told to
+ * read again: a read's worth, so it does not read a few bytes a time. */
+static size_t
+room_low(const struct rock_session *s)
+{
+	return s->ring.cap < ROCK_READ_CHUNK ? s->ring.cap : ROCK_READ_CHUNK;
+}
+
+/* With the ring (nearly) full and no ack coming (UDP blocked, say), the
+ * TCP bound still says which bytes the peer has surely consumed: all but
+ * the last tcp_bound written to this connection, which are those below
+ * replay_from (the ring's end may hold bytes not written yet). Nearly:
+ * an owner waits for a read's worth of room (room_low). */
 static void
 trim_by_bound(struct rock_session *s)
 {
-	uint64_t end = rock_ring_end(&s->ring);
-
-	if (rock_ring_space(&s->ring) == 0 && s->tcp_bound > 0 &&
-	    end - rock_ring_base(&s->ring) > s->tcp_bound &&
-	    end - s->tcp_bound <= s->replay_from)
-		(void)rock_ring_ack(&s->ring, end - s->tcp_bound);
+	if (rock_ring_space(&s->ring) < room_low(s) && s->tcp_bound > 0 &&
+	    s->replay_from - rock_ring_base(&s->ring) > s->tcp_bound)
+		(void)rock_ring_ack(&s->ring, s->replay_from - s->tcp_bound);
 }
 
 static int
@@ -203,6 +213,7 @@ write_outq(struct rock_session *s)
 			return -1;
 		evbuffer_drain(s->outq, (size_t)w);
 		s->replay_from += (uint64_t)w;
+		s->written_max = s->replay_from;
 	}
 	return evbuffer_get_length(s->outq) == 0 ? 1 : 0;
 }
@@ -242,11 +253,56 @@ flush(struct rock_session *s)
 	else
 		event_del(s->ev_write);
 	maybe_shut(s);
+	trim_by_bound(s);
 	if (s->drain_owed && evbuffer_get_length(s->outq) <= ROCK_OUTQ_LOW &&
+	    (!s->room_owed || rock_ring_space(&s->ring) >= room_low(s)) &&
 	    s->cbs != NULL && s->cbs->on_drain != NULL) {
-		s->drain_owed = 0;
+		s->drain_owed = s->room_owed = 0;
 		s->cbs->on_drain(s, s->arg);
 	}
+}
+
+/* The owner's bytes go behind those already queued: into the queue while
+ * it holds any (after a hand-over, say), else straight into the ring,
+ * whose cap then bounds them as it bounds the bytes in flight. */
+ssize_t
+rock_session_send_from(struct rock_session *s, int fd, size_t max)
+{
+	struct iovec iov[2];
+	size_t room;
+	ssize_t n;
+	int cnt, r;
+
+	if (s->state == ROCK_ST_CLOSED || s->want_shut || max == 0)
+		return ROCK_ERR_INVALID;
+	if (evbuffer_get_length(s->outq) > 0 || rock_is_direct(s)) {
+		if (evbuffer_get_length(s->outq) > ROCK_OUTQ_LOW) {
+			s->drain_owed = 1;
+			return ROCK_ERR_FULL;
+		}
+		if (max > ROCK_READ_CHUNK)
+			max = ROCK_READ_CHUNK;	/* evbuffer_read's int */
+		if ((n = evbuffer_read(s->outq, fd, (int)max)) < 0)
+			return ROCK_ERR_SYSTEM;
+	} else {
+		trim_by_bound(s);
+		if ((room = rock_ring_space(&s->ring)) == 0) {
+			s->drain_owed = s->room_owed = 1;
+			return ROCK_ERR_FULL;
+		}
+		if ((r = rock_ring_tail(&s->ring, max < room ? max : room, iov,
+		    &cnt)) != 0)
+			return r;
+		if ((n = readv(fd, iov, cnt)) < 0)
+			return ROCK_ERR_SYSTEM;
+		/* readv filled no more than the segments: this cannot fail */
+		if ((r = rock_ring_commit(&s->ring, (size_t)n)) != 0)
+			return r;
+	}
+	/* Written on the next turn of the loop, as rock_session_send's. */
+	if (n > 0 && s->state == ROCK_ST_CONNECTED && s->ev_write != NULL)
+		event_active(s->ev_write, EV_WRITE, 1);
+	return n;
 }
 
 void

@@ -564,6 +564,46 @@ START_TEST(test_appendv)
 }
 END_TEST
 
+/* A read straight into the ring: rock_ring_tail hands out the free
+ * storage behind the end (across the wrap: two segments), and only the
+ * committed part becomes the ring's. */
+START_TEST(test_tail_commit)
+{
+	struct rock_ring r;
+	struct iovec iov[2];
+	struct snap s;
+	int cnt;
+
+	ck_assert_int_eq(rock_ring_init(&r, 12, 0), 0);
+	ck_assert_int_eq(rock_ring_tail(&r, 0, iov, &cnt), ROCK_ERR_INVALID);
+	ck_assert_int_eq(rock_ring_tail(&r, 13, iov, &cnt), ROCK_ERR_FULL);
+	ck_assert_int_eq(rock_ring_tail(&r, 10, iov, &cnt), 0);
+	ck_assert_int_eq(cnt, 1);
+	ck_assert_uint_eq(iov[0].iov_len, 10);
+	memcpy(iov[0].iov_base, "abcdefghij", 10);
+	ck_assert_int_eq(rock_ring_commit(&r, 7), 0);	/* a short read */
+	ck_assert_uint_eq(rock_ring_end(&r), 7);
+	ck_assert_int_eq(rock_ring_ack(&r, 5), 0);	/* "fg" held, head 5 */
+	snap_take(&r, &s);
+	ck_assert_int_eq(rock_ring_commit(&r, 11), ROCK_ERR_FULL);
+	snap_same(&r, &s);
+	/* 16 bytes of storage: 9 free up to its end, then 1 from its start. */
+	ck_assert_int_eq(rock_ring_tail(&r, 10, iov, &cnt), 0);
+	ck_assert_int_eq(cnt, 2);
+	ck_assert_uint_eq(iov[0].iov_len, 9);
+	ck_assert_uint_eq(iov[1].iov_len, 1);
+	memcpy(iov[0].iov_base, "klmnopqrs", 9);
+	memcpy(iov[1].iov_base, "t", 1);
+	ck_assert_int_eq(rock_ring_commit(&r, 10), 0);
+	ck_assert_uint_eq(rock_ring_space(&r), 0);
+	ck_assert_int_eq(rock_ring_peek(&r, 5, iov, &cnt), 0);
+	ck_assert_int_eq(cnt, 2);
+	ck_assert_mem_eq(iov[0].iov_base, "fgklmnopqrs", 11);
+	ck_assert_mem_eq(iov[1].iov_base, "t", 1);
+	rock_ring_free(&r);
+}
+END_TEST
+
 START_TEST(test_large_start)
 {
 	const uint64_t start = 1ULL << 40;
@@ -1073,6 +1113,7 @@ ring_suite(void)
 	tcase_add_test(tc, test_ack_every_position);
 	tcase_add_test(tc, test_peek);
 	tcase_add_test(tc, test_appendv);
+	tcase_add_test(tc, test_tail_commit);
 	tcase_add_test(tc, test_large_start);
 	tcase_add_test(tc, test_steady_no_regrow);
 	tcase_add_test(tc, test_compact_idle);

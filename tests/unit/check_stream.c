@@ -1,7 +1,8 @@
-/* check_stream.c: a stream-mode rock's queue: its owner, who stops feeding a full one, hears once it is low again, however it got there. */
+/* check_stream.c: a stream-mode rock's ring and queue: bytes straight into the ring (send, send_from) replay exact, and an owner who stops feeding a full one hears once there is room again, however it got there. */
 #include "config.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -59,23 +60,91 @@ teardown(void)
 	event_base_free(base);
 }
 
-/* A server rock on a socketpair; the test keeps the peer's end. */
+/* A server rock with this ring cap, not connected yet. */
 static struct rock_session *
-connected(int *peer)
+suspended(size_t ring_cap)
 {
 	struct rock_session *s;
 	struct rock_keys k;
 	uint8_t id[ROCK_ID_LEN];
-	int sv[2];
 
 	rock_random(id, sizeof(id));
 	rock_random(&k, sizeof(k));
 	ck_assert_int_eq(rock_session_new(eng, ROCK_ROLE_SERVER, id, &k,
-	    4 << 20, &cbs, NULL, &s), 0);
+	    ring_cap, &cbs, NULL, &s), 0);
 	s->features = ROCK_FEAT_ALL;
+	return s;
+}
+
+/* A new data connection for s; the test keeps the peer's end. */
+static int
+attach(struct rock_session *s)
+{
+	int sv[2];
+
 	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
 	ck_assert_int_eq(rock_stream_attach(s, sv[0]), 0);
-	*peer = sv[1];
+	return sv[1];
+}
+
+/* The connection to peer fails; a new one comes with the peer's count
+ * `consumed` and replays from it. Returns the new peer's end. */
+static int
+reconnect(struct rock_session *s, int peer, uint64_t consumed)
+{
+	rock_session_fail(s, "test: reset");
+	close(peer);
+	ck_assert_int_eq(rock_session_resume_counts(s, consumed, 0, 0), 0);
+	ck_assert_int_eq(rock_stream_replay(s), 0);
+	return attach(s);
+}
+
+/* Reads what the peer's end has now, checking each byte is pattern(off). */
+static size_t
+drain_peer(int peer, uint64_t *off)
+{
+	uint8_t b[64 * 1024];
+	ssize_t n, i;
+	size_t got = 0;
+
+	while ((n = recv(peer, b, sizeof(b), MSG_DONTWAIT)) > 0) {
+		for (i = 0; i < n; i++)
+			ck_assert_uint_eq(b[i], (uint8_t)((*off + (uint64_t)i) % 251));
+		*off += (uint64_t)n;
+		got += (size_t)n;
+	}
+	return got;
+}
+
+/* A backend: a pipe whose read end holds n bytes of pattern(from), then
+ * its end of file. */
+static int
+source(uint64_t from, size_t n)
+{
+	uint8_t b[4096];
+	size_t i, j, k;
+	int p[2];
+
+	ck_assert_int_eq(pipe2(p, O_CLOEXEC | O_NONBLOCK), 0);
+	ck_assert_int_ge(fcntl(p[1], F_SETPIPE_SZ, (int)n), (int)n);
+	for (i = 0; i < n; i += k) {
+		k = n - i < sizeof(b) ? n - i : sizeof(b);
+		for (j = 0; j < k; j++)
+			b[j] = (uint8_t)((from + i + j) % 251);
+		ck_assert_int_eq(write(p[1], b, k), (ssize_t)k);
+	}
+	close(p[1]);
+	return p[0];
+}
+
+/* A server rock on a socketpair with a 64 KiB ring, so that most of a
+ * large send waits in the queue; the test keeps the peer's end. */
+static struct rock_session *
+connected(int *peer)
+{
+	struct rock_session *s = suspended(64 * 1024);
+
+	*peer = attach(s);
 	return s;
 }
 
@@ -107,20 +176,112 @@ START_TEST(test_drain_told_after_failed_flush)
 }
 END_TEST
 
+/* A send behind an empty queue goes straight into the ring, as far as
+ * it has room; the rest waits in the queue, behind it. Both reach the
+ * peer in order, and a reconnect replays from the peer's count exact. */
+START_TEST(test_send_into_ring_replays)
+{
+	static uint8_t buf[100 * 1024];
+	struct rock_session *s = suspended(64 * 1024);
+	uint64_t off = 0;
+	size_t i;
+	int peer;
+
+	for (i = 0; i < sizeof(buf); i++)
+		buf[i] = (uint8_t)(i % 251);
+	/* Suspended: nothing is written, the ring keeps what it took. */
+	ck_assert_int_eq(rock_session_send(s, buf, sizeof(buf)), 0);
+	ck_assert_uint_eq(rock_ring_end(&s->ring), 64 * 1024);
+	ck_assert_uint_eq(rock_session_pending(s), sizeof(buf) - 64 * 1024);
+	ck_assert_uint_eq(s->replay_from, 0);
+	peer = attach(s);
+	ck_assert_uint_eq(drain_peer(peer, &off), 64 * 1024);
+	/* The connection fails; the peer had consumed 10,000 bytes. */
+	peer = reconnect(s, peer, 10000);
+	off = 10000;
+	/* From 10,000: the ring's bytes, then the queue's as far as the
+	 * ring has room, which the peer's count made: 10,000. */
+	ck_assert_uint_eq(drain_peer(peer, &off), 64 * 1024);
+	ck_assert_uint_eq(rock_session_pending(s), sizeof(buf) - 64 * 1024 - 10000);
+	/* The peer's count frees the ring: the rest of the queue follows. */
+	ck_assert_int_eq(rock_session_peer_count(s, off, 0, 0), 0);
+	ck_assert_uint_eq(drain_peer(peer, &off), sizeof(buf) - 64 * 1024 - 10000);
+	ck_assert_uint_eq(off, sizeof(buf));
+	ck_assert_uint_eq(rock_session_pending(s), 0);
+	close(peer);
+}
+END_TEST
+
+/* send_from reads a backend straight into the ring, up to its room:
+ * FULL then, and on_drain once the peer's count made a read's worth of
+ * room. What was read while suspended and never written is replayed
+ * with the rest, exact; the TCP bound never drops a byte not written. */
+START_TEST(test_send_from_ring)
+{
+	struct rock_session *s = suspended(96 * 1024);
+	int fd = source(0, 200 * 1024), peer;
+	uint64_t off = 0, total = 0;
+	ssize_t n;
+
+	s->tcp_bound = 16 * 1024;
+	while ((n = rock_session_send_from(s, fd, 40 * 1024)) > 0)
+		total += (uint64_t)n;
+	ck_assert_int_eq(n, ROCK_ERR_FULL);
+	ck_assert_uint_eq(total, 96 * 1024);
+	/* Nothing written yet: the bound frees nothing. */
+	ck_assert_uint_eq(rock_ring_base(&s->ring), 0);
+	ck_assert_uint_eq(rock_ring_end(&s->ring), 96 * 1024);
+	ck_assert_int_eq(drains, 0);
+	peer = attach(s);
+	ck_assert_uint_eq(drain_peer(peer, &off), 96 * 1024);
+	/* All written: all but the bound's last 16 KiB surely consumed, a
+	 * read's worth of room, and the owner hears. */
+	ck_assert_uint_eq(rock_ring_base(&s->ring), 80 * 1024);
+	ck_assert_int_eq(drains, 1);
+	while ((n = rock_session_send_from(s, fd, 40 * 1024)) > 0)
+		total += (uint64_t)n;
+	ck_assert_int_eq(n, ROCK_ERR_FULL);
+	ck_assert_uint_eq(total, 176 * 1024);
+	/* Reset before any of the new bytes were written: the peer says it
+	 * consumed 90,000; the replay sends from there, new bytes included. */
+	peer = reconnect(s, peer, 90000);
+	off = 90000;
+	ck_assert_uint_eq(drain_peer(peer, &off), 176 * 1024 - 90000);
+	/* Less than a read's worth of room left, no count from the peer
+	 * (UDP blocked, say): the bound frees the rest, the owner hears. */
+	ck_assert_uint_eq(rock_ring_base(&s->ring), 160 * 1024);
+	ck_assert_int_eq(drains, 2);
+	while ((n = rock_session_send_from(s, fd, 40 * 1024)) > 0)
+		total += (uint64_t)n;
+	ck_assert_int_eq(n, 0);		/* the backend's end of file */
+	ck_assert_uint_eq(total, 200 * 1024);
+	event_base_loop(base, EVLOOP_NONBLOCK);
+	ck_assert_uint_eq(drain_peer(peer, &off), 24 * 1024);
+	ck_assert_uint_eq(off, 200 * 1024);
+	close(peer);
+	close(fd);
+}
+END_TEST
+
 /* The ordinary way: the queue drains through the connection; the owner
  * hears once, when it is under the low mark, and not again. */
 START_TEST(test_drain_told_once)
 {
 	static uint8_t buf[300 * 1024], sink[64 * 1024];
 	struct rock_session *s;
+	uint64_t got = 0;
+	ssize_t n;
 	int peer, i;
 
 	s = connected(&peer);
 	ck_assert_int_eq(rock_session_send(s, buf, sizeof(buf)), 0);
+	ck_assert_uint_eq(rock_session_pending(s), sizeof(buf) - 64 * 1024);
 	for (i = 0; i < 200 && rock_session_pending(s) > 0; i++) {
 		event_base_loop(base, EVLOOP_NONBLOCK);
-		while (recv(peer, sink, sizeof(sink), MSG_DONTWAIT) > 0)
-			;
+		while ((n = recv(peer, sink, sizeof(sink), MSG_DONTWAIT)) > 0)
+			got += (uint64_t)n;
+		/* the peer's count makes room in the ring */
+		ck_assert_int_eq(rock_session_peer_count(s, got, 0, 0), 0);
 		ck_assert_int_eq(drains, rock_session_pending(s) <= ROCK_OUTQ_LOW ? 1 : 0);
 	}
 	ck_assert_uint_eq(rock_session_pending(s), 0);
@@ -128,6 +289,28 @@ START_TEST(test_drain_told_once)
 	event_base_loop(base, EVLOOP_NONBLOCK);
 	ck_assert_int_eq(drains, 1);
 	close(peer);
+}
+END_TEST
+
+/* Bytes in the ring not written yet cannot have been consumed: a peer
+ * that says so lies, and the session ends as for any count past what
+ * was sent. */
+START_TEST(test_count_past_written)
+{
+	static uint8_t buf[1000];
+	struct rock_session *s = suspended(64 * 1024);
+	int peer;
+
+	ck_assert_int_eq(rock_session_send(s, buf, sizeof(buf)), 0);
+	ck_assert_uint_eq(rock_ring_end(&s->ring), sizeof(buf));
+	peer = attach(s);	/* writes all 1000 */
+	ck_assert_int_eq(rock_session_peer_count(s, 600, 0, 0), 0);
+	rock_session_fail(s, "test: reset");
+	close(peer);
+	ck_assert_int_eq(rock_session_send(s, buf, sizeof(buf)), 0);
+	ck_assert_uint_eq(rock_ring_end(&s->ring), 2 * sizeof(buf));
+	ck_assert_int_eq(rock_session_peer_count(s, sizeof(buf) + 1, 0, 0),
+	    ROCK_ERR_PROTOCOL);	/* closed, and freed by on_closed */
 }
 END_TEST
 
@@ -141,6 +324,9 @@ stream_suite(void)
 	tcase_set_timeout(tc, 10);
 	tcase_add_test(tc, test_drain_told_after_failed_flush);
 	tcase_add_test(tc, test_drain_told_once);
+	tcase_add_test(tc, test_send_into_ring_replays);
+	tcase_add_test(tc, test_send_from_ring);
+	tcase_add_test(tc, test_count_past_written);
 	suite_add_tcase(su, tc);
 	return su;
 }
