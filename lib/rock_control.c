@@ -217,7 +217,9 @@ group_of(struct rock_session *s)
 	if (!s->has_anchor)
 		return s;
 	a = rock_engine_find(s->e, s->anchor_id);
-	if (a != NULL && a != s && can_heartbeat(a))
+	if (a != NULL && a != s && can_heartbeat(a) && a->role == s->role &&
+	    (s->role != ROCK_ROLE_CLIENT ||
+	    memcmp(a->server_ident, s->server_ident, ROCK_IDENT_LEN) == 0))
 		return a;
 	set_anchor(s, NULL);
 	return s;
@@ -290,13 +292,33 @@ choose_anchor(struct rock_session *s)
 	set_anchor(s, a);
 }
 
-/* Its anchor's signs of life are a rock's own (same sockets, same path). */
+/* How long a rock may go without a record of its own: half the suspend
+ * timeout between refreshes, the whole of it before its group's signs of
+ * life stop being its own (a peer that dropped the rock without a word,
+ * closed while suspended, say, must not keep it connected for as long as
+ * the group lives: v4 ended such a rock at the suspend timeout). */
+static int64_t
+own_word_ms(const struct rock_session *s)
+{
+	long t = s->e->cfg.suspend_timeout_s;
+
+	return t > 0 && t < 30L * 24 * 3600 ? (int64_t)t * 1000 : 30LL * 24 * 3600 * 1000;
+}
+
+/* Its anchor's signs of life are a rock's own (same sockets, same path),
+ * except for a rock that only waits for the peer's last word (both ends
+ * closed: its farewell lost, it must end on its own silence, as
+ * rock_path_only_farewell_missing says) or whose own record is older
+ * than own_word_ms. */
 static void
-follow_group(struct rock_session *s)
+follow_group(struct rock_session *s, int64_t now)
 {
 	struct rock_session *g = group_of(s);
+	uint32_t closed = ROCK_FLAG_WR_SHUT | ROCK_FLAG_EOF_SEEN;
+	int64_t own = s->own_heard_ms > s->connected_at_ms ? s->own_heard_ms :
+	    s->connected_at_ms;
 
-	if (g == s)
+	if (g == s || (s->flags & closed) == closed || now - own > own_word_ms(s))
 		return;
 	if (g->last_heard_ms > s->last_heard_ms)
 		s->last_heard_ms = g->last_heard_ms;
@@ -324,16 +346,17 @@ acked(const struct rock_session *g, uint64_t seq)
 
 /* Counts (or the anchor) the peer has not confirmed. */
 static int
-dirty(struct rock_session *s, const struct rock_session *g)
+dirty(struct rock_session *s, const struct rock_session *g, int64_t now)
 {
 	if (s->sent_pkt != 0 && (acked(g, s->sent_pkt) || acked(g, s->sent_pkt2))) {
 		s->conf_consumed = s->acked_consumed;
 		s->conf_flags = s->sent_flags;
 		s->announced = 1;
 		s->sent_pkt = s->sent_pkt2 = 0;
+		s->conf_ms = now;
 	}
 	return !s->announced || s->consumed != s->conf_consumed ||
-	    s->flags != s->conf_flags;
+	    s->flags != s->conf_flags || now - s->conf_ms > own_word_ms(s) / 2;
 }
 
 void
@@ -475,7 +498,7 @@ send_heartbeats(struct rock_engine *e, int64_t now)
 			g->hb_gnext = groups;
 			groups = g;
 		}
-		if (dirty(s, g)) {
+		if (dirty(s, g, now)) {
 			s->hb_next = g->hb_list;
 			g->hb_list = s;
 		}
@@ -541,7 +564,7 @@ check_session(struct rock_session *s, int64_t now)
 	if (s->state == ROCK_ST_CONNECTED) {
 		if (now - s->connected_at_ms >= ROCK_UNPROVEN_MS)
 			s->proven = 1;
-		follow_group(s);
+		follow_group(s, now);
 		check_liveness(s, now);
 		if (s->state == ROCK_ST_CONNECTED)
 			check_stall(s, now);
@@ -658,7 +681,7 @@ accept_record(struct rock_engine *e, const uint8_t *rec,
 	}
 	e->stats.hb_ok++;
 	s->seq_in = r.seq;
-	s->last_heard_ms = rock_now_ms();
+	s->last_heard_ms = s->own_heard_ms = rock_now_ms();
 	s->udp_verified = 1;
 	s->proven = 1;
 	/* Follow the peer's latest source: NAT rebinding, address change. */

@@ -312,6 +312,14 @@ make_session(struct rock_engine *e, int fd, const struct sockaddr *addr,
 
 	uint32_t peer_rcv = sh->rcvbuf < e->rmem_max ? sh->rcvbuf : e->rmem_max;
 
+	/* A rock is found by its id alone (records, anchors): a second
+	 * server handing out an id we hold would take over the first's
+	 * rocks' control packets. */
+	if (rock_engine_find(e, sh->id) != NULL) {
+		rlog_warn(e->log, "the server gave a rock id already in use "
+		    "here: refused");
+		return ROCK_ERR_PROTOCOL;
+	}
 	/* The peer's claim sizes our memory: no more than this host allows. */
 	rock_socket_buffers(e, fd, &rcv, &snd);
 	if ((r = rock_session_new(e, ROCK_ROLE_CLIENT, sh->id, keys,

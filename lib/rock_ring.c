@@ -85,6 +85,15 @@ ring_reserve(struct rock_ring *r, size_t n)
 	return ring_relocate(r, size);
 }
 
+/* n more bytes held behind the tail. */
+static void
+ring_held(struct rock_ring *r, size_t n)
+{
+	r->len += n;
+	if (r->len > r->peak)
+		r->peak = r->len;
+}
+
 /* Copy n bytes behind the tail; ring_reserve made room for them. */
 static void
 ring_put(struct rock_ring *r, const void *p, size_t n)
@@ -99,9 +108,7 @@ ring_put(struct rock_ring *r, const void *p, size_t n)
 		first = n;
 	memcpy(r->buf + tail, p, first);
 	memcpy(r->buf, (const unsigned char *)p + first, n - first);
-	r->len += n;
-	if (r->len > r->peak)
-		r->peak = r->len;
+	ring_held(r, n);
 }
 
 /* n > 0 bytes of storage from index start on, across its end if need
@@ -247,7 +254,7 @@ rock_ring_commit(struct rock_ring *r, size_t n)
 		return ret;
 	if (n > r->size - r->len)
 		return ROCK_ERR_INVALID;
-	r->len += n;
+	ring_held(r, n);
 	ring_check(r);
 	return 0;
 }

@@ -497,6 +497,32 @@ START_TEST(test_group)
 	ck_assert_int_eq(r[1]->last_heard_ms, a->last_heard_ms);
 	ck_assert_int_eq(r[2]->last_heard_ms, a->last_heard_ms);
 
+	/* Not for a rock that only waits for the peer's last word (both
+	 * ends closed): its farewell lost, it ends on its own silence. Nor
+	 * for one whose own record is older than the suspend timeout: its
+	 * peer may have dropped it without a word. */
+	r[1]->flags |= ROCK_FLAG_WR_SHUT | ROCK_FLAG_EOF_SEEN;
+	r[1]->last_heard_ms = r[2]->last_heard_ms = rock_now_ms() - 900;
+	r[2]->own_heard_ms = rock_now_ms() - eng->cfg.suspend_timeout_s * 1000 - 1;
+	r[2]->connected_at_ms = r[2]->own_heard_ms;
+	client_packet(a, 5, 7, r, 0, a->keys.rx);
+	rock_control_tick(eng);
+	ck_assert_int_lt(r[1]->last_heard_ms, rock_now_ms() - 800);
+	ck_assert_int_lt(r[2]->last_heard_ms, rock_now_ms() - 800);
+	/* Its own record refreshes it, and the next tick resends one for a
+	 * rock the peer last confirmed half a suspend timeout ago. */
+	r[2]->own_heard_ms = rock_now_ms();
+	client_packet(a, 6, 7, r, 0, a->keys.rx);
+	rock_control_tick(eng);
+	ck_assert_int_eq(r[2]->last_heard_ms, a->last_heard_ms);
+	r[1]->flags &= ~(ROCK_FLAG_WR_SHUT | ROCK_FLAG_EOF_SEEN);
+	while (peer_packet(buf, &h, 50) != NULL)
+		;
+	r[2]->conf_ms = rock_now_ms() - eng->cfg.suspend_timeout_s * 500 - 1;
+	heartbeat_round();
+	ck_assert_ptr_eq(peer_packet(buf, &h, 500), a);
+	ck_assert_uint_ge(h.nrecords, 1);
+
 	/* The anchor ends: the others speak for themselves again. */
 	rock_session_close(a, 0, "test");
 	heartbeat_round();
