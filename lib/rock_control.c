@@ -698,12 +698,31 @@ accept_record(struct rock_engine *e, const uint8_t *rec,
 static void
 note_received(struct rock_session *a, uint64_t seq)
 {
-	uint64_t d = seq - a->pkt_in;
+	uint64_t d;
 
+	if (seq < a->pkt_in) {		/* late: fresh() checked its bit */
+		a->rx_bits |= (uint64_t)1 << (a->pkt_in - seq - 1);
+		return;
+	}
+	d = seq - a->pkt_in;
 	a->rx_bits = d >= 64 ? 0 : a->rx_bits << d;
 	if (a->pkt_in != 0 && d <= 64)
 		a->rx_bits |= (uint64_t)1 << (d - 1);
 	a->pkt_in = seq;
+}
+
+/* Never accepted before, and not too old to tell: a packet overtaken by
+ * a later one (an interval's burst can be 48 packets) still counts, as in
+ * IPsec's and QUIC's replay windows. */
+static int
+fresh(const struct rock_session *a, uint64_t seq)
+{
+	uint64_t d;
+
+	if (seq > a->pkt_in)
+		return 1;
+	d = a->pkt_in - seq;
+	return seq != 0 && d >= 1 && d <= 64 && ((a->rx_bits >> (d - 1)) & 1) == 0;
 }
 
 /* The packet's own tag and number, under an anchor we know: an
@@ -722,18 +741,21 @@ accept_header(struct rock_session *a, const struct rock_hb_header *h,
 		e->stats.hb_bad_tag++;
 		return -1;
 	}
-	if (h->seq <= a->pkt_in) {
+	if (!fresh(a, h->seq)) {
 		e->stats.hb_replayed++;
 		return -1;
 	}
 	e->stats.hb_ok++;
-	note_received(a, h->seq);
 	a->last_heard_ms = rock_now_ms();
 	a->udp_verified = 1;
 	a->proven = 1;
-	a->peer_quiet = (h->flags & ROCK_HB_QUIET) != 0;
-	a->udp_peer = *from;
-	a->udp_peer_len = fromlen;
+	/* The latest packet's word on the path; a late one has older news. */
+	if (h->seq > a->pkt_in) {
+		a->peer_quiet = (h->flags & ROCK_HB_QUIET) != 0;
+		a->udp_peer = *from;
+		a->udp_peer_len = fromlen;
+	}
+	note_received(a, h->seq);
 	/* Never beyond what we sent: the peer cannot confirm the unsent. */
 	if (h->ack <= a->pkt_out) {
 		if (h->ack > a->ack_top) {

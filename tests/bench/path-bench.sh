@@ -7,6 +7,8 @@
 #              first, so each has the path to itself
 #   PROFILES   path profiles (default "wan cellular"; tests/netns/profiles.sh)
 #   SEED       nfq-netem's random draws (default: random; printed)
+#   MIB        size of each bulk transfer (default 64 MiB; cellular 4,
+#              satellite and dsl 16)
 #   CC         TCP congestion control in the namespaces (default: the
 #              system's); printed, since on a lossy path it decides most
 #              of a transfer's rate (see doc/paths.md)
@@ -84,6 +86,7 @@ bench_profile() {
 	satellite | dsl) bytes=$((16 * 1048576)) ;;
 	*) bytes=$((64 * 1048576)) ;;
 	esac
+	[ -z "${MIB:-}" ] || bytes=$((MIB * 1048576))
 	rock_netns_up
 	nn_s sysctl -qw net.ipv4.tcp_fastopen=3
 	if [ -n "${CC:-}" ]; then

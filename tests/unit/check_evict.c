@@ -523,6 +523,20 @@ START_TEST(test_group)
 	ck_assert_ptr_eq(peer_packet(buf, &h, 500), a);
 	ck_assert_uint_ge(h.nrecords, 1);
 
+	/* A packet overtaken by a later one is taken, once; one older than
+	 * the window (64 behind the latest) is not. */
+	i = (int)eng->stats.hb_replayed;
+	client_packet(a, 8, 7, r, 0, a->keys.rx);
+	client_packet(a, 7, 7, r, 0, a->keys.rx);
+	ck_assert_uint_eq(eng->stats.hb_replayed, (unsigned)i);
+	client_packet(a, 7, 7, r, 0, a->keys.rx);
+	ck_assert_uint_eq(eng->stats.hb_replayed, (unsigned)i + 1);
+	client_packet(a, 80, 7, r, 0, a->keys.rx);
+	client_packet(a, 15, 7, r, 0, a->keys.rx);
+	ck_assert_uint_eq(eng->stats.hb_replayed, (unsigned)i + 2);
+	client_packet(a, 16, 7, r, 0, a->keys.rx);
+	ck_assert_uint_eq(eng->stats.hb_replayed, (unsigned)i + 2);
+
 	/* The anchor ends: the others speak for themselves again. */
 	rock_session_close(a, 0, "test");
 	heartbeat_round();
