@@ -225,17 +225,30 @@ group_of(struct rock_session *s)
 	return s;
 }
 
+static int
+peer_is(const struct rock_peer *p, const struct rock_session *s)
+{
+	return p->len == s->udp_peer_len && memcmp(&p->addr, &s->udp_peer, p->len) == 0;
+}
+
+/* The slot of s's control address. The slot found last is tried first: a
+ * client of many servers has as many self-anchored rocks, each asking on
+ * every tick (a walk each was rocks x servers per tick). */
 static struct rock_peer *
-peer_for(struct rock_engine *e, const struct rock_session *s)
+peer_for(struct rock_engine *e, struct rock_session *s)
 {
 	struct rock_peer *p, *free_slot = NULL;
 	size_t i;
 
+	if (s->peer_slot > 0 && s->peer_slot <= e->npeers &&
+	    peer_is(&e->peers[s->peer_slot - 1], s))
+		return &e->peers[s->peer_slot - 1];
 	for (i = 0; i < e->npeers; i++) {
 		p = &e->peers[i];
-		if (p->len == s->udp_peer_len &&
-		    memcmp(&p->addr, &s->udp_peer, p->len) == 0)
+		if (peer_is(p, s)) {
+			s->peer_slot = i + 1;
 			return p;
+		}
 		if (!p->has && free_slot == NULL)
 			free_slot = p;
 	}
@@ -248,6 +261,7 @@ peer_for(struct rock_engine *e, const struct rock_session *s)
 	memset(free_slot, 0, sizeof(*free_slot));
 	free_slot->addr = s->udp_peer;
 	free_slot->len = s->udp_peer_len;
+	s->peer_slot = (size_t)(free_slot - e->peers) + 1;
 	return free_slot;
 }
 

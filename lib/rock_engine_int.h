@@ -94,6 +94,7 @@ struct rock_session {
 	uint64_t sent_pkt, sent_pkt2;	/* packets that carried our current counts */
 	int64_t conf_ms;		/* when the peer last confirmed a record */
 	int64_t own_heard_ms;		/* an authentic record of this rock's own */
+	size_t peer_slot;		/* e->peers index + 1 last found (0: none) */
 	/* As an anchor: packet numbers each way, what the peer acknowledged
 	 * of ours, what we received of its (for our acknowledgement). */
 	uint64_t pkt_out, pkt_in, rx_bits, ack_top, ack_bits;
