@@ -34,10 +34,9 @@ set -u
 me=rock-bench.sh
 rounds=${1:-5}
 
-die() {
-	echo "$me: error: $*" >&2
-	exit 1
-}
+# die, tmp, pids and the exit trap
+# shellcheck source=bench-lib.sh
+. "$(dirname -- "$0")/bench-lib.sh"
 
 case $rounds in
 '' | *[!0-9]* | 0*) die "usage: $me [ROUNDS] (a positive integer)" ;;
@@ -69,26 +68,6 @@ declare -A total=([64]=8000000 [256]=24000000 [1024]=64000000
 trips=1000
 conns=300
 
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/rock-bench.XXXXXX") || die "mktemp failed"
-pids=()
-# shellcheck disable=SC2317 # run by the trap
-cleanup() {
-	local rc=$? p
-	for p in "${pids[@]}"; do
-		kill "$p" 2>/dev/null
-	done
-	wait 2>/dev/null
-	if [ "$rc" -eq 0 ]; then
-		rm -rf "$tmp"
-	else
-		echo "$me: logs kept in $tmp" >&2
-	fi
-	exit "$rc"
-}
-trap cleanup EXIT
-trap 'exit 129' HUP
-trap 'exit 130' INT
-trap 'exit 143' TERM
 
 # start_backend sink|echo: starts it on a free port, sets backend_port
 start_backend() {

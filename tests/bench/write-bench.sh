@@ -30,10 +30,9 @@ me=write-bench.sh
 rounds=${1:-5}
 conns=${2:-2000}
 
-die() {
-	echo "$me: error: $*" >&2
-	exit 1
-}
+# die, tmp, pids and the exit trap
+# shellcheck source=bench-lib.sh
+. "$(dirname -- "$0")/bench-lib.sh"
 
 script_dir=$(CDPATH='' cd -- "$(dirname -- "$0")" && pwd) || die "no script directory"
 builddir=${BUILDDIR:-$script_dir/../..}
@@ -46,22 +45,6 @@ for f in "$bench" "$epollc" "$echod" "$rockd" "$wrapper"; do
 	[ -x "$f" ] || die "$f not built"
 done
 
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/write-bench.XXXXXX") || die "mktemp failed"
-pids=()
-# shellcheck disable=SC2317 # run by the trap
-cleanup() {
-	local rc=$? p
-	for p in "${pids[@]}"; do
-		kill "$p" 2>/dev/null
-	done
-	wait 2>/dev/null
-	[ "$rc" -eq 0 ] && rm -rf "$tmp"
-	[ "$rc" -eq 0 ] || echo "$me: logs kept in $tmp" >&2
-	exit "$rc"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
 
 # start_sink: rock-bench's sink on a free port, in sink (not in a command
 # substitution: the cleanup must know its pid)

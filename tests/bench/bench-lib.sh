@@ -1,0 +1,30 @@
+# bench-lib.sh: what the loopback benchmark scripts share: a scratch directory, the processes to stop, and an exit that stops them and keeps the logs only on failure.
+# shellcheck shell=bash
+#
+# Source it after setting me (the script's name); it sets tmp and pids.
+
+die() {
+	echo "$me: error: $*" >&2
+	exit 1
+}
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/$me.XXXXXX") || die "mktemp failed"
+pids=()
+# shellcheck disable=SC2317 # run by the trap
+bench_cleanup() {
+	local rc=$? p
+	for p in "${pids[@]}"; do
+		kill "$p" 2>/dev/null
+	done
+	wait 2>/dev/null
+	if [ "$rc" -eq 0 ]; then
+		rm -rf "$tmp"
+	else
+		echo "$me: logs kept in $tmp" >&2
+	fi
+	exit "$rc"
+}
+trap bench_cleanup EXIT
+trap 'exit 129' HUP
+trap 'exit 130' INT
+trap 'exit 143' TERM
