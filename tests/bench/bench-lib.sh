@@ -17,7 +17,8 @@ bench_cleanup() {
 		kill "$p" 2>/dev/null
 	done
 	wait 2>/dev/null
-	if [ "$rc" -eq 0 ]; then
+	# Nothing written (a usage error, say): nothing to keep.
+	if [ "$rc" -eq 0 ] || [ -z "$(ls -A "$tmp" 2>/dev/null)" ]; then
 		rm -rf "$tmp"
 	else
 		echo "$me: logs kept in $tmp" >&2
