@@ -7,6 +7,8 @@
 #              first, so each has the path to itself
 #   PROFILES   path profiles (default "wan cellular"; tests/netns/profiles.sh)
 #   SEED       nfq-netem's random draws (default: random; printed)
+#   AA         1: the "rock" column runs plain too (an A/A control: what
+#              the path alone does to a ratio)
 #   MIB        size of each bulk transfer (default 64 MiB; cellular 4,
 #              satellite and dsl 16)
 #   CC         TCP congestion control in the namespaces (default: the
@@ -39,7 +41,7 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", (b > 0 ? a / b : 0) }'
 client() {
 	local kind=$1
 	shift
-	if [ "$kind" = rock ]; then
+	if [ "$kind" = rock ] && [ "${AA:-0}" != 1 ]; then
 		ROCK_LOG="$t_tmp/rock.log" t_foreign nn_c "$ROCK" "$@"
 	else
 		nn_c "$@"
