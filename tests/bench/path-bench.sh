@@ -51,12 +51,12 @@ client() {
 # Download: BYTES from the server; MB/s at the client, first byte to the end.
 down_mbs() {
 	client "$1" "$TRAFFIC" sink "$NN_S_ADDR" 7000 /dev/null |
-		awk '$1 == "bytes" { printf "%.3f", $2 / $4 / 1e6 }'
+		awk '$1 == "bytes" { printf "%.4f", $2 / $4 / 1e6 }'
 }
 # Upload: BYTES to the server; MB/s from connected to the server's end.
 up_mbs() {
 	client "$1" "$TRAFFIC" push "$NN_S_ADDR" 7001 "$bytes" |
-		awk -v n="$bytes" '$1 == "seconds" { printf "%.3f", n / $2 / 1e6 }'
+		awk -v n="$bytes" '$1 == "seconds" { printf "%.4f", n / $2 / 1e6 }'
 }
 
 # FN ROUND: FN plain and FN rock one after the other, plain first in odd
