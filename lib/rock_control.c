@@ -467,14 +467,28 @@ rock_control_ack_now(struct rock_session *s)
 static void
 send_group(struct rock_session *g, int64_t now)
 {
+	size_t n = 0, sent = 0, cap = GROUP_PACKETS * ROCK_HB_MAX_RECORDS, i;
+	struct rock_session *s;
 	struct out_packet p;
-	struct rock_session *s = g->hb_list;
 	int k;
 
-	for (k = 0; k == 0 || (s != NULL && k < GROUP_PACKETS); k++) {
+	for (s = g->hb_list; s != NULL; s = s->hb_next)
+		n++;
+	/* More than an interval holds: start where the last one stopped, or
+	 * while no ack comes the same rocks would go every time and the
+	 * rest never. */
+	s = g->hb_list;
+	if (n > cap) {
+		for (i = g->hb_rot % n; i > 0; i--)
+			s = s->hb_next;
+		g->hb_rot = g->hb_rot % n + cap;
+	}
+	for (k = 0; k == 0 || (sent < n && k < GROUP_PACKETS); k++) {
 		packet_open(&p, g);
-		for (; s != NULL && p.h.nrecords < ROCK_HB_MAX_RECORDS; s = s->hb_next)
+		for (; sent < n && p.h.nrecords < ROCK_HB_MAX_RECORDS; sent++) {
 			add_record(&p, s, g);
+			s = s->hb_next != NULL ? s->hb_next : g->hb_list;
+		}
 		packet_send(&p, g, now);
 	}
 }

@@ -100,6 +100,7 @@ struct rock_session {
 	uint64_t pkt_out, pkt_in, rx_bits, ack_top, ack_bits;
 	unsigned long hb_stamp;		/* the tick that listed this group */
 	struct rock_session *hb_list;	/* as anchor: records to send this tick */
+	size_t hb_rot;			/* as anchor: where a too long list starts */
 	struct rock_session *hb_next;	/* in its anchor's hb_list */
 	struct rock_session *hb_gnext;	/* anchors with a packet this tick */
 	int64_t last_heard_ms;		/* last authentic record or packet */

@@ -586,6 +586,53 @@ START_TEST(test_group_client)
 }
 END_TEST
 
+/* More rocks with news than an interval's packets hold, and no ack: the
+ * next interval carries the ones the first left out. */
+START_TEST(test_group_rotates)
+{
+	enum { N = 800 };
+	static struct rock_session *r[N];
+	static int seen[N];
+	struct rock_hb_header h;
+	struct rock_hb_record rec;
+	struct rock_session *s;
+	uint8_t buf[ROCK_HB_MAX_LEN];
+	int64_t now = rock_now_ms();
+	unsigned i, j, got, missing = 0;
+
+	event_del(eng->ev_tick);
+	for (i = 0; i < N; i++) {
+		r[i] = add("client", "192.0.2.1", 0, now - 100000 + i, 1);
+		r[i]->role = ROCK_ROLE_CLIENT;
+		r[i]->features |= ROCK_FEAT_UDP;
+		seen[i] = 0;
+	}
+	peer_open(r[0]);
+	for (i = 1; i < N; i++) {
+		r[i]->udp_peer = r[0]->udp_peer;
+		r[i]->udp_peer_len = r[0]->udp_peer_len;
+	}
+	for (j = 0; j < 2; j++) {
+		heartbeat_round();
+		for (got = 0; peer_packet(buf, &h, 200) != NULL; got++) {
+			for (i = 0; i < h.nrecords; i++) {
+				rock_hb_record_decode(&rec, buf + ROCK_HB_HEADER_LEN +
+				    i * ROCK_HB_RECORD_LEN);
+				ck_assert_ptr_nonnull(s = rock_engine_find(eng, rec.id));
+				seen[(size_t)(s->connected_at_ms - (now - 100000))]++;
+			}
+		}
+		/* One interval: at most its 48 packets (a first packet of the
+		 * anchor's own before the group formed aside). */
+		ck_assert_uint_le(got, 49);
+	}
+	for (i = 0; i < N; i++)
+		missing += seen[i] == 0;
+	ck_assert_uint_eq(missing, 0);
+	close(peer_fd);
+}
+END_TEST
+
 Suite *
 evict_suite(void)
 {
@@ -601,6 +648,7 @@ evict_suite(void)
 	tcase_add_test(tc, test_farewell);
 	tcase_add_test(tc, test_group);
 	tcase_add_test(tc, test_group_client);
+	tcase_add_test(tc, test_group_rotates);
 	suite_add_tcase(su, tc);
 	return su;
 }
