@@ -2,6 +2,7 @@
 # shellcheck shell=bash
 #
 # Source it after setting me (the script's name); it sets tmp and pids.
+# start_backend needs bench, the rock-bench binary.
 
 die() {
 	echo "$me: error: $*" >&2
@@ -29,3 +30,19 @@ trap bench_cleanup EXIT
 trap 'exit 129' HUP
 trap 'exit 130' INT
 trap 'exit 143' TERM
+
+# start_backend sink|echo|source: rock-bench's server of that kind ($bench)
+# on a free port, sets backend_port (not in a command substitution: the
+# exit must know its pid)
+start_backend() {
+	local i
+	backend_port=
+	"$bench" "$1" 0 >"$tmp/$1.port" 2>"$tmp/$1.log" &
+	pids+=($!)
+	for ((i = 0; i < 100; i++)); do
+		backend_port=$(awk '$1 == "port" { print $2 }' "$tmp/$1.port")
+		[ -n "$backend_port" ] && return 0
+		sleep 0.05
+	done
+	die "the $1 backend did not start: $(cat "$tmp/$1.log")"
+}

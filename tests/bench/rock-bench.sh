@@ -69,19 +69,6 @@ trips=1000
 conns=300
 
 
-# start_backend sink|echo: starts it on a free port, sets backend_port
-start_backend() {
-	local i
-	backend_port=
-	"$bench" "$1" 0 >"$tmp/$1.port" 2>"$tmp/$1.log" &
-	pids+=($!)
-	for ((i = 0; i < 100; i++)); do
-		backend_port=$(awk '$1 == "port" { print $2 }' "$tmp/$1.port")
-		[ -n "$backend_port" ] && return 0
-		sleep 0.05
-	done
-	die "the $1 backend did not start: $(cat "$tmp/$1.log")"
-}
 
 freeport() {
 	"$bench" freeport | awk '$1 == "port" { print $2 }'

@@ -46,22 +46,9 @@ for f in "$bench" "$epollc" "$echod" "$rockd" "$wrapper"; do
 done
 
 
-# start_sink: rock-bench's sink on a free port, in sink (not in a command
-# substitution: the cleanup must know its pid)
-start_sink() {
-	local i
-	sink=
-	"$bench" sink 0 >"$tmp/sink.port" 2>"$tmp/sink.log" &
-	pids+=($!)
-	for ((i = 0; i < 100; i++)); do
-		sink=$(awk '$1 == "port" { print $2 }' "$tmp/sink.port")
-		[ -n "$sink" ] && return 0
-		sleep 0.05
-	done
-	die "the sink did not start"
-}
 
-start_sink
+start_backend sink
+sink=$backend_port
 # echod: thousands of connections (rock-bench's echo takes 1,024)
 echo_port=$("$bench" freeport | awk '{ print $2 }')
 "$echod" "$echo_port" 2>"$tmp/echod.log" &
