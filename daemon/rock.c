@@ -136,8 +136,8 @@ on_rock_state(struct rock_session *s, enum rock_state from, enum rock_state to,
 {
 	struct rockd_rock *rr = arg;
 
-	rlog_info(&rr->d->log, "rock %s: %s -> %s", rock_session_name(s),
-	    rock_state_name(from), rock_state_name(to));
+	rlog_info(&rr->d->log, "rock %s: %s -> %s (%s)", rock_session_name(s),
+	    rock_state_name(from), rock_state_name(to), rock_session_state_why(s));
 }
 
 static void

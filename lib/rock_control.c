@@ -13,7 +13,7 @@
 
 
 static void on_udp(evutil_socket_t fd, short what, void *arg);
-static void read_udp(struct rock_engine *e, int fd);
+static void read_udp(struct rock_engine *e, int fd, unsigned max);
 static void on_tick(evutil_socket_t fd, short what, void *arg);
 
 /* The control socket is dual-stack where the kernel allows, so IPv4 peers
@@ -323,7 +323,10 @@ own_word_ms(const struct rock_session *s)
  * except for a rock that only waits for the peer's last word (both ends
  * closed: its farewell lost, it must end on its own silence, as
  * rock_path_only_farewell_missing says) or whose own record is older
- * than own_word_ms. */
+ * than own_word_ms. A closed rock still owed more than the farewell
+ * keeps following: when thousands close at once their records take
+ * several intervals to go round, and a live path must not be judged
+ * dead meanwhile. */
 static void
 follow_group(struct rock_session *s, int64_t now)
 {
@@ -332,7 +335,9 @@ follow_group(struct rock_session *s, int64_t now)
 	int64_t own = s->own_heard_ms > s->connected_at_ms ? s->own_heard_ms :
 	    s->connected_at_ms;
 
-	if (g == s || (s->flags & closed) == closed || now - own > own_word_ms(s))
+	if (g == s || now - own > own_word_ms(s))
+		return;
+	if ((s->flags & closed) == closed && rock_path_only_farewell_missing(s))
 		return;
 	if (g->last_heard_ms > s->last_heard_ms)
 		s->last_heard_ms = g->last_heard_ms;
@@ -417,6 +422,7 @@ packet_send(struct out_packet *p, struct rock_session *g, int64_t now)
 		p->h.flags |= ROCK_HB_QUIET;
 	p->h.ack = g->pkt_in;
 	p->h.ack_bits = g->rx_bits;
+	g->acks_owed = 0;
 	rock_hb_packet_seal(&p->h, g->keys.tx, p->buf);
 	rock_control_send_packet(g->e, &g->udp_peer, g->udp_peer_len, p->buf);
 }
@@ -459,10 +465,19 @@ rock_control_ack_now(struct rock_session *s)
 	packet_send(&p, g, rock_now_ms());
 }
 
-/* Packets per group and interval: records beyond wait for the next one,
- * so that every packet sent in an interval stays within the 64 that an
+/* Packets per group and burst: records beyond wait for the next burst,
+ * so that every packet of a burst stays within the 64 that an
  * acknowledgement describes. */
 #define GROUP_PACKETS 48
+
+/* A receiver acknowledges at once, in a packet without records, after
+ * this many packets with records under one anchor; and a sender whose
+ * burst left records behind sends the next as soon as all but the last
+ * ACK_EVERY - 1 packets are acknowledged (at most 63 unacknowledged).
+ * So a group with thousands of changed counts (a mass close, a new
+ * anchor) is confirmed in a few round trips, not one burst per
+ * interval. */
+#define ACK_EVERY 16
 
 static void
 send_group(struct rock_session *g, int64_t now)
@@ -470,11 +485,16 @@ send_group(struct rock_session *g, int64_t now)
 	size_t n = 0, sent = 0, cap = GROUP_PACKETS * ROCK_HB_MAX_RECORDS, i;
 	struct rock_session *s;
 	struct out_packet p;
-	int k;
+	int k, self = g->hb_self;
 
+	g->hb_self = 0;
 	for (s = g->hb_list; s != NULL; s = s->hb_next)
 		n++;
-	/* More than an interval holds: start where the last one stopped, or
+	/* The anchor's own record first: the peer speaks under a new anchor
+	 * only once it has heard it name itself. */
+	if (self)
+		cap--;
+	/* More than a burst holds: start where the last one stopped, or
 	 * while no ack comes the same rocks would go every time and the
 	 * rest never. */
 	s = g->hb_list;
@@ -485,12 +505,71 @@ send_group(struct rock_session *g, int64_t now)
 	}
 	for (k = 0; k == 0 || (sent < n && k < GROUP_PACKETS); k++) {
 		packet_open(&p, g);
+		if (self) {
+			add_record(&p, g, g);
+			self = 0;
+		}
 		for (; sent < n && p.h.nrecords < ROCK_HB_MAX_RECORDS; sent++) {
 			add_record(&p, s, g);
 			s = s->hb_next != NULL ? s->hb_next : g->hb_list;
 		}
 		packet_send(&p, g, now);
 	}
+	g->hb_backlog = sent < n;
+}
+
+/* Lists s for its group's packet when the peer has not confirmed its
+ * counts: the anchor itself apart, to go first. */
+static void
+list_record(struct rock_session *s, struct rock_session *g, int64_t now)
+{
+	if (!dirty(s, g, now))
+		return;
+	if (s == g) {
+		g->hb_self = 1;
+		return;
+	}
+	s->hb_next = g->hb_list;
+	g->hb_list = s;
+}
+
+/* The next burst of a group with a backlog, once the last is (nearly
+ * all) acknowledged: the records still unconfirmed, less those in the
+ * packets not yet acknowledged (they are not late yet). */
+static void
+send_backlog(struct rock_session *g, int64_t now)
+{
+	struct rock_session *s;
+
+	if (!g->hb_backlog || g->pkt_out - g->ack_top >= ACK_EVERY ||
+	    g->state != ROCK_ST_CONNECTED || !can_heartbeat(g))
+		return;
+	g->hb_list = NULL;
+	g->hb_self = 0;
+	g->hb_rot = 0;
+	for (s = g->e->all; s != NULL; s = s->next)
+		if (s->state == ROCK_ST_CONNECTED && can_heartbeat(s) &&
+		    group_of(s) == g && s->sent_pkt <= g->ack_top)
+			list_record(s, g, now);
+	if (g->hb_list == NULL && !g->hb_self) {
+		g->hb_backlog = 0;
+		return;
+	}
+	send_group(g, now);
+}
+
+/* What a packet with records asks of its receiver: an ack at once every
+ * ACK_EVERY such packets. */
+static void
+owe_ack(struct rock_session *a, int64_t now)
+{
+	struct out_packet p;
+
+	if (++a->acks_owed < ACK_EVERY || a->state != ROCK_ST_CONNECTED ||
+	    !can_heartbeat(a))
+		return;
+	packet_open(&p, a);
+	packet_send(&p, a, now);
 }
 
 /* A server address whose anchor is gone frees its slot: the table
@@ -523,13 +602,11 @@ send_heartbeats(struct rock_engine *e, int64_t now)
 		if (g->hb_stamp != stamp) {
 			g->hb_stamp = stamp;
 			g->hb_list = NULL;
+			g->hb_self = 0;
 			g->hb_gnext = groups;
 			groups = g;
 		}
-		if (dirty(s, g, now)) {
-			s->hb_next = g->hb_list;
-			g->hb_list = s;
-		}
+		list_record(s, g, now);
 	}
 	for (g = groups; g != NULL; g = g->hb_gnext)
 		send_group(g, now);
@@ -638,10 +715,16 @@ log_drops(struct rock_engine *e)
 void
 rock_control_tick(struct rock_engine *e)
 {
-	int64_t now = rock_now_ms();
+	int64_t now;
 	struct rock_session *s, *next;
 	int i;
 
+	/* Judge on what has arrived, not on what waits in the socket: a
+	 * loop busy with thousands of closing connections reads 64
+	 * datagrams a turn, and the sign of life may be among the rest. */
+	if (e->udp_fd >= 0)
+		read_udp(e, e->udp_fd, 1U << 16);
+	now = rock_now_ms();
 	for (s = e->all; s != NULL; s = next) {
 		next = s->next;
 		rock_session_hold(s);
@@ -824,12 +907,17 @@ rock_control_datagram(struct rock_engine *e, const uint8_t *buf, size_t len,
 	for (i = 0; i < n; i++)
 		accept_record(e, buf + ROCK_HB_HEADER_LEN + i * ROCK_HB_RECORD_LEN,
 		    from, fromlen, a);
-	if (a != NULL)
+	if (a != NULL) {
+		if (n > 0)
+			owe_ack(a, rock_now_ms());
+		send_backlog(a, rock_now_ms());
 		rock_session_release(a);
+	}
 }
 
+/* Up to max datagrams waiting on the control socket. */
 static void
-read_udp(struct rock_engine *e, int fd)
+read_udp(struct rock_engine *e, int fd, unsigned max)
 {
 	uint8_t buf[ROCK_HB_MAX_LEN + 1];
 	struct sockaddr_storage from;
@@ -837,7 +925,7 @@ read_udp(struct rock_engine *e, int fd)
 	unsigned budget;
 	ssize_t got;
 
-	for (budget = 0; budget < 64; budget++) {
+	for (budget = 0; budget < max; budget++) {
 		fromlen = sizeof(from);
 		got = recvfrom(fd, buf, sizeof(buf), MSG_DONTWAIT,
 		    (struct sockaddr *)&from, &fromlen);
@@ -852,6 +940,6 @@ on_udp(evutil_socket_t fd, short what, void *arg)
 {
 	(void)what;
 	rock_engine_enter(arg);
-	read_udp(arg, fd);
+	read_udp(arg, fd, 64);
 	rock_engine_leave(arg);
 }

@@ -49,6 +49,7 @@ struct rock_session {
 	struct rock_engine *e;
 	enum rock_role role;
 	enum rock_state state;
+	const char *state_why;		/* why, during on_state only */
 	uint8_t id[ROCK_ID_LEN];
 	char name[9];
 	struct rock_keys keys;
@@ -101,6 +102,9 @@ struct rock_session {
 	unsigned long hb_stamp;		/* the tick that listed this group */
 	struct rock_session *hb_list;	/* as anchor: records to send this tick */
 	size_t hb_rot;			/* as anchor: where a too long list starts */
+	uint8_t hb_backlog;		/* as anchor: records left after a burst */
+	uint8_t hb_self;		/* as anchor: its own record is due */
+	uint8_t acks_owed;		/* packets with records since our last */
 	struct rock_session *hb_next;	/* in its anchor's hb_list */
 	struct rock_session *hb_gnext;	/* anchors with a packet this tick */
 	int64_t last_heard_ms;		/* last authentic record or packet */

@@ -184,7 +184,9 @@ rock_session_set_state(struct rock_session *s, enum rock_state to,
 		s->connected_at_ms = rock_now_ms();
 	if (s->cbs != NULL && s->cbs->on_state != NULL) {
 		s->in_callback++;
+		s->state_why = why;
 		s->cbs->on_state(s, from, to, s->arg);
+		s->state_why = NULL;
 		s->in_callback--;
 	}
 }
@@ -534,6 +536,12 @@ enum rock_state
 rock_session_state(const struct rock_session *s)
 {
 	return s->state;
+}
+
+const char *
+rock_session_state_why(const struct rock_session *s)
+{
+	return s->state_why != NULL ? s->state_why : "";
 }
 
 const char *

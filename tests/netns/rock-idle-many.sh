@@ -53,7 +53,9 @@ rss=$(idle_rss "$idle_pid")
 nn_log "client RSS $rss KiB with $ROCKS rocks"
 idle_release "$dir"
 # A rock the client suspends resets its data connection: rockd suspends
-# its side too, so rockd's log tells both.
+# its side too, so rockd's log tells both. The first few, with why, for
+# the reader of a failure.
+grep -h -m 5 "CONNECTED -> SUSPENDED" "$t_tmp/rockd-$IDLE_PORT.log" "$dir/client.log"
 t_eq "none suspended, at either end" \
 	"$(grep -c 'CONNECTED -> SUSPENDED' "$t_tmp/rockd-$IDLE_PORT.log")" 0
 t_eq "rockd took every one as a rock" \

@@ -69,6 +69,28 @@ v4(const char *host, uint16_t port)
 
 /* A server session named name from host; suspended (or connected) at
  * at_ms, proven or not. */
+/* Our end of a loopback TCP connection that sent its FIN, had it
+ * acknowledged and heard none back (FIN_WAIT2); the other end in *peer. */
+static int
+fin_wait2(int *peer)
+{
+	struct sockaddr_in a = v4("127.0.0.1", 0);
+	socklen_t len = sizeof(a);
+	int l, c;
+
+	ck_assert_int_ge(l = socket(AF_INET, SOCK_STREAM, 0), 0);
+	ck_assert_int_eq(bind(l, (struct sockaddr *)&a, sizeof(a)), 0);
+	ck_assert_int_eq(listen(l, 1), 0);
+	ck_assert_int_eq(getsockname(l, (struct sockaddr *)&a, &len), 0);
+	ck_assert_int_ge(c = socket(AF_INET, SOCK_STREAM, 0), 0);
+	ck_assert_int_eq(connect(c, (struct sockaddr *)&a, sizeof(a)), 0);
+	ck_assert_int_ge(*peer = accept(l, NULL, NULL), 0);
+	close(l);
+	ck_assert_int_eq(shutdown(c, SHUT_WR), 0);
+	usleep(20000);		/* loopback: the FIN's ack is back by now */
+	return c;
+}
+
 static struct rock_session *
 add(const char *name, const char *host, int suspended, int64_t at_ms, int proven)
 {
@@ -348,7 +370,7 @@ records_name(const uint8_t *buf, unsigned n, const struct rock_session *anchor,
  * client key is our rx), acknowledging ack, with a record naming a (number
  * seq) for each of rocks[0..n). */
 static void
-client_packet(const struct rock_session *a, uint64_t seq, uint64_t ack,
+client_packet_queued(const struct rock_session *a, uint64_t seq, uint64_t ack,
     struct rock_session **rocks, unsigned n, const uint8_t *key)
 {
 	struct rock_hb_header h = { .seq = seq, .ack = ack, .nrecords = (uint8_t)n };
@@ -370,6 +392,14 @@ client_packet(const struct rock_session *a, uint64_t seq, uint64_t ack,
 	ck_assert_int_eq(sendto(peer_fd, pkt, len, 0, (struct sockaddr *)&to,
 	    sizeof(to)), (ssize_t)len);
 	usleep(20000);
+}
+
+/* The same, taken by the engine's loop. */
+static void
+client_packet(const struct rock_session *a, uint64_t seq, uint64_t ack,
+    struct rock_session **rocks, unsigned n, const uint8_t *key)
+{
+	client_packet_queued(a, seq, ack, rocks, n, key);
 	event_base_loop(base, EVLOOP_NONBLOCK);
 }
 
@@ -408,7 +438,7 @@ START_TEST(test_group)
 	struct rock_hb_record rec;
 	uint8_t buf[ROCK_HB_MAX_LEN];
 	struct rock_keys wrong;
-	int i, seen = 0;
+	int i, seen = 0, peer;
 
 	event_del(eng->ev_tick);
 	for (i = 0; i < 3; i++) {
@@ -497,22 +527,32 @@ START_TEST(test_group)
 	ck_assert_int_eq(r[1]->last_heard_ms, a->last_heard_ms);
 	ck_assert_int_eq(r[2]->last_heard_ms, a->last_heard_ms);
 
-	/* Not for a rock that only waits for the peer's last word (both
-	 * ends closed): its farewell lost, it ends on its own silence. Nor
-	 * for one whose own record is older than the suspend timeout: its
-	 * peer may have dropped it without a word. */
+	/* A rock with both ends closed and more than the farewell owed
+	 * (here: no FIN of ours sent yet) still takes its group's signs of
+	 * life: thousands closing at once wait for records to go round. */
 	r[1]->flags |= ROCK_FLAG_WR_SHUT | ROCK_FLAG_EOF_SEEN;
+	r[1]->last_heard_ms = rock_now_ms() - 900;
+	client_packet(a, 5, 7, r, 0, a->keys.rx);
+	rock_control_tick(eng);
+	ck_assert_int_eq(r[1]->last_heard_ms, a->last_heard_ms);
+
+	/* Not one that only waits for the peer's last word (our FIN sent
+	 * and acknowledged): its farewell lost, it ends on its own silence.
+	 * Nor one whose own record is older than the suspend timeout: its
+	 * peer may have dropped it without a word. */
+	r[1]->fd = fin_wait2(&peer);
+	r[1]->shut_sent = 1;
 	r[1]->last_heard_ms = r[2]->last_heard_ms = rock_now_ms() - 900;
 	r[2]->own_heard_ms = rock_now_ms() - eng->cfg.suspend_timeout_s * 1000 - 1;
 	r[2]->connected_at_ms = r[2]->own_heard_ms;
-	client_packet(a, 5, 7, r, 0, a->keys.rx);
+	client_packet(a, 6, 7, r, 0, a->keys.rx);
 	rock_control_tick(eng);
 	ck_assert_int_lt(r[1]->last_heard_ms, rock_now_ms() - 800);
 	ck_assert_int_lt(r[2]->last_heard_ms, rock_now_ms() - 800);
 	/* Its own record refreshes it, and the next tick resends one for a
 	 * rock the peer last confirmed half a suspend timeout ago. */
 	r[2]->own_heard_ms = rock_now_ms();
-	client_packet(a, 6, 7, r, 0, a->keys.rx);
+	client_packet(a, 7, 7, r, 0, a->keys.rx);
 	rock_control_tick(eng);
 	ck_assert_int_eq(r[2]->last_heard_ms, a->last_heard_ms);
 	r[1]->flags &= ~(ROCK_FLAG_WR_SHUT | ROCK_FLAG_EOF_SEEN);
@@ -526,15 +566,15 @@ START_TEST(test_group)
 	/* A packet overtaken by a later one is taken, once; one older than
 	 * the window (64 behind the latest) is not. */
 	i = (int)eng->stats.hb_replayed;
+	client_packet(a, 9, 7, r, 0, a->keys.rx);
 	client_packet(a, 8, 7, r, 0, a->keys.rx);
-	client_packet(a, 7, 7, r, 0, a->keys.rx);
 	ck_assert_uint_eq(eng->stats.hb_replayed, (unsigned)i);
-	client_packet(a, 7, 7, r, 0, a->keys.rx);
+	client_packet(a, 8, 7, r, 0, a->keys.rx);
 	ck_assert_uint_eq(eng->stats.hb_replayed, (unsigned)i + 1);
-	client_packet(a, 80, 7, r, 0, a->keys.rx);
-	client_packet(a, 15, 7, r, 0, a->keys.rx);
-	ck_assert_uint_eq(eng->stats.hb_replayed, (unsigned)i + 2);
+	client_packet(a, 81, 7, r, 0, a->keys.rx);
 	client_packet(a, 16, 7, r, 0, a->keys.rx);
+	ck_assert_uint_eq(eng->stats.hb_replayed, (unsigned)i + 2);
+	client_packet(a, 17, 7, r, 0, a->keys.rx);
 	ck_assert_uint_eq(eng->stats.hb_replayed, (unsigned)i + 2);
 
 	/* The anchor ends: the others speak for themselves again. */
@@ -542,6 +582,7 @@ START_TEST(test_group)
 	heartbeat_round();
 	ck_assert_int_eq(r[1]->has_anchor, 0);
 	ck_assert_int_eq(r[2]->has_anchor, 0);
+	close(peer);
 	close(peer_fd);
 }
 END_TEST
@@ -633,6 +674,148 @@ START_TEST(test_group_rotates)
 }
 END_TEST
 
+/* The peer's packet number seq under anchor a, without records,
+ * acknowledging ack and the 64 before it as bits says. */
+static void
+peer_ack(const struct rock_session *a, uint64_t seq, uint64_t ack, uint64_t bits)
+{
+	struct rock_hb_header h = { .seq = seq, .ack = ack, .ack_bits = bits };
+	struct sockaddr_in to = v4("127.0.0.1", eng->udp_port);
+	uint8_t pkt[ROCK_HB_MAX_LEN];
+
+	memcpy(h.anchor, a->id, ROCK_ID_LEN);
+	rock_hb_packet_seal(&h, a->keys.rx, pkt);
+	ck_assert_int_eq(sendto(peer_fd, pkt, ROCK_HB_HEADER_LEN, 0,
+	    (struct sockaddr *)&to, sizeof(to)), ROCK_HB_HEADER_LEN);
+	usleep(20000);
+	event_base_loop(base, EVLOOP_NONBLOCK);
+}
+
+/* n client rocks to one server address, r[0] the oldest (the anchor). */
+static void
+client_rocks(struct rock_session **r, unsigned n, int64_t now)
+{
+	unsigned i;
+
+	for (i = 0; i < n; i++) {
+		r[i] = add("client", "192.0.2.1", 0, now - 100000 + i, 1);
+		r[i]->role = ROCK_ROLE_CLIENT;
+		r[i]->features |= ROCK_FEAT_UDP;
+	}
+	peer_open(r[0]);
+	for (i = 1; i < n; i++) {
+		r[i]->udp_peer = r[0]->udp_peer;
+		r[i]->udp_peer_len = r[0]->udp_peer_len;
+	}
+}
+
+/* The packets that arrive, the rocks their records are for marked in
+ * seen (by age, as client_rocks made them), the highest number in *top. */
+static unsigned
+drain_records(int *seen, int64_t now, uint64_t *top)
+{
+	struct rock_hb_header h;
+	struct rock_hb_record rec;
+	struct rock_session *s;
+	uint8_t buf[ROCK_HB_MAX_LEN];
+	unsigned got, i;
+
+	for (got = 0; peer_packet(buf, &h, 200) != NULL; got++) {
+		if (h.seq > *top)
+			*top = h.seq;
+		for (i = 0; i < h.nrecords; i++) {
+			rock_hb_record_decode(&rec, buf + ROCK_HB_HEADER_LEN +
+			    i * ROCK_HB_RECORD_LEN);
+			ck_assert_ptr_nonnull(s = rock_engine_find(eng, rec.id));
+			seen[(size_t)(s->connected_at_ms - (now - 100000))]++;
+		}
+	}
+	return got;
+}
+
+/* More records than a burst holds: once the peer acknowledges the burst,
+ * the next leaves at once, not an interval later. */
+START_TEST(test_group_burst_on_ack)
+{
+	enum { N = 800 };
+	static struct rock_session *r[N];
+	static int seen[N];
+	int64_t now = rock_now_ms();
+	uint64_t top = 0;
+	unsigned i, missing = 0;
+
+	event_del(eng->ev_tick);
+	client_rocks(r, N, now);
+	memset(seen, 0, sizeof(seen));
+	heartbeat_round();
+	/* One burst: at most its 48 packets (and a first of the anchor's
+	 * own before the group formed); 720 records, not 800. */
+	ck_assert_uint_le(drain_records(seen, now, &top), 49);
+	for (i = 0; i < N; i++)
+		missing += seen[i] == 0;
+	ck_assert_uint_gt(missing, 0);
+	peer_ack(r[0], 1, top, ~(uint64_t)0);
+	ck_assert_uint_gt(drain_records(seen, now, &top), 0);
+	for (i = 0, missing = 0; i < N; i++)
+		missing += seen[i] == 0;
+	ck_assert_uint_eq(missing, 0);
+	close(peer_fd);
+}
+END_TEST
+
+/* A receiver acknowledges at once every 16 packets with records, in a
+ * packet without records; not before. */
+START_TEST(test_group_ack_every)
+{
+	enum { N = 20 };
+	static struct rock_session *r[N];
+	struct rock_hb_header h;
+	uint8_t buf[ROCK_HB_MAX_LEN];
+	int64_t now = rock_now_ms();
+	unsigned i;
+
+	event_del(eng->ev_tick);
+	client_rocks(r, N, now);
+	heartbeat_round();
+	while (peer_packet(buf, &h, 100) != NULL)
+		;
+	for (i = 1; i <= 15; i++)
+		client_packet(r[0], i, 0, &r[i], 1, r[0]->keys.rx);
+	ck_assert_ptr_null(peer_packet(buf, &h, 50));
+	client_packet(r[0], 16, 0, &r[16], 1, r[0]->keys.rx);
+	ck_assert_ptr_eq(peer_packet(buf, &h, 200), r[0]);
+	ck_assert_uint_eq(h.nrecords, 0);
+	ck_assert_uint_eq(h.ack, 16);
+	ck_assert_uint_eq(h.ack_bits, 0x7fff);
+	ck_assert_ptr_null(peer_packet(buf, &h, 50));
+	/* Packets without records ask for nothing. */
+	for (i = 17; i <= 40; i++)
+		peer_ack(r[0], i, 0, 0);
+	ck_assert_ptr_null(peer_packet(buf, &h, 50));
+	close(peer_fd);
+}
+END_TEST
+
+/* A tick judges on what has arrived: a record waiting in the socket
+ * (the loop busy elsewhere) is read before a rock is found silent. */
+START_TEST(test_tick_reads_first)
+{
+	int64_t now = rock_now_ms();
+	struct rock_session *r;
+
+	event_del(eng->ev_tick);
+	r = add("member", "192.0.2.1", 0, now - 60000, 1);
+	r->features |= ROCK_FEAT_UDP;
+	peer_open(r);
+	r->last_heard_ms = r->own_heard_ms = now - 60000;
+	client_packet_queued(r, 1, 0, &r, 1, r->keys.rx);
+	rock_control_tick(eng);
+	ck_assert_int_eq(r->state, ROCK_ST_CONNECTED);
+	ck_assert_int_ge(r->last_heard_ms, now);
+	close(peer_fd);
+}
+END_TEST
+
 Suite *
 evict_suite(void)
 {
@@ -649,6 +832,9 @@ evict_suite(void)
 	tcase_add_test(tc, test_group);
 	tcase_add_test(tc, test_group_client);
 	tcase_add_test(tc, test_group_rotates);
+	tcase_add_test(tc, test_group_burst_on_ack);
+	tcase_add_test(tc, test_group_ack_every);
+	tcase_add_test(tc, test_tick_reads_first);
 	suite_add_tcase(su, tc);
 	return su;
 }
