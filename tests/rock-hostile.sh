@@ -271,7 +271,7 @@ t_check "session: unknown id (and the ended session) refused" \
 t_eq "session: malformed request refused" $(($(nlogged "$bad_request") - n_bad_request)) 1
 t_logged "session: heartbeats dropped: 1 forged, 2 replayed, 1 unknown, 1 malformed" \
 	"info: log_drops: control channel: dropped $((d_all + 5)) records so far (forged $((d_forged + 1)), replayed $((d_replayed + 2)), unknown session $((d_unknown + 1)), malformed $((d_malformed + 1)))"
-t_check "session: ended cleanly" logged "info: on_rock_state: rock $id: CONNECTED -> CLOSED"
+t_check "session: ended cleanly" logged "info: on_rock_state: rock $id: CONNECTED -> CLOSED (both ends closed)"
 t_eq "session: never closed on error" "$(grep -c "rock $id: closed: " "$log")" 0
 t_bounded "after the session attacks"
 
