@@ -324,6 +324,7 @@ setup_log(struct rockd *d, const struct options *o)
 	d->log_cfg.debug = o->verbose;
 	rock_log_configure(&d->log, &d->log_cfg, "rockd");
 	d->log.warn_to_stderr = 0;
+	d->log.facility = LOG_DAEMON;
 	if (!o->foreground)
 		openlog("rockd", LOG_PID, LOG_DAEMON);
 }

@@ -3,9 +3,11 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <syslog.h>
 
 #include "rock_config.h"
 #include "rock_env.h"
+#include "rock_log.h"
 #include "suites.h"
 
 /* A fake environment: "NAME=VALUE" strings, NULL-terminated. */
@@ -349,6 +351,55 @@ START_TEST(test_silent_pass_does_not_consume_report)
 }
 END_TEST
 
+/* What rock_log_emit handed syslog last. */
+static struct {
+	int n, priority;
+	char line[256];
+} sent;
+
+static void
+record_syslog(int priority, const char *line)
+{
+	sent.n++;
+	sent.priority = priority;
+	snprintf(sent.line, sizeof(sent.line), "%s", line);
+}
+
+/* syslog is told the facility the log object carries, never LOG_USER
+ * for rockd, whose openlog(LOG_DAEMON) a facility in the priority
+ * would override. */
+START_TEST(test_log_facility)
+{
+	struct rock_config cfg;
+	struct rock_log log;
+
+	rock_config_defaults(&cfg);
+	ck_assert_int_eq(cfg.log_sink, ROCK_LOG_SYSLOG);
+	rock_log_configure(&log, &cfg, "librock");
+	log.warn_to_stderr = 0;
+	log.to_syslog = record_syslog;
+	memset(&sent, 0, sizeof(sent));
+	rlog_info(&log, "a program's line");
+	ck_assert_int_eq(sent.n, 1);
+	ck_assert_int_eq(sent.priority, LOG_USER | LOG_INFO);
+	ck_assert_ptr_nonnull(strstr(sent.line, "librock["));
+	ck_assert_ptr_nonnull(strstr(sent.line, "]: info: "));
+	ck_assert_ptr_nonnull(strstr(sent.line, ": a program's line\n"));
+
+	rock_log_configure(&log, &cfg, "rockd");
+	log.warn_to_stderr = 0;
+	log.facility = LOG_DAEMON;
+	log.to_syslog = record_syslog;
+	rlog_warn(&log, "rockd's line %d", 2);
+	rlog_debug(&log, "not emitted: debug is off");
+	ck_assert_int_eq(sent.n, 2);
+	ck_assert_int_eq(sent.priority, LOG_DAEMON | LOG_WARNING);
+	ck_assert_ptr_nonnull(strstr(sent.line, "rockd["));
+	ck_assert_ptr_nonnull(strstr(sent.line, "]: warning: "));
+	ck_assert_ptr_nonnull(strstr(sent.line, ": rockd's line 2\n"));
+}
+END_TEST
+
 Suite *
 config_suite(void)
 {
@@ -368,6 +419,9 @@ config_suite(void)
 	tcase_add_test(tc, test_modes);
 	tcase_add_test(tc, test_report_once);
 	tcase_add_test(tc, test_silent_pass_does_not_consume_report);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("log");
+	tcase_add_test(tc, test_log_facility);
 	suite_add_tcase(s, tc);
 	return s;
 }
