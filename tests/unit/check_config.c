@@ -365,6 +365,33 @@ record_syslog(int priority, const char *line)
 	snprintf(sent.line, sizeof(sent.line), "%s", line);
 }
 
+/* A syslog log as IDENT, its lines recorded, none on stderr. */
+static void
+recorded_log(struct rock_log *log, const struct rock_config *cfg,
+    const char *ident)
+{
+	rock_log_configure(log, cfg, ident);
+	log->warn_to_stderr = 0;
+	log->to_syslog = record_syslog;
+}
+
+/* The last line sent: PRIORITY, and IDENT[...]: LEVEL: ...: TEXT. */
+static void
+expect_sent(int n, int priority, const char *ident, const char *level,
+    const char *text)
+{
+	char want[128];
+
+	ck_assert_int_eq(sent.n, n);
+	ck_assert_int_eq(sent.priority, priority);
+	ck_assert_msg(strncmp(sent.line, ident, strlen(ident)) == 0 &&
+	    sent.line[strlen(ident)] == '[', "%s", sent.line);
+	snprintf(want, sizeof(want), "]: %s: ", level);
+	ck_assert_ptr_nonnull(strstr(sent.line, want));
+	snprintf(want, sizeof(want), ": %s\n", text);
+	ck_assert_ptr_nonnull(strstr(sent.line, want));
+}
+
 /* syslog is told the facility the log object carries, never LOG_USER
  * for rockd, whose openlog(LOG_DAEMON) a facility in the priority
  * would override. */
@@ -375,28 +402,17 @@ START_TEST(test_log_facility)
 
 	rock_config_defaults(&cfg);
 	ck_assert_int_eq(cfg.log_sink, ROCK_LOG_SYSLOG);
-	rock_log_configure(&log, &cfg, "librock");
-	log.warn_to_stderr = 0;
-	log.to_syslog = record_syslog;
 	memset(&sent, 0, sizeof(sent));
+	recorded_log(&log, &cfg, "librock");
 	rlog_info(&log, "a program's line");
-	ck_assert_int_eq(sent.n, 1);
-	ck_assert_int_eq(sent.priority, LOG_USER | LOG_INFO);
-	ck_assert_ptr_nonnull(strstr(sent.line, "librock["));
-	ck_assert_ptr_nonnull(strstr(sent.line, "]: info: "));
-	ck_assert_ptr_nonnull(strstr(sent.line, ": a program's line\n"));
+	expect_sent(1, LOG_USER | LOG_INFO, "librock", "info", "a program's line");
 
-	rock_log_configure(&log, &cfg, "rockd");
-	log.warn_to_stderr = 0;
+	recorded_log(&log, &cfg, "rockd");
 	log.facility = LOG_DAEMON;
-	log.to_syslog = record_syslog;
 	rlog_warn(&log, "rockd's line %d", 2);
 	rlog_debug(&log, "not emitted: debug is off");
-	ck_assert_int_eq(sent.n, 2);
-	ck_assert_int_eq(sent.priority, LOG_DAEMON | LOG_WARNING);
-	ck_assert_ptr_nonnull(strstr(sent.line, "rockd["));
-	ck_assert_ptr_nonnull(strstr(sent.line, "]: warning: "));
-	ck_assert_ptr_nonnull(strstr(sent.line, ": rockd's line 2\n"));
+	expect_sent(2, LOG_DAEMON | LOG_WARNING, "rockd", "warning",
+	    "rockd's line 2");
 }
 END_TEST
 
