@@ -122,6 +122,8 @@ rockd_handover_abort(struct rockd *d, const char *why)
 		return;
 	reap(d, d->ho->pid);
 	rlog_error(&d->log, "hand-over failed: %s; this rockd keeps serving", why);
+	/* The successor may have written its own before it failed. */
+	(void)rockd_pidfile_write(d);
 	ho_free(d);
 	rockd_services_pause(&d->cfg, 0);
 }
@@ -453,6 +455,11 @@ rockd_takeover(struct rockd *d, int chan)
 	else if (receive_all(d, chan, &t) == 0 &&
 	    rockd_services_adopt(d, &d->cfg, t.listeners, t.nlisteners) != 0)
 		snprintf(t.why, sizeof(t.why), "a listener could not start");
+	/* Before the acknowledgement, on which the predecessor exits: a
+	 * supervisor that follows the pid file (systemd's PIDFile=) reads it
+	 * when the old process ends, and must find us there. */
+	else if (t.why[0] == '\0' && rockd_pidfile_write(d) != 0)
+		snprintf(t.why, sizeof(t.why), "cannot write the pid file");
 	else if (t.why[0] == '\0' &&
 	    rockd_chan_send(chan, ROCKD_MSG_ACK, NULL, 0, NULL, MSG_TIMEOUT_MS) != 0)
 		snprintf(t.why, sizeof(t.why), "acknowledging: %s", strerror(errno));

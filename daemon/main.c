@@ -264,20 +264,26 @@ on_hup(evutil_socket_t sig, short what, void *arg)
 		rlog_info(&d->log, "configuration reloaded from %s", d->config_path);
 }
 
-static int
-write_pidfile(const char *path)
+int
+rockd_pidfile_write(struct rockd *d)
 {
 	char buf[32];
-	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	int n = snprintf(buf, sizeof(buf), "%ld\n", (long)getpid());
+	int fd, n = snprintf(buf, sizeof(buf), "%ld\n", (long)getpid());
 
-	if (fd < 0)
-		return -1;
+	if (d->pidfile == NULL)
+		return 0;
+	if ((fd = open(d->pidfile, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
+	    0644)) < 0)
+		goto fail;
 	if (write(fd, buf, (size_t)n) != n) {
 		close(fd);
-		return -1;
+		goto fail;
 	}
-	return close(fd);
+	if (close(fd) == 0)
+		return 0;
+fail:
+	rlog_error(&d->log, "pid file %s: %s", d->pidfile, strerror(errno));
+	return -1;
 }
 
 /* daemon() moves to "/": a relative -f or -p path must keep its meaning
@@ -324,6 +330,7 @@ setup_log(struct rockd *d, const struct options *o)
 	d->log_cfg.debug = o->verbose;
 	rock_log_configure(&d->log, &d->log_cfg, "rockd");
 	d->log.warn_to_stderr = 0;
+	d->log.facility = LOG_DAEMON;
 	if (!o->foreground)
 		openlog("rockd", LOG_PID, LOG_DAEMON);
 }
@@ -397,10 +404,10 @@ teardown(struct rockd *d)
 static int
 run(struct rockd *d, const struct options *o)
 {
-	const char *pidfile = o->pidfile != NULL ? o->pidfile :
-	    d->cfg.pidfile[0] != '\0' ? d->cfg.pidfile : NULL;
 	int r = 1;
 
+	d->pidfile = o->pidfile != NULL ? o->pidfile :
+	    d->cfg.pidfile[0] != '\0' ? d->cfg.pidfile : NULL;
 	if ((d->base = event_base_new()) == NULL || setup_signals(d) != 0) {
 		fprintf(stderr, "rockd: cannot set up the event loop\n");
 		return 1;
@@ -417,18 +424,17 @@ run(struct rockd *d, const struct options *o)
 		rlog_error(&d->log, "daemon: %s", strerror(errno));
 		goto out;
 	}
-	if (pidfile != NULL && write_pidfile(pidfile) != 0) {
-		rlog_error(&d->log, "pid file %s: %s", pidfile, strerror(errno));
+	/* A successor wrote it before its predecessor could exit. */
+	if (o->takeover < 0 && rockd_pidfile_write(d) != 0)
 		goto out;
-	}
 	rlog_info(&d->log, "%s %s started", PACKAGE_NAME, PACKAGE_VERSION);
 	log_key(d);
 	event_base_dispatch(d->base);
 	rlog_info(&d->log, d->handed_over ? "handed over; exiting" : "stopped");
 	r = 0;
 	/* The successor's pid is in it now. */
-	if (pidfile != NULL && !d->handed_over)
-		unlink(pidfile);
+	if (d->pidfile != NULL && !d->handed_over)
+		unlink(d->pidfile);
 out:
 	rockd_services_stop(&d->cfg);
 	teardown(d);

@@ -85,6 +85,7 @@ struct rockd {
 	char **argv;
 	struct rockd_handover *ho;	/* a hand-over in progress */
 	int handed_over;		/* the successor has everything: exit */
+	const char *pidfile;		/* -p or the file's; NULL: none */
 };
 
 /* Configuration: parse a file; on error print "FILE:LINE: problem" into
@@ -182,6 +183,8 @@ int rockd_rock_import(struct rockd *d, struct rockd_msg *msg);
 int rockd_relay_import(struct rockd *d, struct rockd_msg *msg);
 /* Stop taking connections for a moment (1) or again (0): they queue. */
 void rockd_services_pause(struct rockd_config *cfg, int paused);
+/* Our process id into d->pidfile, if any: 0, or -1 logged. */
+int rockd_pidfile_write(struct rockd *d);
 /* The engine on the first service's address, or on a handed-over UDP
  * socket (udp_fd >= 0, the engine's on success). */
 int rockd_engine_start(struct rockd *d, int udp_fd);

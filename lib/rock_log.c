@@ -90,6 +90,8 @@ rock_log_configure(struct rock_log *log, const struct rock_config *cfg,
 	log->sink = cfg->log_sink;
 	log->debug = cfg->debug;
 	log->ident = ident;
+	log->facility = LOG_USER;
+	log->to_syslog = NULL;
 	/* A user who sets nothing still sees bad settings reported on the
 	 * terminal; ROCK_LOG, once set, is the single place for everything. */
 	log->warn_to_stderr = cfg->log_sink == ROCK_LOG_SYSLOG;
@@ -115,6 +117,16 @@ format_prefix(char *buf, size_t size, const struct rock_log *log,
 	return n < 0 ? 0 : (size_t)n >= size ? size - 1 : (size_t)n;
 }
 
+/* No openlog(): the ident and options belong to the program. */
+static void
+to_syslog(const struct rock_log *log, int priority, const char *line)
+{
+	if (log->to_syslog != NULL)
+		log->to_syslog(priority, line);
+	else
+		syslog(priority, "%s", line);
+}
+
 void
 rock_log_emit(const struct rock_log *log, enum rock_log_level level,
     const char *func, const char *fmt, ...)
@@ -136,8 +148,7 @@ rock_log_emit(const struct rock_log *log, enum rock_log_level level,
 	line[len] = '\0';
 
 	if (log->sink == ROCK_LOG_SYSLOG) {
-		/* No openlog(): the ident and options belong to the program. */
-		syslog(LOG_USER | (int)level, "%s", strchr(line, ' ') + 1);
+		to_syslog(log, log->facility | (int)level, strchr(line, ' ') + 1);
 		if (level <= ROCK_LOG_WARN && log->warn_to_stderr)
 			write_all(STDERR_FILENO, line, len);
 	} else if (log->sink == ROCK_LOG_STDERR) {

@@ -20,6 +20,11 @@ struct rock_log {
 	int warn_to_stderr;		/* sink is the default: warnings go to stderr too */
 	const char *path;		/* the configuration's log_path: outlives us */
 	const char *ident;		/* "librock", "rockd", ... */
+	/* Passed with each line: a daemon's own (rockd: LOG_DAEMON), or
+	 * LOG_USER, which rock_log_configure sets, for a program's librock. */
+	int facility;
+	/* NULL: syslog(3). A test records what would be sent. */
+	void (*to_syslog)(int priority, const char *line);
 };
 
 /* Take the sink and debug flag from a configuration. */

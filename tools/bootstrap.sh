@@ -10,12 +10,14 @@ cd "$(dirname "$0")/.."
 # for the tests' netem on kernels without one), and what the tests drive:
 # socat, iproute2/iptables for network namespaces, ping, the real programs
 # run under rock (python3, curl, a JDK), ssh and tmux; clang and its
-# libFuzzer and sanitizer runtimes for the fuzz harnesses (tests/fuzz).
+# libFuzzer and sanitizer runtimes for the fuzz harnesses (tests/fuzz);
+# systemd for systemd-analyze, which checks rockd's unit; groff-base
+# to check that the man pages render.
 PACKAGES="build-essential autoconf automake libtool pkg-config
 libsodium-dev libevent-dev check libnetfilter-queue-dev
 clang libclang-rt-14-dev
 socat iproute2 iptables iputils-ping procps psmisc python3 curl
-default-jdk-headless openssh-server openssh-client tmux"
+default-jdk-headless openssh-server openssh-client tmux systemd groff-base"
 
 as_root() {
 	if [ "$(id -u)" -eq 0 ]; then "$@"

@@ -3,9 +3,11 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <syslog.h>
 
 #include "rock_config.h"
 #include "rock_env.h"
+#include "rock_log.h"
 #include "suites.h"
 
 /* A fake environment: "NAME=VALUE" strings, NULL-terminated. */
@@ -349,6 +351,71 @@ START_TEST(test_silent_pass_does_not_consume_report)
 }
 END_TEST
 
+/* What rock_log_emit handed syslog last. */
+static struct {
+	int n, priority;
+	char line[256];
+} sent;
+
+static void
+record_syslog(int priority, const char *line)
+{
+	sent.n++;
+	sent.priority = priority;
+	snprintf(sent.line, sizeof(sent.line), "%s", line);
+}
+
+/* A syslog log as IDENT, its lines recorded, none on stderr. */
+static void
+recorded_log(struct rock_log *log, const struct rock_config *cfg,
+    const char *ident)
+{
+	rock_log_configure(log, cfg, ident);
+	log->warn_to_stderr = 0;
+	log->to_syslog = record_syslog;
+}
+
+/* The last line sent: PRIORITY, and IDENT[...]: LEVEL: ...: TEXT. */
+static void
+expect_sent(int n, int priority, const char *ident, const char *level,
+    const char *text)
+{
+	char want[128];
+
+	ck_assert_int_eq(sent.n, n);
+	ck_assert_int_eq(sent.priority, priority);
+	ck_assert_msg(strncmp(sent.line, ident, strlen(ident)) == 0 &&
+	    sent.line[strlen(ident)] == '[', "%s", sent.line);
+	snprintf(want, sizeof(want), "]: %s: ", level);
+	ck_assert_ptr_nonnull(strstr(sent.line, want));
+	snprintf(want, sizeof(want), ": %s\n", text);
+	ck_assert_ptr_nonnull(strstr(sent.line, want));
+}
+
+/* syslog is told the facility the log object carries, never LOG_USER
+ * for rockd, whose openlog(LOG_DAEMON) a facility in the priority
+ * would override. */
+START_TEST(test_log_facility)
+{
+	struct rock_config cfg;
+	struct rock_log log;
+
+	rock_config_defaults(&cfg);
+	ck_assert_int_eq(cfg.log_sink, ROCK_LOG_SYSLOG);
+	memset(&sent, 0, sizeof(sent));
+	recorded_log(&log, &cfg, "librock");
+	rlog_info(&log, "a program's line");
+	expect_sent(1, LOG_USER | LOG_INFO, "librock", "info", "a program's line");
+
+	recorded_log(&log, &cfg, "rockd");
+	log.facility = LOG_DAEMON;
+	rlog_warn(&log, "rockd's line %d", 2);
+	rlog_debug(&log, "not emitted: debug is off");
+	expect_sent(2, LOG_DAEMON | LOG_WARNING, "rockd", "warning",
+	    "rockd's line 2");
+}
+END_TEST
+
 Suite *
 config_suite(void)
 {
@@ -368,6 +435,9 @@ config_suite(void)
 	tcase_add_test(tc, test_modes);
 	tcase_add_test(tc, test_report_once);
 	tcase_add_test(tc, test_silent_pass_does_not_consume_report);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("log");
+	tcase_add_test(tc, test_log_facility);
 	suite_add_tcase(s, tc);
 	return s;
 }
