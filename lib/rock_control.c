@@ -169,6 +169,24 @@ rock_udp_peer_from_tcp(struct rock_session *s, uint16_t udp_port)
 	s->udp_peer_len = len;
 }
 
+static void set_anchor(struct rock_session *s, const struct rock_session *a);
+
+void
+rock_control_peer_moved(struct rock_session *s)
+{
+	const struct sockaddr_storage *u = &s->udp_peer;
+	uint16_t port = 0;
+
+	if (s->udp_peer_len > 0)
+		port = ntohs(u->ss_family == AF_INET6 ?
+		    ((const struct sockaddr_in6 *)u)->sin6_port :
+		    ((const struct sockaddr_in *)u)->sin_port);
+	/* Its group was the old address's. */
+	set_anchor(s, NULL);
+	s->peer_slot = 0;
+	rock_udp_peer_from_tcp(s, port);
+}
+
 /* Two intervals without an authentic record or packet from the peer. */
 static int
 hears_nothing(const struct rock_session *s, int64_t now)

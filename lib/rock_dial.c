@@ -880,13 +880,14 @@ launch_attempt(struct rock_session *s)
 	a->connected = 0;
 	a->rtt_ms = 0;
 	a->have = 0;
-	a->fd = socket(s->peer.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	rock_lookup_next(s, &a->addr, &a->addr_len);
+	a->fd = socket(a->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (a->fd < 0) {
 		attempt_failed(a, strerror(errno));
 		return;
 	}
 	(void)setsockopt(a->fd, IPPROTO_TCP, TCP_FASTOPEN_CONNECT, &one, sizeof(one));
-	if (connect(a->fd, (struct sockaddr *)&s->peer, s->peer_len) == 0) {
+	if (connect(a->fd, (struct sockaddr *)&a->addr, a->addr_len) == 0) {
 		/* A Fast Open cookie is cached: the request rides in the SYN;
 		 * the socket turns writable when the handshake completes. */
 		if (send_request(a, EV_READ | EV_WRITE) != 0)
@@ -945,6 +946,7 @@ on_next(evutil_socket_t fd, short what, void *arg)
 	rock_engine_enter(s->e);
 	if (s->dial != NULL && !s->dial->path_up) {
 		rock_session_hold(s);
+		rock_lookup_maybe(s, 0);
 		launch_attempt(s);
 		if (s->dial != NULL)
 			arm_next(s);
@@ -964,6 +966,7 @@ attempt_failed(struct rock_attempt *a, const char *why)
 	rlog_debug(s->e->log, "rock %s: reconnect attempt %u failed: %s",
 	    s->name, a->number, why);
 	attempt_close(a);
+	rock_lookup_maybe(s, 1);
 	if (s->dial->path_up && attempts_open(s->dial) == 0) {
 		dial_free(s);
 		rock_dial_schedule(s, 0);
@@ -1007,9 +1010,19 @@ rock_dial_schedule(struct rock_session *s, int now)
 	evtimer_add(s->ev_retry, &tv);
 }
 
+/* Happy eyeballs (RFC 8305) on the attempts' own schedule: the first new
+ * address now, the next a period later if the path is still down. */
+void
+rock_dial_addresses_changed(struct rock_session *s)
+{
+	if (s->dial != NULL && !s->dial->path_up)
+		launch_attempt(s);
+}
+
 void
 rock_dial_cancel(struct rock_session *s)
 {
+	rock_lookup_cancel(s);
 	dial_free(s);
 	s->parked = 0;
 	s->unscouted = 0;
@@ -1125,6 +1138,27 @@ reconnected(struct rock_session *s, int fd, int rtt_ms)
 	rock_session_maybe_finish(s);
 }
 
+/* The answer came from an address the name now has: the rock lives
+ * there from now on. The proof over the session's keys says it is the
+ * same server; anyone else there could not have answered. */
+static void
+moved(struct rock_session *s, const struct rock_attempt *a)
+{
+	char was[ROCK_DEST_TEXT_LEN], now[ROCK_DEST_TEXT_LEN];
+
+	rock_lookup_settle(s);
+	if (a->addr_len == s->peer_len &&
+	    memcmp(&a->addr, &s->peer, s->peer_len) == 0)
+		return;
+	rock_dest_text((const struct sockaddr *)&s->peer, s->peer_len, was);
+	rock_dest_text((const struct sockaddr *)&a->addr, a->addr_len, now);
+	memcpy(&s->peer, &a->addr, a->addr_len);
+	s->peer_len = a->addr_len;
+	rock_control_peer_moved(s);
+	rlog_info(s->e->log, "rock %s: the server moved from %s to %s", s->name,
+	    was, now);
+}
+
 /* The server's answer, proven with its key over our nonce: this attempt
  * wins; the others are dropped. */
 static void
@@ -1148,6 +1182,7 @@ attempt_answered(struct rock_attempt *a)
 	fd = a->fd;
 	rtt = a->rtt_ms;
 	a->fd = -1;
+	moved(s, a);
 	dial_free(s);
 	if (rock_session_resume_counts(s, ok.consumed, ok.end, ok.flags) != 0) {
 		rock_close_reset(fd);

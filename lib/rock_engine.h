@@ -127,6 +127,16 @@ int rock_client_open(struct rock_engine *e, const struct sockaddr *addr,
     socklen_t len, int timeout_ms, const struct rock_session_cbs *cbs,
     void *arg, struct rock_session **out);
 
+/* Client: the name the program looked the server up by (at most
+ * ROCK_NAME_MAX bytes, rock_names.h). When redialing the server's address
+ * goes unanswered, the engine looks the name up again, off its loop, and
+ * dials the addresses it gets, families interleaved (doc/engine.md); the
+ * reconnect's proof keeps it the same server. The owner's lock held.
+ * 0, or ROCK_ERR_INVALID (a server's session, an empty or long name). */
+int rock_session_set_name(struct rock_session *s, const char *name);
+/* That name; NULL: none. */
+const char *rock_session_host(const struct rock_session *s);
+
 /* The budgets for log lines strangers can cause, one per kind, which the
  * owner shares for its own (rockd's refusals); the engine's tick flushes
  * their counts. */

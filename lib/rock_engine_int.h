@@ -28,6 +28,8 @@ struct rock_attempt {
 	int connected;			/* its TCP handshake completed */
 	int rtt_ms;			/* that handshake's round trip */
 	int64_t started_ms;		/* launched, or connected */
+	struct sockaddr_storage addr;	/* where it goes (rock_lookup_next) */
+	socklen_t addr_len;
 	uint8_t nonce[ROCK_NONCE_LEN];
 	uint8_t req[ROCK_RECONNECT_REQ_LEN];	/* sent: what a refusal signs */
 	uint8_t buf[ROCK_ERROR_MAX_LEN];
@@ -144,6 +146,7 @@ struct rock_session {
 	uint32_t attempts;		/* client: reconnect attempts made */
 	uint32_t last_attempt;		/* server: the attempt now in use */
 	int parked;			/* client: waits for its peer's scout */
+	struct rock_named *named;	/* client: the server's name; NULL: none */
 	int unscouted;			/* client: the path is up, dial without one */
 	int replay_fd;			/* direct: replaying into it, then swap */
 	size_t direct_pending;		/* direct: a write in the kernel, not yet in the ring */
@@ -421,6 +424,22 @@ int rock_status_fd(const struct rock_session *s);	/* -1: none */
 void rock_dial_schedule(struct rock_session *s, int now);
 void rock_dial_cancel(struct rock_session *s);
 void rock_dial_all_now(struct rock_engine *e);
+/* A lookup found new addresses: dial them now if the path is down. */
+void rock_dial_addresses_changed(struct rock_session *s);
+
+/* Client: the server's name looked up again while reconnecting
+ * (rock_lookup.c). maybe: if it is time (failed: an attempt just failed,
+ * else only after a second of redialing); next: where the next attempt
+ * goes (the peer, or the lookup's addresses in turn); settle: reconnected,
+ * the next outage starts from the peer; cancel: drop a lookup in flight. */
+void rock_lookup_maybe(struct rock_session *s, int failed);
+void rock_lookup_next(struct rock_session *s, struct sockaddr_storage *addr,
+    socklen_t *len);
+void rock_lookup_settle(struct rock_session *s);
+void rock_lookup_cancel(struct rock_session *s);
+void rock_lookup_free(struct rock_session *s);
+/* The server answered at another address: heartbeats follow it. */
+void rock_control_peer_moved(struct rock_session *s);
 int rock_session_resume_counts(struct rock_session *s, uint64_t peer_consumed,
     uint64_t peer_end, uint32_t peer_flags);
 

@@ -55,17 +55,29 @@ bound_to(int fd, const struct ifaddrmsg *ifa, const void *addr, size_t alen)
 	socklen_t len = sizeof(ss);
 	const void *mine;
 
-	if (fd < 0 || getsockname(fd, (struct sockaddr *)&ss, &len) != 0 ||
-	    ss.ss_family != ifa->ifa_family)
+	const struct in6_addr *v6 = &((struct sockaddr_in6 *)&ss)->sin6_addr;
+
+	if (fd < 0 || getsockname(fd, (struct sockaddr *)&ss, &len) != 0)
 		return 0;
-	mine = ss.ss_family == AF_INET ?
-	    (const void *)&((struct sockaddr_in *)&ss)->sin_addr :
-	    (const void *)&((struct sockaddr_in6 *)&ss)->sin6_addr;
-	return memcmp(mine, addr, alen) == 0;
+	/* A dual-stack listener's IPv4 connections (rockd's) are IPv6
+	 * sockets with mapped addresses. */
+	if (ss.ss_family == AF_INET6 && ifa->ifa_family == AF_INET &&
+	    IN6_IS_ADDR_V4MAPPED(v6))
+		mine = &v6->s6_addr[12];
+	else if (ss.ss_family != ifa->ifa_family)
+		return 0;
+	else
+		mine = ss.ss_family == AF_INET ?
+		    (const void *)&((struct sockaddr_in *)&ss)->sin_addr :
+		    (const void *)v6;
+	return alen <= sizeof(*v6) && memcmp(mine, addr, alen) == 0;
 }
 
 /* A removed local address kills the connections bound to it: fail them
- * now instead of waiting for the heartbeat timeout. */
+ * now instead of waiting for the heartbeat timeout. A server's too: its
+ * heartbeats, sent from its new address, would keep the client's rock
+ * connected to the old one; suspended, it falls silent, and the client
+ * redials (and looks the server's name up again). */
 static void
 address_removed(struct rock_engine *e, const struct nlmsghdr *nh)
 {
@@ -79,7 +91,7 @@ address_removed(struct rock_engine *e, const struct nlmsghdr *nh)
 			continue;
 		for (s = e->all; s != NULL; s = next) {
 			next = s->next;
-			if (s->role == ROCK_ROLE_CLIENT && s->state == ROCK_ST_CONNECTED &&
+			if (s->state == ROCK_ST_CONNECTED &&
 			    bound_to(s->fd, ifa, RTA_DATA(rta), RTA_PAYLOAD(rta))) {
 				rock_session_hold(s);
 				rock_session_fail(s, "local address removed");

@@ -456,6 +456,7 @@ rock_session_free(struct rock_session *s)
 		return;
 	}
 	rock_dial_cancel(s);
+	rock_lookup_free(s);
 	rock_status_free(s);
 	rock_direct_stop(s);
 	rock_stream_detach(s);

@@ -216,6 +216,7 @@ adopt(struct attempt *a)
 	shim_rock_bind(a->fd, r);
 	shim_rock_set_ready(r, 1);
 	rlog_debug(&shim_state()->log, "fd %d: a rock", a->fd);
+	shim_name_rock(a->fd, r->s, (struct sockaddr *)&a->addr, a->len);
 }
 
 static int
@@ -289,6 +290,7 @@ connect_thread(void *arg)
 		shim_rock_set_ready(r, 1);
 		shim_epoll_resume(r);
 		rlog_debug(&shim_state()->log, "fd %d: a rock", a->fd);
+		shim_name_rock(a->fd, r->s, (struct sockaddr *)&a->addr, a->len);
 	} else if (refused_for_trust(rc)) {
 		/* Refused, as connect_blocking: never a plain connection. */
 		r->so_error = ECONNREFUSED;

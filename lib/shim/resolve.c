@@ -62,6 +62,7 @@ shim_resolve(void)
 	RESOLVE(epoll_ctl);
 	RESOLVE(epoll_wait);
 	RESOLVE(epoll_pwait);
+	RESOLVE(getaddrinfo);
 	/* Last: shim_state() uses it as the "all resolved" flag. */
 	RESOLVE(socket);
 }

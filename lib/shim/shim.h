@@ -2,6 +2,7 @@
 #ifndef ROCK_SHIM_H
 #define ROCK_SHIM_H
 
+#include <netdb.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -59,6 +60,8 @@ struct shim_real {
 	int (*epoll_wait)(int, struct epoll_event *, int, int);
 	int (*epoll_pwait)(int, struct epoll_event *, int, int,
 	    const sigset_t *);
+	int (*getaddrinfo)(const char *, const char *, const struct addrinfo *,
+	    struct addrinfo **);
 };
 
 extern struct shim_real shim_real;
@@ -197,6 +200,10 @@ struct shim_waiter {
 void shim_waiter_add(struct shim_waiter *w);		/* lock held */
 void shim_waiter_remove(struct shim_waiter *w);		/* lock held */
 void shim_reinit_after_fork(void);
+/* Lock held: the rock on fd remembers the name the program looked addr
+ * up by, if it did (getaddrinfo.c). */
+void shim_name_rock(int fd, struct rock_session *s,
+    const struct sockaddr *addr, socklen_t len);
 
 struct shim_rock *shim_rock_of(int fd);		/* lock held */
 void shim_rock_bind(int fd, struct shim_rock *r);	/* lock held */

@@ -21,6 +21,7 @@ main(void)
 	srunner_add_suite(sr, handover_suite());
 	srunner_add_suite(sr, identity_suite());
 	srunner_add_suite(sr, stream_suite());
+	srunner_add_suite(sr, names_suite());
 	srunner_set_fork_status(sr, CK_FORK);
 	srunner_run_all(sr, CK_NORMAL);
 	failed = srunner_ntests_failed(sr);

@@ -15,5 +15,6 @@ Suite *evict_suite(void);
 Suite *handover_suite(void);
 Suite *identity_suite(void);
 Suite *stream_suite(void);
+Suite *names_suite(void);
 
 #endif
