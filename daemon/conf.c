@@ -91,6 +91,46 @@ parse_service(struct rockd_config *cfg, char **tok, int n, char *err,
 	return add_service(cfg, tok[1], tok[3], (int)sniff, err, errlen);
 }
 
+/* An address is required: counters are for the operator's collector,
+ * and a port alone would listen on every address. */
+int
+rockd_config_metrics(struct rockd_config *cfg, const char *spec, char *err,
+    size_t errlen)
+{
+	char why[300];
+
+	if (strchr(spec, ':') == NULL || strlen(spec) >= sizeof(cfg->metrics_spec)) {
+		snprintf(err, errlen, "metrics \"%.200s\": expected ADDR:PORT "
+		    "(127.0.0.1:9187, say)", spec);
+		return -1;
+	}
+	if (rockd_parse_addr(spec, 1, &cfg->metrics_addr, &cfg->metrics_len, why,
+	    sizeof(why)) != 0) {
+		snprintf(err, errlen, "metrics %s", why);
+		return -1;
+	}
+	snprintf(cfg->metrics_spec, sizeof(cfg->metrics_spec), "%s", spec);
+	return 0;
+}
+
+int
+rockd_config_metrics_check(const struct rockd_config *cfg, char *err,
+    size_t errlen)
+{
+	const struct rockd_service *s;
+
+	if (cfg->metrics_spec[0] == '\0')
+		return 0;
+	for (s = cfg->services; s != NULL; s = s->next) {
+		if (rockd_addr_overlap(&s->listen_addr, &cfg->metrics_addr)) {
+			snprintf(err, errlen, "metrics \"%s\": the same port as the "
+			    "service on \"%s\"", cfg->metrics_spec, s->listen_spec);
+			return -1;
+		}
+	}
+	return 0;
+}
+
 /* "WORD /absolute/path": relative to what, once rockd is a daemon in "/"? */
 static int
 parse_path(char **tok, int n, char *out, size_t outlen, char *err,
@@ -156,6 +196,18 @@ parse_line(struct rockd_config *cfg, char *line, char *err, size_t errlen)
 		cfg->drain_timeout_s = (long)v;
 		return 0;
 	}
+	if (strcmp(tok[0], "metrics") == 0) {
+		if (n != 2) {
+			snprintf(err, errlen, "expected: metrics ADDR:PORT");
+			return -1;
+		}
+		if (cfg->metrics_spec[0] != '\0') {
+			snprintf(err, errlen, "metrics given twice (first on "
+			    "line %d)", cfg->metrics_line);
+			return -1;
+		}
+		return rockd_config_metrics(cfg, tok[1], err, errlen);
+	}
 	if (strcmp(tok[0], "key") == 0)
 		return parse_path(tok, n, cfg->key, sizeof(cfg->key), err, errlen);
 	if (strcmp(tok[0], "pidfile") == 0)
@@ -183,6 +235,8 @@ rockd_config_read(struct rockd_config *cfg, FILE *f, const char *path,
 		} else {
 			r = parse_line(cfg, line, why, sizeof(why));
 		}
+		if (r == 0 && cfg->metrics_spec[0] != '\0' && cfg->metrics_line == 0)
+			cfg->metrics_line = lineno;
 	}
 	/* A read error (a directory, an I/O error mid-file) must not pass
 	 * for the end of the file: half a config would load. */
@@ -199,6 +253,10 @@ rockd_config_read(struct rockd_config *cfg, FILE *f, const char *path,
 		snprintf(err, errlen, "%s: no service (a \"listen ... backend ...\" "
 		    "line) configured", path);
 		return -1;
+	}
+	if (r == 0 && rockd_config_metrics_check(cfg, why, sizeof(why)) != 0) {
+		lineno = cfg->metrics_line;
+		r = -1;
 	}
 	if (r != 0)
 		snprintf(err, errlen, "%s:%d: %s", path, lineno, why);

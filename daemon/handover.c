@@ -128,6 +128,27 @@ rockd_handover_abort(struct rockd *d, const char *why)
 	rockd_services_pause(&d->cfg, 0);
 }
 
+/* The metrics endpoint's listener goes as one more listener: the
+ * successor finds it by its address, as a service finds its own. */
+static int
+send_metrics(struct rockd *d, int chan, unsigned *n)
+{
+	struct evbuffer *b;
+	int fd = rockd_metrics_fd(d), r = -1;
+
+	if (fd < 0)
+		return 0;
+	if ((b = evbuffer_new()) != NULL &&
+	    evbuffer_add(b, &d->cfg.metrics_addr, d->cfg.metrics_len) == 0)
+		r = rockd_chan_send(chan, ROCKD_MSG_LISTENER, &fd, 1, b,
+		    MSG_TIMEOUT_MS);
+	if (b != NULL)
+		evbuffer_free(b);
+	if (r == 0)
+		(*n)++;
+	return r == 0 ? 0 : -1;
+}
+
 static int
 send_listeners(struct rockd *d, int chan, unsigned *n)
 {
@@ -151,7 +172,7 @@ send_listeners(struct rockd *d, int chan, unsigned *n)
 			return -1;
 		(*n)++;
 	}
-	return 0;
+	return send_metrics(d, chan, n);
 }
 
 static int
@@ -453,7 +474,8 @@ rockd_takeover(struct rockd *d, int chan)
 	if (send_u32(chan, ROCKD_MSG_HELLO, HANDOVER_VERSION) != 0)
 		snprintf(t.why, sizeof(t.why), "hello: %s", strerror(errno));
 	else if (receive_all(d, chan, &t) == 0 &&
-	    rockd_services_adopt(d, &d->cfg, t.listeners, t.nlisteners) != 0)
+	    (rockd_services_adopt(d, &d->cfg, t.listeners, t.nlisteners) != 0 ||
+	    rockd_metrics_start(d, t.listeners, t.nlisteners) != 0))
 		snprintf(t.why, sizeof(t.why), "a listener could not start");
 	/* Before the acknowledgement, on which the predecessor exits: a
 	 * supervisor that follows the pid file (systemd's PIDFile=) reads it

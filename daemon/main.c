@@ -39,6 +39,7 @@ usage(FILE *f)
 	    "  -p, --pidfile FILE         write the process id to FILE\n"
 	    "  -k, --key FILE             the server's key, made on first start (see rockd(8))\n"
 	    "      --drain-timeout S      SIGTERM: let sessions finish for S seconds (30)\n"
+	    "      --metrics ADDR:PORT    serve counters at http://ADDR:PORT/metrics (Prometheus)\n"
 	    "  -v, --verbose              debug log\n"
 	    "  -h, --help, -V, --version\n");
 }
@@ -48,6 +49,7 @@ struct options {
 	const char *pidfile;
 	const char *key;
 	const char *pending_listen;
+	const char *metrics;	/* --metrics; NULL: the file's, if any */
 	int test, foreground, verbose;
 	long drain_timeout_s;	/* -1: the file's or the default */
 	int takeover;		/* USR2's successor: the channel; else -1 */
@@ -66,10 +68,12 @@ parse_options(int argc, char **argv, struct options *o, struct rockd_config *cfg
 		{ "key", required_argument, NULL, 'k' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "drain-timeout", required_argument, NULL, 'D' },
+		{ "metrics", required_argument, NULL, 'M' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 }
 	};
+	struct rockd_config scratch;
 	char err[512];
 	long long v;
 	int c;
@@ -105,6 +109,15 @@ parse_options(int argc, char **argv, struct options *o, struct rockd_config *cfg
 			}
 			o->drain_timeout_s = (long)v;
 			break;
+		case 'M':
+			memset(&scratch, 0, sizeof(scratch));
+			if (rockd_config_metrics(&scratch, optarg, err,
+			    sizeof(err)) != 0) {
+				fprintf(stderr, "rockd: --%s\n", err);
+				return 2;
+			}
+			o->metrics = optarg;
+			break;
 		case 'h': usage(stdout); return -1;
 		case 'V': printf("rockd (%s) %s\n", PACKAGE_NAME, PACKAGE_VERSION); return -1;
 		default: usage(stderr); return 2;
@@ -130,6 +143,20 @@ unpaired:
 	fprintf(stderr, "rockd: each --listen needs one --backend after it\n");
 	usage(stderr);
 	return 2;
+}
+
+/* --metrics replaces the file's endpoint, at start and on every reload. */
+static int
+metrics_option(struct rockd_config *cfg, const char *spec, char *err,
+    size_t errlen)
+{
+	if (spec != NULL) {
+		cfg->metrics_spec[0] = '\0';
+		if (rockd_config_metrics(cfg, spec, err, errlen) != 0)
+			return -1;
+		cfg->metrics_line = 0;
+	}
+	return rockd_config_metrics_check(cfg, err, errlen);
 }
 
 static long
@@ -249,12 +276,15 @@ on_hup(evutil_socket_t sig, short what, void *arg)
 		return;
 	}
 	memset(&next, 0, sizeof(next));
-	if (rockd_config_load(&next, d->config_path, err, sizeof(err)) != 0) {
+	if (rockd_config_load(&next, d->config_path, err, sizeof(err)) != 0 ||
+	    metrics_option(&next, d->metrics_opt, err, sizeof(err)) != 0) {
 		rlog_error(&d->log, "reload failed, keeping the running "
 		    "configuration: %s", err);
 		rockd_config_free(&next);
 		return;
 	}
+	if (rockd_metrics_reload(d, &next) != 0)
+		rlog_error(&d->log, "reload: the metrics endpoint could not start");
 	if (next.suspend_timeout_s >= 0)
 		rock_engine_set_suspend_timeout(d->engine, next.suspend_timeout_s);
 	d->max_rocks = max_rocks(&next);
@@ -385,6 +415,7 @@ log_key(struct rockd *d)
 static void
 teardown(struct rockd *d)
 {
+	rockd_metrics_stop(d);
 	rock_engine_free(d->engine);
 	if (d->drain != NULL)
 		event_free(d->drain);
@@ -416,7 +447,8 @@ run(struct rockd *d, const struct options *o)
 		if (rockd_takeover(d, o->takeover) != 0)
 			goto out;
 	} else if (rockd_engine_start(d, -1) != 0 ||
-	    rockd_services_start(d, &d->cfg) != 0) {
+	    rockd_services_start(d, &d->cfg) != 0 ||
+	    rockd_metrics_start(d, NULL, 0) != 0) {
 		goto out;
 	}
 	/* A successor is its predecessor's child: detached already. */
@@ -542,6 +574,13 @@ main(int argc, char **argv)
 		r = 2;
 		goto out;
 	}
+	if (metrics_option(&d.cfg, o.metrics, err, sizeof(err)) != 0) {
+		fprintf(stderr, "rockd: %s%s\n", o.metrics != NULL ? "--" : "",
+		    err);
+		r = 2;
+		goto out;
+	}
+	d.metrics_opt = o.metrics;
 	if (make_absolute(&o.key, key, sizeof(key)) != 0 ||
 	    rockd_key_load(&d, o.key, o.test) != 0) {
 		r = 2;

@@ -223,6 +223,8 @@ on_readable(evutil_socket_t fd, short what, void *arg)
 		e = want(r->rd[i], &r->reading[i], 0);
 	} else {
 		p->inpipe += (size_t)n;
+		r->d->n.plain_bytes[i == CLIENT ? ROCKD_TO_BACKEND :
+		    ROCKD_TO_CLIENT] += (uint64_t)n;
 	}
 	if (e == 0 && (p->headlen > p->headoff || p->inpipe > 0 || r->eof[i]))
 		e = send_out(r, 1 - i);
@@ -351,6 +353,7 @@ rockd_relay_start(struct rockd *d, const struct rockd_backend *b,
 		relay_free(r, 1);
 		return;
 	}
+	d->n.plain_bytes[ROCKD_TO_BACKEND] += nearly;
 	rlog_debug(&d->log, "relay %lu: plain client, to backend %s", r->id,
 	    b->spec);
 	/* Connected, or in progress: the first writability says which. */
@@ -392,6 +395,17 @@ rockd_relays_dialing(const struct rockd *d)
 
 	for (r = d->relays; r != NULL; r = r->next)
 		n += !r->connected;
+	return n;
+}
+
+size_t
+rockd_relays_count(const struct rockd *d)
+{
+	const struct rockd_relay *r;
+	size_t n = 0;
+
+	for (r = d->relays; r != NULL; r = r->next)
+		n++;
 	return n;
 }
 

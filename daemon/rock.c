@@ -96,6 +96,7 @@ on_rock_data(struct rock_session *s, const uint8_t *p, size_t n, void *arg)
 	struct evbuffer *out = bufferevent_get_output(rr->be);
 	ssize_t w = 0;
 
+	rr->d->n.rock_bytes[ROCKD_TO_BACKEND] += n;
 	/* Nothing queued before them: the bytes go to the backend's socket
 	 * now, without a copy into the queue nor its write event turned on
 	 * and off (one epoll_ctl each). What the socket does not take, or
@@ -188,6 +189,8 @@ be_readable(evutil_socket_t fd, short what, void *arg)
 		rock_session_abort(rr->s);	/* on_closed frees rr */
 		return;
 	}
+	if (n > 0)
+		rr->d->n.rock_bytes[ROCKD_TO_CLIENT] += (uint64_t)n;
 	if (n == 0) {
 		rr->be_eof = 1;
 		event_del(rr->be_rd);
@@ -337,6 +340,26 @@ rockd_rocks_cut(struct rockd *d, int all)
 			    "suspended while stopping");
 			rock_cut(rr);
 		}
+	}
+}
+
+void
+rockd_rocks_count(const struct rockd *d, size_t *connected, size_t *suspended,
+    uint64_t *ring)
+{
+	const struct rockd_rock *rr;
+
+	*connected = *suspended = 0;
+	*ring = 0;
+	for (rr = d->rocks; rr != NULL; rr = rr->next) {
+		if (rr->s == NULL)
+			continue;
+		switch (rock_session_state(rr->s)) {
+		case ROCK_ST_CONNECTED: (*connected)++; break;
+		case ROCK_ST_SUSPENDED: (*suspended)++; break;
+		default: break;
+		}
+		*ring += rock_session_unacked(rr->s);
 	}
 }
 

@@ -53,11 +53,26 @@ struct rockd_config {
 	long suspend_timeout_s;		/* -1: the engine's default */
 	long max_rocks;			/* -1: from the descriptor limit */
 	long drain_timeout_s;		/* -1: ROCKD_DEFAULT_DRAIN_S */
+	/* The metrics endpoint; "": none. */
+	char metrics_spec[128];
+	struct sockaddr_storage metrics_addr;
+	socklen_t metrics_len;
+	int metrics_line;		/* where the file set it; 0: not the file */
+};
+
+/* What rockd counts itself, for the metrics endpoint (the engine counts
+ * the rest, rock_engine_stats); they only grow. Index: the direction. */
+enum { ROCKD_TO_BACKEND, ROCKD_TO_CLIENT };
+struct rockd_counters {
+	uint64_t rock_bytes[2];		/* taken from one side of a rock for the other */
+	uint64_t plain_bytes[2];	/* the same for plain relays */
+	unsigned long refused_busy;	/* rock clients refused before their handshake */
 };
 
 struct rockd_relay;
 struct rockd_rock;
 struct rockd_handover;
+struct rockd_metrics;
 
 struct rockd {
 	struct event_base *base;
@@ -86,6 +101,9 @@ struct rockd {
 	struct rockd_handover *ho;	/* a hand-over in progress */
 	int handed_over;		/* the successor has everything: exit */
 	const char *pidfile;		/* -p or the file's; NULL: none */
+	struct rockd_counters n;
+	struct rockd_metrics *metrics;	/* the endpoint; NULL: none */
+	const char *metrics_opt;	/* --metrics, over the file's */
 };
 
 /* Configuration: parse a file; on error print "FILE:LINE: problem" into
@@ -99,6 +117,12 @@ int rockd_config_read(struct rockd_config *cfg, FILE *f, const char *path,
 int rockd_config_add(struct rockd_config *cfg, const char *listen,
     const char *backend, char *err, size_t errlen);
 void rockd_config_free(struct rockd_config *cfg);
+/* The metrics endpoint's "ADDR:PORT" (an address is required); -1 + err. */
+int rockd_config_metrics(struct rockd_config *cfg, const char *spec,
+    char *err, size_t errlen);
+/* -1 + err when the endpoint takes a service's port. */
+int rockd_config_metrics_check(const struct rockd_config *cfg, char *err,
+    size_t errlen);
 
 /* The server key (key.c): path, the option's or the config's, else the
  * default; loaded (test: only checked, never created) into d->ident.
@@ -128,6 +152,11 @@ void rockd_maybe_done(struct rockd *d);
 void rockd_relays_cut(struct rockd *d);
 void rockd_rocks_cut(struct rockd *d, int all);
 size_t rockd_relays_dialing(const struct rockd *d);
+/* For the metrics: relays open; rocks by state and the bytes their rings
+ * hold for replay. */
+size_t rockd_relays_count(const struct rockd *d);
+void rockd_rocks_count(const struct rockd *d, size_t *connected,
+    size_t *suspended, uint64_t *ring);
 
 /* The hand-over channel (chan.c): a message is a type, descriptors
  * (SCM_RIGHTS) and a body, each read or write bounded by timeout_ms. */
@@ -191,6 +220,16 @@ int rockd_engine_start(struct rockd *d, int udp_fd);
 /* Listeners: adopt handed-over sockets whose address a service names. */
 int rockd_services_adopt(struct rockd *d, struct rockd_config *cfg,
     struct rockd_msg *listeners, size_t n);
+
+/* The metrics endpoint (metrics.c): listen on cfg's address, or on the
+ * handed-over listener of that address among ls (USR2's successor), and
+ * serve GET /metrics. 0, or -1 logged. */
+int rockd_metrics_start(struct rockd *d, struct rockd_msg *ls, size_t n);
+/* Its listener for the hand-over, or -1. */
+int rockd_metrics_fd(const struct rockd *d);
+/* SIGHUP: move to next's address, or keep the socket if it is the same. */
+int rockd_metrics_reload(struct rockd *d, const struct rockd_config *next);
+void rockd_metrics_stop(struct rockd *d);
 
 /* A relay forwards what arrives at once: Nagle's wait belongs to the
  * endpoints, whose own settings rockd cannot see. */

@@ -77,10 +77,12 @@ rock_hello(struct rock_handshake *hs, void *arg)
 
 /* ERROR BUSY, so the client's connect fails as refused, not garbled. */
 static void
-refuse_busy(evutil_socket_t fd)
+refuse_busy(struct rockd *d, evutil_socket_t fd)
 {
 	uint8_t out[ROCK_ERROR_MAX_LEN];
 	size_t n = rock_error_encode(ROCK_WERR_BUSY, "busy", out);
+
+	d->n.refused_busy++;
 
 	(void)send(fd, out, n, MSG_NOSIGNAL | MSG_DONTWAIT);
 	close(fd);
@@ -95,7 +97,7 @@ to_rock(struct sniff *sn, enum rock_sniff kind)
 	if (rock_engine_nhandshakes(d->engine) >= MAX_HANDSHAKES) {
 		refusal(d, "%d handshakes in progress: refusing another",
 		    MAX_HANDSHAKES);
-		refuse_busy(sn->fd);
+		refuse_busy(d, sn->fd);
 		return;
 	}
 	if (kind == ROCK_SNIFF_RECONNECT) {
@@ -103,7 +105,7 @@ to_rock(struct sniff *sn, enum rock_sniff kind)
 		return;
 	}
 	if ((b = malloc(sizeof(*b))) == NULL) {
-		refuse_busy(sn->fd);
+		refuse_busy(d, sn->fd);
 		return;
 	}
 	*b = sn->backend;

@@ -110,9 +110,23 @@ handshake_free(struct rock_handshake *hs, int close_fd)
 	free(hs);
 }
 
+static enum rock_hs_fail
+reject_reason(uint8_t code)
+{
+	switch (code) {
+	case ROCK_WERR_STALE: return ROCK_HS_STALE;
+	case ROCK_WERR_VERSION: return ROCK_HS_VERSION;
+	case ROCK_WERR_BUSY: return ROCK_HS_BUSY;
+	case ROCK_WERR_BACKEND: return ROCK_HS_BACKEND;
+	case ROCK_WERR_PROTOCOL: return ROCK_HS_MALFORMED;
+	default: return ROCK_HS_ERROR;
+	}
+}
+
 void
 rock_handshake_reject(struct rock_handshake *hs, uint8_t code, const char *text)
 {
+	hs->e->stats.handshake_failed[reject_reason(code)]++;
 	send_error(hs->e, hs->fd, code, text, hs->buf, hs->have);
 	handshake_free(hs, 1);
 }
@@ -150,8 +164,10 @@ hello_complete(struct rock_handshake *hs)
 }
 
 static void
-hello_failed(struct rock_handshake *hs, const char *why)
+hello_failed(struct rock_handshake *hs, enum rock_hs_fail reason,
+    const char *why)
 {
+	hs->e->stats.handshake_failed[reason]++;
 	stranger(hs->e, ROCK_STRANGER_HANDSHAKE, "handshake: %s "
 	    "before the hello was complete (%zu of %d bytes); dropped", why,
 	    hs->have, ROCK_HELLO_TOTAL);
@@ -163,7 +179,7 @@ on_hello_deadline(evutil_socket_t fd, short what, void *arg)
 {
 	(void)fd;
 	(void)what;
-	hello_failed(arg, "timed out");
+	hello_failed(arg, ROCK_HS_TIMEOUT, "timed out");
 }
 
 /* 1: the announcement came from a server of an older version (its range
@@ -185,7 +201,7 @@ on_hello_read(evutil_socket_t fd, short what, void *arg)
 
 	(void)what;
 	if (r < 0) {
-		hello_failed(hs, "connection closed");
+		hello_failed(hs, ROCK_HS_CLOSED, "connection closed");
 	} else if (r > 0) {
 		hello_complete(hs);
 	} else if (older_client(hs)) {
@@ -202,6 +218,7 @@ rock_server_handshake(struct rock_engine *e, int fd, const uint8_t *early,
 	struct rock_handshake *hs = calloc(1, sizeof(*hs));
 
 	if (hs == NULL || nearly > ROCK_HELLO_TOTAL) {
+		e->stats.handshake_failed[ROCK_HS_ERROR]++;
 		free(hs);
 		close(fd);
 		return;
@@ -218,6 +235,7 @@ rock_server_handshake(struct rock_engine *e, int fd, const uint8_t *early,
 		hs->peer_len = 0;
 	if (arm(e, &hs->ev, &hs->deadline, fd, on_hello_read, on_hello_deadline,
 	    hs) != 0) {
+		e->stats.handshake_failed[ROCK_HS_ERROR]++;
 		handshake_free(hs, 1);
 		return;
 	}
@@ -310,11 +328,13 @@ rock_handshake_accept(struct rock_handshake *hs,
 			s->fd = -1;
 			rock_session_free(s);
 		}
+		hs->e->stats.handshake_failed[ROCK_HS_ERROR]++;
 		handshake_free(hs, 1);
 		return r;
 	}
 	rlog_debug(s->e->log, "rock %s: connected as server, features %#x",
 	    s->name, features);
+	s->e->stats.handshakes++;
 	handshake_free(hs, 0);
 	*out = s;
 	/* The next handshake's pair, made now that this one's answer is out. */

@@ -287,6 +287,7 @@ rock_engine_make_room(struct rock_engine *e, size_t max,
 	if (victim->fd >= 0)
 		(void)setsockopt(victim->fd, SOL_SOCKET, SO_LINGER,
 		    &(struct linger){ 1, 0 }, sizeof(struct linger));
+	e->stats.evictions++;
 	rock_session_close(victim, ROCK_ERR_TIMEOUT, "evicted to make room");
 	return 0;
 }

@@ -110,12 +110,29 @@ size_t rock_engine_nfarewells(const struct rock_engine *e);
  * reconnect attempt, a status exchange (what a keeper must keep open). */
 int rock_engine_owns_fd(const struct rock_engine *e, int fd);
 
-/* Counters of hostile or stray control traffic, for logs and tests. */
+/* Why a server handshake ended without a session (rockd's metrics). */
+enum rock_hs_fail {
+	ROCK_HS_TIMEOUT,	/* the hello did not come in time */
+	ROCK_HS_CLOSED,		/* the client left before its hello was whole */
+	ROCK_HS_STALE,		/* another instance's announcement, an older client */
+	ROCK_HS_MALFORMED,
+	ROCK_HS_VERSION,
+	ROCK_HS_BUSY,		/* the owner's limits, or it is stopping */
+	ROCK_HS_BACKEND,	/* the owner could not reach the backend */
+	ROCK_HS_ERROR,		/* a local failure: memory, a send */
+	ROCK_HS_FAIL_KINDS
+};
+
+/* Counters of the engine's traffic, for logs, tests and rockd's metrics;
+ * they only grow. */
 struct rock_engine_stats {
 	unsigned long hb_ok, hb_bad_tag, hb_replayed, hb_unknown, hb_malformed;
 	unsigned long reconnects, reconnect_rejected;
 	unsigned long status_exchanges;	/* client: ends confirmed over TCP */
 	unsigned long probes, probe_cache_hits;
+	unsigned long handshakes;	/* server: sessions made */
+	unsigned long handshake_failed[ROCK_HS_FAIL_KINDS];
+	unsigned long evictions;	/* rock_engine_make_room's victims */
 };
 const struct rock_engine_stats *rock_engine_stats(const struct rock_engine *e);
 

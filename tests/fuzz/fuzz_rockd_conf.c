@@ -46,6 +46,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		FUZZ_CHECK(cfg.pidfile[0] == '\0' || cfg.pidfile[0] == '/');
 		FUZZ_CHECK(cfg.max_rocks == -1 || cfg.max_rocks >= 1);
 		FUZZ_CHECK(cfg.suspend_timeout_s >= -1);
+		FUZZ_CHECK(cfg.metrics_spec[0] == '\0' ||
+		    (cfg.metrics_len > 0 && cfg.metrics_line > 0));
 	} else {
 		FUZZ_CHECK(strncmp(err, "fuzz.conf:", 10) == 0);
 	}
