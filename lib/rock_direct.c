@@ -127,6 +127,16 @@ rock_direct_shutdown(struct rock_session *s, int connected)
 }
 
 void
+rock_direct_keepalive(struct rock_session *s, const struct rock_owner_ka *ka)
+{
+	int fast = s->fast_keepalive > 0;
+
+	s->owner_ka = *ka;
+	s->fast_keepalive = -1;
+	rock_stream_keepalive(s, fast);
+}
+
+void
 rock_direct_finish(struct rock_session *s)
 {
 	rock_session_maybe_finish(s);

@@ -260,6 +260,20 @@ void rock_direct_fail(struct rock_session *s, const char *why);
 /* Any thread, lock held: the application shut its write side; the FIN
  * goes now if `connected` (the owner's view), else after the replay. */
 void rock_direct_shutdown(struct rock_session *s, int connected);
+/* Keepalive the application set on its socket: a data connection keeps
+ * it, or the engine's backstop while that is armed and gives up sooner
+ * (rock_keepalive_merge). Any thread, lock held; applied at once and on
+ * every data connection after. */
+struct rock_owner_ka {
+	int on;				/* SO_KEEPALIVE */
+	int idle, intvl, cnt;		/* TCP_KEEPIDLE, _KEEPINTVL, _KEEPCNT */
+};
+void rock_direct_keepalive(struct rock_session *s, const struct rock_owner_ka *ka);
+/* What the data connection gets: the owner's keepalive, or while `fast`
+ * the backstop (1 s, 1 s, 20), whichever gives up on a silent peer first
+ * (idle + intvl * cnt); out->on 0: none. */
+void rock_keepalive_merge(const struct rock_owner_ka *owner, int fast,
+    struct rock_owner_ka *out);
 /* The application let go of the rock: the engine drains what comes,
  * finishes sending, closes and calls cbs->on_closed. */
 void rock_direct_release(struct rock_session *s,

@@ -117,6 +117,7 @@ struct rock_session {
 	int proven;
 	int peer_quiet;			/* its last record: it hears none of ours */
 	int fast_keepalive;		/* kernel keepalive armed as the backstop */
+	struct rock_owner_ka owner_ka;	/* the application's (direct mode) */
 	uint64_t stall_mark;		/* peer_consumed at the previous tick */
 
 	/* The path (rock_path.c): TCP's round trip estimate, the last sign

@@ -27,22 +27,45 @@ set_int(int fd, int level, int opt, int v)
  * segment as a sign of life). The count is high: the engine decides, the
  * kernel only gives up on a connection long dead. No TCP_USER_TIMEOUT: it
  * also ends a healthy connection whose peer does not read (zero window). */
+static const struct rock_owner_ka backstop = { 1, 1, 1, 20 };
+
+static int64_t
+gives_up_s(const struct rock_owner_ka *ka)
+{
+	return (int64_t)ka->idle + (int64_t)ka->intvl * ka->cnt;
+}
+
+void
+rock_keepalive_merge(const struct rock_owner_ka *owner, int fast,
+    struct rock_owner_ka *out)
+{
+	static const struct rock_owner_ka none = { 0, 0, 0, 0 };
+
+	if (owner->on && (!fast || gives_up_s(owner) < gives_up_s(&backstop)))
+		*out = *owner;
+	else
+		*out = fast ? backstop : none;
+}
+
 void
 rock_stream_keepalive(struct rock_session *s, int fast)
 {
+	struct rock_owner_ka ka;
+
 	if (s->fd < 0 || s->fast_keepalive == fast)
 		return;
 	s->fast_keepalive = fast;
-	if (fast) {
-		set_int(s->fd, SOL_SOCKET, SO_KEEPALIVE, 1);
-		set_int(s->fd, IPPROTO_TCP, TCP_KEEPIDLE, 1);
-		set_int(s->fd, IPPROTO_TCP, TCP_KEEPINTVL, 1);
-		set_int(s->fd, IPPROTO_TCP, TCP_KEEPCNT, 20);
-	} else {
-		set_int(s->fd, SOL_SOCKET, SO_KEEPALIVE, 0);
+	rock_keepalive_merge(&s->owner_ka, fast, &ka);
+	set_int(s->fd, SOL_SOCKET, SO_KEEPALIVE, ka.on);
+	if (ka.on) {
+		set_int(s->fd, IPPROTO_TCP, TCP_KEEPIDLE, ka.idle);
+		set_int(s->fd, IPPROTO_TCP, TCP_KEEPINTVL, ka.intvl);
+		set_int(s->fd, IPPROTO_TCP, TCP_KEEPCNT, ka.cnt);
 	}
-	rlog_debug(s->e->log, "rock %s: kernel keepalive backstop %s", s->name,
-	    fast ? "armed" : "off");
+	rlog_debug(s->e->log, "rock %s: kernel keepalive backstop %s%s", s->name,
+	    fast ? "armed" : "off", !s->owner_ka.on ? "" :
+	    memcmp(&ka, &s->owner_ka, sizeof(ka)) == 0 ?
+	    "; the program's keepalive applies" : "; over the program's keepalive");
 }
 
 /* Reading stops while the owner is full or the end of file is read. */

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <stdarg.h>
 #include <pthread.h>
@@ -15,6 +16,7 @@
 #include <sys/select.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
@@ -25,6 +27,10 @@
  * It knows nothing of rocks: run under `rock`, every call it makes must
  * behave as on a healthy TCP connection while the harness breaks the path.
  * Prints "MODE: N bytes echoed byte-exact" and exits 0, or says what broke.
+ * Two modes know they run as a rock: sockopts (the options it set hold on
+ * every data connection, and the two a rock keeps to itself do not reach
+ * them) and mmsg (sendmmsg and recvmmsg are counted; splice and
+ * copy_file_range refused with EINVAL, as for a socket they cannot serve).
  */
 
 #define CHUNK 16384
@@ -151,9 +157,9 @@ check_peer(int fd)
 }
 
 static int
-dial(int nonblock)
+dial_fd(int fd, int nonblock)
 {
-	int fd = socket(AF_INET, SOCK_STREAM, 0), err = 0;
+	int err = 0;
 	socklen_t len = sizeof(err);
 	struct pollfd p;
 
@@ -173,6 +179,12 @@ dial(int nonblock)
 		die("SO_ERROR after connect");
 	}
 	return check_peer(fd);
+}
+
+static int
+dial(int nonblock)
+{
+	return dial_fd(socket(AF_INET, SOCK_STREAM, 0), nonblock);
 }
 
 /* ---- blocking styles: write a chunk, read it back */
@@ -593,6 +605,209 @@ run_epoll(uint32_t how)
 	close(s.fd);
 }
 
+/* ---- socket options: what the program set, on every data connection */
+
+static void
+set_int(int fd, int level, int opt, int v, const char *name)
+{
+	if (setsockopt(fd, level, opt, &v, sizeof(v)) != 0)
+		die(name);
+}
+
+/* kernel: past any preloaded library, the socket the descriptor names. */
+static int
+get_int(int fd, int level, int opt, int kernel)
+{
+	int v = -1;
+	socklen_t len = sizeof(v);
+
+	if ((kernel ? syscall(SYS_getsockopt, fd, level, opt, &v, &len) :
+	    getsockopt(fd, level, opt, &v, &len)) != 0)
+		die("getsockopt");
+	return v;
+}
+
+static struct {
+	int level, opt;
+	const char *name;
+	int program, kernel;	/* what getsockopt says; the data connection */
+} want[] = {
+	{ SOL_SOCKET, SO_RCVBUF, "SO_RCVBUF", 0, 0 },	/* the kernel's doubling */
+	{ SOL_SOCKET, SO_SNDBUF, "SO_SNDBUF", 0, 0 },
+	{ IPPROTO_TCP, TCP_NODELAY, "TCP_NODELAY", 1, 1 },
+	{ SOL_SOCKET, SO_KEEPALIVE, "SO_KEEPALIVE", 1, 1 },
+	/* 2 + 3 * 4 = 14 s: sooner than the engine's backstop (21 s) */
+	{ IPPROTO_TCP, TCP_KEEPIDLE, "TCP_KEEPIDLE", 2, 2 },
+	{ IPPROTO_TCP, TCP_KEEPINTVL, "TCP_KEEPINTVL", 3, 3 },
+	{ IPPROTO_TCP, TCP_KEEPCNT, "TCP_KEEPCNT", 4, 4 },
+	/* kept by the rock, never on a data connection */
+	{ IPPROTO_TCP, TCP_USER_TIMEOUT, "TCP_USER_TIMEOUT", 5000, 0 },
+};
+#define NWANT (sizeof(want) / sizeof(want[0]))
+
+static void
+check_opts(int fd, const char *when, size_t upto)
+{
+	struct linger l = { -1, -1 }, k = { -1, -1 };
+	socklen_t len = sizeof(l);
+	size_t i;
+	int v;
+
+	for (i = 0; i < upto; i++) {
+		if ((v = get_int(fd, want[i].level, want[i].opt, 0)) != want[i].program)
+			fail("%s: getsockopt(%s) says %d, set %d", when,
+			    want[i].name, v, want[i].program);
+		if ((v = get_int(fd, want[i].level, want[i].opt, 1)) != want[i].kernel)
+			fail("%s: the data connection's %s is %d, want %d", when,
+			    want[i].name, v, want[i].kernel);
+	}
+	if (getsockopt(fd, SOL_SOCKET, SO_LINGER, &l, &len) != 0 ||
+	    syscall(SYS_getsockopt, fd, SOL_SOCKET, SO_LINGER, &k, &len) != 0)
+		die("getsockopt(SO_LINGER)");
+	if (l.l_onoff != 1 || l.l_linger != 7 || k.l_onoff != 0)
+		fail("%s: SO_LINGER says {%d, %d}, the data connection's {%d, %d}; "
+		    "want {1, 7} and {0, _}", when, l.l_onoff, l.l_linger,
+		    k.l_onoff, k.l_linger);
+}
+
+static void
+run_sockopts(void)
+{
+	uint8_t out[CHUNK], in[CHUNK];
+	struct linger l = { 1, 7 };
+	int fd, probe = socket(AF_INET, SOCK_STREAM, 0);
+	size_t off, n;
+
+	/* The doubled sizes, as a plain socket reports them. */
+	set_int(probe, SOL_SOCKET, SO_RCVBUF, 65536, "SO_RCVBUF");
+	set_int(probe, SOL_SOCKET, SO_SNDBUF, 98304, "SO_SNDBUF");
+	want[0].program = want[0].kernel = get_int(probe, SOL_SOCKET, SO_RCVBUF, 0);
+	want[1].program = want[1].kernel = get_int(probe, SOL_SOCKET, SO_SNDBUF, 0);
+	close(probe);
+	fd = socket(AF_INET, SOCK_STREAM, 0);
+	set_int(fd, SOL_SOCKET, SO_RCVBUF, 65536, "SO_RCVBUF");
+	set_int(fd, IPPROTO_TCP, TCP_NODELAY, 1, "TCP_NODELAY");
+	set_int(fd, SOL_SOCKET, SO_KEEPALIVE, 1, "SO_KEEPALIVE");
+	set_int(fd, IPPROTO_TCP, TCP_KEEPIDLE, 2, "TCP_KEEPIDLE");
+	set_int(fd, IPPROTO_TCP, TCP_KEEPINTVL, 3, "TCP_KEEPINTVL");
+	set_int(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, 5000, "TCP_USER_TIMEOUT");
+	if (setsockopt(fd, SOL_SOCKET, SO_LINGER, &l, sizeof(l)) != 0)
+		die("SO_LINGER");
+	fd = dial_fd(fd, 0);
+	if (setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &(int){ -1 }, sizeof(int)) == 0 ||
+	    errno != EINVAL)
+		fail("TCP_USER_TIMEOUT -1: want EINVAL, as the kernel says");
+	if (setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &(int){ 0 }, sizeof(int)) == 0 ||
+	    errno != EINVAL)
+		fail("TCP_KEEPCNT 0: want EINVAL, as the kernel says");
+	/* The rest once connected, on what is a rock by now. */
+	set_int(fd, SOL_SOCKET, SO_SNDBUF, 98304, "SO_SNDBUF");
+	set_int(fd, IPPROTO_TCP, TCP_KEEPCNT, 4, "TCP_KEEPCNT");
+	check_opts(fd, "connected", NWANT);
+	for (off = 0; off < total; off += n) {
+		n = total - off < CHUNK ? total - off : CHUNK;
+		fill(out, off, n);
+		write_all(fd, out, n);
+		read_exact(fd, in, n, 0);
+		check(in, off, n);
+	}
+	check_opts(fd, "at the end", NWANT);
+	close(fd);
+}
+
+/* ---- sendmmsg and recvmmsg: four messages a chunk */
+
+static void
+refused(ssize_t r, const char *what)
+{
+	if (r != -1 || errno != EINVAL)
+		fail("%s on a rock: returned %zd (%s), want -1 EINVAL", what, r,
+		    r < 0 ? strerror(errno) : "no error");
+}
+
+static void
+splice_refused(int fd)
+{
+	int p[2], file;
+	char path[] = "/tmp/rock-io.XXXXXX";
+
+	if (pipe(p) != 0 || (file = mkstemp(path)) < 0)
+		die("pipe or mkstemp");
+	unlink(path);
+	if (write(p[1], "x", 1) != 1 || write(file, "y", 1) != 1)
+		die("write");
+	/* Into first: without a refusal it returns at once, uncounted. */
+	refused(splice(p[0], NULL, fd, NULL, 1, 0), "splice into");
+	refused(splice(fd, NULL, p[1], NULL, 4096, SPLICE_F_NONBLOCK), "splice out of");
+	refused(copy_file_range(file, &(off_t){ 0 }, fd, NULL, 1, 0),
+	    "copy_file_range into");
+	refused(copy_file_range(fd, NULL, file, &(off_t){ 0 }, 1, 0),
+	    "copy_file_range out of");
+	close(p[0]);
+	close(p[1]);
+	close(file);
+}
+
+static void
+mmsg_chunk(int fd, uint8_t *out, uint8_t *in, size_t n)
+{
+	struct iovec iov[4];
+	struct mmsghdr m[4];
+	static uint8_t bufs[4][CHUNK / 4];
+	size_t got = 0, q = (n + 3) / 4, i;
+	int k, sent = 0;
+
+	memset(m, 0, sizeof(m));
+	for (i = 0; i < 4; i++) {
+		iov[i] = (struct iovec){ out + i * q, i * q >= n ? 0 : n - i * q < q ? n - i * q : q };
+		m[i].msg_hdr = (struct msghdr){ .msg_iov = &iov[i], .msg_iovlen = 1 };
+	}
+	while (sent < 4) {
+		if ((k = sendmmsg(fd, m + sent, (unsigned)(4 - sent), 0)) <= 0)
+			die("sendmmsg");
+		for (i = (size_t)sent; i < (size_t)(sent + k); i++)
+			if (m[i].msg_len != iov[i].iov_len)
+				fail("sendmmsg sent %u of %zu", m[i].msg_len, iov[i].iov_len);
+		sent += k;
+	}
+	/* A stream fills the messages in order, each with what has come:
+	 * their bytes, one after the other, are the stream's. */
+	while (got < n) {
+		for (i = 0; i < 4; i++) {
+			iov[i] = (struct iovec){ bufs[i], sizeof(bufs[i]) };
+			m[i].msg_hdr = (struct msghdr){ .msg_iov = &iov[i], .msg_iovlen = 1 };
+		}
+		if ((k = recvmmsg(fd, m, 4, MSG_WAITFORONE, NULL)) <= 0)
+			die("recvmmsg");
+		for (i = 0; i < (size_t)k; i++) {
+			if (m[i].msg_len == 0)
+				fail("end of stream with %zu of %zu left", n - got, total);
+			if (m[i].msg_len > n - got)
+				fail("recvmmsg: %zu bytes more than were sent",
+				    m[i].msg_len - (n - got));
+			memcpy(in + got, bufs[i], m[i].msg_len);
+			got += m[i].msg_len;
+		}
+	}
+}
+
+static void
+run_mmsg(void)
+{
+	uint8_t out[CHUNK], in[CHUNK];
+	int fd = dial(0);
+	size_t off, n;
+
+	splice_refused(fd);
+	for (off = 0; off < total; off += n) {
+		n = total - off < CHUNK ? total - off : CHUNK;
+		fill(out, off, n);
+		mmsg_chunk(fd, out, in, n);
+		check(in, off, n);
+	}
+	close(fd);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -635,6 +850,10 @@ main(int argc, char **argv)
 		run_epoll(EPOLLET);
 	else if (strcmp(mode, "epoll-oneshot") == 0)
 		run_epoll(EPOLLONESHOT);
+	else if (strcmp(mode, "sockopts") == 0)
+		run_sockopts();
+	else if (strcmp(mode, "mmsg") == 0)
+		run_mmsg();
 	else {
 		fprintf(stderr, "rock-io: unknown mode %s\n", mode);
 		return 2;

@@ -1,9 +1,7 @@
 /* rock.c: the rock wrapper: run a program with librock.so preloaded. */
 #include "config.h"
 
-#include <elf.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
 #include <stdio.h>
@@ -12,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "rock_cover.h"
 #include "rock_env.h"
 
 static void
@@ -83,46 +82,16 @@ find_command(const char *cmd, char *out, size_t size)
 	return saw_noexec ? 126 : 127;
 }
 
-/* 1 if the file is an ELF executable without a program interpreter. */
-static int
-is_static_elf(const char *path)
-{
-	Elf64_Ehdr eh;
-	Elf64_Phdr ph;
-	int fd = open(path, O_RDONLY | O_CLOEXEC), i, result = 0;
-
-	if (fd < 0)
-		return 0;
-	if (pread(fd, &eh, sizeof(eh), 0) != (ssize_t)sizeof(eh) ||
-	    memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 ||
-	    eh.e_ident[EI_CLASS] != ELFCLASS64 ||
-	    eh.e_phentsize != sizeof(ph))
-		goto out;
-	result = 1;
-	for (i = 0; i < eh.e_phnum; i++) {
-		if (pread(fd, &ph, sizeof(ph), (off_t)(eh.e_phoff + i * sizeof(ph)))
-		    != (ssize_t)sizeof(ph) || ph.p_type == PT_INTERP) {
-			result = 0;
-			break;
-		}
-	}
-out:
-	close(fd);
-	return result;
-}
-
+/* Said once, before exec, so nobody takes a plain connection for a rock;
+ * the program runs all the same. */
 static void
-warn_if_unpreloadable(const char *cmd, const char *path)
+warn_if_uncovered(const char *path)
 {
-	struct stat st;
+	const char *why = rock_uncovered_reason(path);
 
-	if (stat(path, &st) == 0 && (st.st_mode & (S_ISUID | S_ISGID)))
-		fprintf(stderr, "rock: warning: %s is set-user-ID or set-group-ID: "
-		    "the dynamic loader ignores LD_PRELOAD there, so it runs "
-		    "without rock\n", cmd);
-	else if (is_static_elf(path))
-		fprintf(stderr, "rock: warning: %s is statically linked: "
-		    "LD_PRELOAD cannot work there, so it runs without rock\n", cmd);
+	if (why != NULL)
+		fprintf(stderr, "rock: warning: %s %s, so its connections are "
+		    "plain TCP, untouched by rock\n", path, why);
 }
 
 /* 1 if the colon- or blank-separated list already holds this entry. */
@@ -243,7 +212,7 @@ main(int argc, char **argv)
 		    r == 127 ? "command not found" : "Permission denied");
 		return r;
 	}
-	warn_if_unpreloadable(argv[optind], path);
+	warn_if_uncovered(path);
 	if (set_preload(lib) != 0)
 		return 1;
 	if (keepalive_only && setenv(ROCK_ENV_MODE, "keepalive", 1) != 0)

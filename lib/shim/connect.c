@@ -212,6 +212,7 @@ adopt(struct attempt *a)
 
 	r->fds[0] = a->fd;
 	r->nfds = 1;
+	shim_opts_capture(r, a->fd);
 	shim_rock_install(r, a->fd, rock_direct_fd(r->s));
 	shim_rock_bind(a->fd, r);
 	shim_rock_set_ready(r, 1);
@@ -286,6 +287,7 @@ connect_thread(void *arg)
 			shim_rock_free(r);
 		}
 	} else if (rc == 0) {
+		shim_opts_capture(r, a->fd);
 		shim_rock_install(r, a->fd, rock_direct_fd(r->s));
 		shim_rock_set_ready(r, 1);
 		shim_epoll_resume(r);

@@ -103,6 +103,7 @@ shim_rock_install(struct shim_rock *r, int old_fd, int new_fd)
 	int i;
 
 	copy_options(old_fd, new_fd);
+	shim_opts_apply(r, new_fd);
 	if (fl >= 0)
 		shim_real.fcntl(new_fd, F_SETFL, fl);
 	for (i = 0; i < r->nfds; i++) {

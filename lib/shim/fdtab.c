@@ -1,4 +1,4 @@
-/* fdtab.c: one byte of shim knowledge per descriptor, in lazily mapped pages. */
+/* fdtab.c: two bytes of shim knowledge per descriptor, in lazily mapped pages. */
 #include "config.h"
 
 #include <stdint.h>
@@ -12,28 +12,28 @@
 #define PAGE_SIZE_ENTRIES (1u << PAGE_BITS)
 #define NPAGES 256u
 
-static uint8_t *pages[NPAGES];
+static uint16_t *pages[NPAGES];
 
 /* mmap, not malloc: this runs inside the program's socket calls, possibly
  * from a signal handler or between fork and exec. */
-static uint8_t *
+static uint16_t *
 page_for(int fd, int create)
 {
 	unsigned idx = (unsigned)fd >> PAGE_BITS;
-	uint8_t *page, *expected = NULL;
+	uint16_t *page, *expected = NULL;
 
 	if (fd < 0 || idx >= NPAGES)
 		return NULL;
 	page = __atomic_load_n(&pages[idx], __ATOMIC_ACQUIRE);
 	if (page != NULL || !create)
 		return page;
-	page = mmap(NULL, PAGE_SIZE_ENTRIES, PROT_READ | PROT_WRITE,
+	page = mmap(NULL, PAGE_SIZE_ENTRIES * sizeof(*page), PROT_READ | PROT_WRITE,
 	    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (page == MAP_FAILED)
 		return NULL;
 	if (!__atomic_compare_exchange_n(&pages[idx], &expected, page, 0,
 	    __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
-		munmap(page, PAGE_SIZE_ENTRIES);
+		munmap(page, PAGE_SIZE_ENTRIES * sizeof(*page));
 		page = expected;
 	}
 	return page;
@@ -42,7 +42,7 @@ page_for(int fd, int create)
 unsigned
 shim_fd_get(int fd)
 {
-	uint8_t *page = page_for(fd, 0);
+	uint16_t *page = page_for(fd, 0);
 
 	if (page == NULL)
 		return 0;
@@ -53,24 +53,24 @@ shim_fd_get(int fd)
 void
 shim_fd_set(int fd, enum shim_fd_state state, unsigned opts)
 {
-	uint8_t *page = page_for(fd, state != SHIM_FD_UNKNOWN || opts != 0);
+	uint16_t *page = page_for(fd, state != SHIM_FD_UNKNOWN || opts != 0);
 
 	if (page == NULL)
 		return;
 	__atomic_store_n(&page[fd & (PAGE_SIZE_ENTRIES - 1)],
-	    (uint8_t)((unsigned)state << SHIM_FD_STATE_SHIFT |
+	    (uint16_t)((unsigned)state << SHIM_FD_STATE_SHIFT |
 	    (opts & SHIM_FD_OPTS_MASK)), __ATOMIC_RELAXED);
 }
 
 void
 shim_fd_add_opts(int fd, unsigned opts)
 {
-	uint8_t *page = page_for(fd, 1);
+	uint16_t *page = page_for(fd, 1);
 
 	if (page == NULL)
 		return;
 	__atomic_fetch_or(&page[fd & (PAGE_SIZE_ENTRIES - 1)],
-	    (uint8_t)(opts & SHIM_FD_OPTS_MASK), __ATOMIC_RELAXED);
+	    (uint16_t)(opts & SHIM_FD_OPTS_MASK), __ATOMIC_RELAXED);
 }
 
 void

@@ -1,4 +1,4 @@
-/* peer.c: getpeername, getsockopt(SO_ERROR) and shutdown show the program's view of a rock. */
+/* peer.c: getpeername, getsockopt (SO_ERROR, the options a rock keeps in its record) and shutdown show the program's view of a rock. */
 #include "config.h"
 
 #include <errno.h>
@@ -42,6 +42,8 @@ getsockopt(int fd, int level, int opt, void *val, socklen_t *len)
 	struct shim_rock *r;
 	int v = -1;
 
+	if (shim_is_rock(fd) && shim_opts_get(fd, level, opt, val, len))
+		return 0;
 	if (level != SOL_SOCKET || opt != SO_ERROR || !shim_is_rock(fd) ||
 	    val == NULL || len == NULL || *len < sizeof(int))
 		return shim_real.getsockopt(fd, level, opt, val, len);

@@ -52,6 +52,9 @@ shim_resolve(void)
 	RESOLVE(readv);
 	RESOLVE(writev);
 	RESOLVE(sendfile);
+	RESOLVE(splice);
+	RESOLVE(sendmmsg);
+	RESOLVE(recvmmsg);
 	RESOLVE(shutdown);
 	RESOLVE(getpeername);
 	RESOLVE(fcntl);

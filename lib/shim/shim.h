@@ -47,6 +47,10 @@ struct shim_real {
 	ssize_t (*readv)(int, const struct iovec *, int);
 	ssize_t (*writev)(int, const struct iovec *, int);
 	ssize_t (*sendfile)(int, int, off_t *, size_t);
+	ssize_t (*splice)(int, loff_t *, int, loff_t *, size_t, unsigned int);
+	int (*sendmmsg)(int, struct mmsghdr *, unsigned int, int);
+	int (*recvmmsg)(int, struct mmsghdr *, unsigned int, int,
+	    struct timespec *);
 	int (*shutdown)(int, int);
 	int (*getpeername)(int, struct sockaddr *, socklen_t *);
 	int (*fcntl)(int, int, ...);
@@ -95,8 +99,9 @@ struct shim_settings {
 void shim_settings(struct shim_settings *s);
 
 /*
- * What the shim knows of a descriptor. One byte each: the state in the high
- * bits, the keepalive options the program set itself (ROCK_KA_*) in the low.
+ * What the shim knows of a descriptor, two bytes each: the state in bits
+ * 5-7; the options the program set itself below and above it (ROCK_KA_*,
+ * SHIM_FD_*BUF_SET: a rock puts them on its data connections).
  */
 enum shim_fd_state {
 	SHIM_FD_UNKNOWN = 0,	/* not made through our hooks: ask the kernel */
@@ -108,8 +113,11 @@ enum shim_fd_state {
 	SHIM_FD_ROCK		/* a rock, or a connect that may become one */
 };
 
-#define SHIM_FD_OPTS_MASK 0x1fu
+#define SHIM_FD_SNDBUF_SET (1u << 8)
+#define SHIM_FD_RCVBUF_SET (1u << 9)
+#define SHIM_FD_OPTS_MASK (0x1fu | SHIM_FD_SNDBUF_SET | SHIM_FD_RCVBUF_SET)
 #define SHIM_FD_STATE_SHIFT 5
+#define SHIM_FD_STATE_MASK 7u
 
 unsigned shim_fd_get(int fd);
 void shim_fd_set(int fd, enum shim_fd_state state, unsigned opts);
@@ -131,7 +139,8 @@ int shim_fdmap_set(struct shim_fdmap *m, int fd, void *p);
 static inline enum shim_fd_state
 shim_fd_state_of(unsigned entry)
 {
-	return (enum shim_fd_state)(entry >> SHIM_FD_STATE_SHIFT);
+	return (enum shim_fd_state)(entry >> SHIM_FD_STATE_SHIFT &
+	    SHIM_FD_STATE_MASK);
 }
 
 /* Give a TCP socket its keepalive options before it carries data
@@ -151,6 +160,21 @@ struct shim_reg;
 
 #define SHIM_ROCK_FDS 8		/* descriptors sharing one rock (dup) */
 
+/* Options the program set that a data connection does not simply carry
+ * over (opts.c): what its getsockopt reports, what each new one gets. */
+enum {
+	SHIM_OPT_LINGER = 1 << 5,
+	SHIM_OPT_SNDBUF = 1 << 6,
+	SHIM_OPT_RCVBUF = 1 << 7
+};
+struct shim_opts {
+	unsigned set;			/* ROCK_KA_* and SHIM_OPT_*: the program's */
+	struct rock_owner_ka ka;	/* the engine merges it with its backstop */
+	int user_timeout;		/* reported, never applied (PROTOCOL 3.4) */
+	struct linger linger;		/* reported; the engine closes its own */
+	int sndbuf, rcvbuf;		/* as asked for, before the doubling */
+};
+
 /* What the shim knows of one rock; every field under shim_lock(). */
 struct shim_rock {
 	struct rock_session *s;	/* NULL once the engine let go */
@@ -168,6 +192,7 @@ struct shim_rock {
 	int cmds;		/* SHIM_CMD_* for the engine's thread */
 	int nfds;
 	int fds[SHIM_ROCK_FDS];
+	struct shim_opts opts;
 	struct sockaddr_storage peer;	/* what the program connected to */
 	socklen_t peer_len;
 	int64_t delivered_ms;	/* keeper: the peer had all of ours since */
@@ -244,6 +269,15 @@ struct shim_rock *shim_rock_overdue(int64_t now, int64_t after_ms); /* lock held
 void shim_waiters_forget(void);				/* lock held */
 void shim_keeper_run(struct event_base *base, struct rock_engine *e,
     int keep_fd, int nrocks, pid_t program) __attribute__((noreturn));
+/* opts.c. Lock held: read the program's socket fd before a rock replaces
+ * it; put the program's buffer sizes on a new data connection. */
+void shim_opts_capture(struct shim_rock *r, int fd);
+void shim_opts_apply(const struct shim_rock *r, int fd);
+/* Lock not held. 1: fd is a rock and the option is the record's (*ret
+ * the call's result); 0: the kernel's business. */
+int shim_opts_set(int fd, int level, int opt, const void *val, socklen_t len,
+    int *ret);
+int shim_opts_get(int fd, int level, int opt, void *val, socklen_t *len);
 /* Put new_fd under the rock's descriptors (connect and reconnect). */
 void shim_rock_install(struct shim_rock *r, int old_fd, int new_fd);
 

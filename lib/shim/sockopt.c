@@ -1,17 +1,31 @@
-/* sockopt.c: setsockopt(): remember the keepalive options the program set itself. */
+/* sockopt.c: setsockopt(): remember the keepalive options the program set itself; a rock's go to its record. */
 #include "config.h"
 
 #include "shim.h"
+
+static unsigned
+opt_bit(int level, int optname)
+{
+	if (level == SOL_SOCKET && optname == SO_SNDBUF)
+		return SHIM_FD_SNDBUF_SET;
+	if (level == SOL_SOCKET && optname == SO_RCVBUF)
+		return SHIM_FD_RCVBUF_SET;
+	return rock_ka_opt_of(level, optname);
+}
 
 /* The program's own value wins, also over options we apply later. */
 SHIM_EXPORT int
 setsockopt(int fd, int level, int optname, const void *val, socklen_t len)
 {
 	const struct shim_state *st = shim_state();
-	int r = shim_real.setsockopt(fd, level, optname, val, len);
 	unsigned bit;
+	int r;
 
-	if (r == 0 && st->active && !shim_busy && (bit = rock_ka_opt_of(level, optname)) != 0)
+	if (shim_is_rock(fd) && shim_opts_set(fd, level, optname, val, len, &r))
+		return r;
+	r = shim_real.setsockopt(fd, level, optname, val, len);
+
+	if (r == 0 && st->active && !shim_busy && (bit = opt_bit(level, optname)) != 0)
 		shim_fd_add_opts(fd, bit);
 	return r;
 }

@@ -10,7 +10,7 @@ IO="$top_builddir/tests/rock-io"
 command -v socat >/dev/null || t_skip_all "socat not installed"
 rock_netns_up
 
-modes="blocking waitall sendfile halfclose threads dup poll select epoll-lt epoll-et epoll-oneshot many epoll-many"
+modes="blocking waitall sendfile halfclose threads dup poll select epoll-lt epoll-et epoll-oneshot many epoll-many sockopts mmsg"
 bytes=${ROCK_IO_BYTES:-4000000}
 echo_port=7100 rock_port=7101 plain_port=7102
 

@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "rock_engine.h"
 #include "rock_err.h"
 #include "rock_keepalive.h"
 #include "suites.h"
@@ -180,6 +181,32 @@ START_TEST(test_real_socket)
 }
 END_TEST
 
+/* A rock's data connection: the program's keepalive, or the backstop
+ * (1, 1, 20: gives up after 21 s) while armed if that gives up sooner. */
+START_TEST(test_merge_with_backstop)
+{
+	static const struct rock_owner_ka off = { 0, 7200, 75, 9 },
+	    lax = { 1, 600, 30, 4 }, strict = { 1, 2, 3, 4 },
+	    tie = { 1, 1, 1, 20 }, backstop = { 1, 1, 1, 20 };
+	struct rock_owner_ka out;
+
+	rock_keepalive_merge(&off, 0, &out);
+	ck_assert_int_eq(out.on, 0);
+	rock_keepalive_merge(&off, 1, &out);
+	ck_assert_mem_eq(&out, &backstop, sizeof(out));
+	rock_keepalive_merge(&lax, 0, &out);
+	ck_assert_mem_eq(&out, &lax, sizeof(out));
+	rock_keepalive_merge(&lax, 1, &out);	/* 720 s: the backstop's 21 */
+	ck_assert_mem_eq(&out, &backstop, sizeof(out));
+	rock_keepalive_merge(&strict, 1, &out);	/* 14 s: the program's */
+	ck_assert_mem_eq(&out, &strict, sizeof(out));
+	rock_keepalive_merge(&strict, 0, &out);
+	ck_assert_mem_eq(&out, &strict, sizeof(out));
+	rock_keepalive_merge(&tie, 1, &out);
+	ck_assert_mem_eq(&out, &backstop, sizeof(out));
+}
+END_TEST
+
 Suite *
 keepalive_suite(void)
 {
@@ -194,6 +221,7 @@ keepalive_suite(void)
 	tcase_add_test(tc, test_failure_continues);
 	tcase_add_test(tc, test_opt_of);
 	tcase_add_test(tc, test_real_socket);
+	tcase_add_test(tc, test_merge_with_backstop);
 	suite_add_tcase(s, tc);
 	return s;
 }
