@@ -13,7 +13,7 @@
 
 
 static void on_udp(evutil_socket_t fd, short what, void *arg);
-static void read_udp(struct rock_engine *e, int fd, unsigned max);
+static int read_udp(struct rock_engine *e, int fd, unsigned max);
 static void on_tick(evutil_socket_t fd, short what, void *arg);
 
 /* The control socket is dual-stack where the kernel allows, so IPv4 peers
@@ -342,9 +342,7 @@ own_word_ms(const struct rock_session *s)
  * closed: its farewell lost, it must end on its own silence, as
  * rock_path_only_farewell_missing says) or whose own record is older
  * than own_word_ms. A closed rock still owed more than the farewell
- * keeps following: when thousands close at once their records take
- * several intervals to go round, and a live path must not be judged
- * dead meanwhile. */
+ * keeps following for a while (rock_path_close_owed). */
 static void
 follow_group(struct rock_session *s, int64_t now)
 {
@@ -355,7 +353,7 @@ follow_group(struct rock_session *s, int64_t now)
 
 	if (g == s || now - own > own_word_ms(s))
 		return;
-	if ((s->flags & closed) == closed && rock_path_only_farewell_missing(s))
+	if ((s->flags & closed) == closed && !rock_path_close_owed(s, now))
 		return;
 	if (g->last_heard_ms > s->last_heard_ms)
 		s->last_heard_ms = g->last_heard_ms;
@@ -466,6 +464,7 @@ add_record(struct out_packet *p, struct rock_session *s,
 	s->sent_pkt = p->h.seq;
 	s->acked_consumed = s->consumed;
 	s->sent_flags = s->flags;
+	s->rec_interval = (uint32_t)s->e->hb_stamp;
 }
 
 void
@@ -490,15 +489,24 @@ rock_control_ack_now(struct rock_session *s)
 
 /* A receiver acknowledges at once, in a packet without records, after
  * this many packets with records under one anchor; and a sender whose
- * burst left records behind sends the next as soon as all but the last
- * ACK_EVERY - 1 packets are acknowledged (at most 63 unacknowledged).
+ * burst left records behind sends the next once the peer's bits show
+ * every packet of the last burst arrived but its last ACK_EVERY - 1.
  * So a group with thousands of changed counts (a mass close, a new
  * anchor) is confirmed in a few round trips, not one burst per
  * interval. */
 #define ACK_EVERY 16
 
+/* Bursts per group and interval, the interval's own included; and each
+ * record at most once per interval: an ack, authentic but false or
+ * replayed by a key holder, cannot make us send more than every changed
+ * count once an interval. */
+#define GROUP_BURSTS 16
+
+/* Sends g's listed records, up to GROUP_PACKETS packets; rotate: the
+ * interval's burst starts where the last one stopped (a backlog burst
+ * lists only records not sent this interval, so it starts at its head). */
 static void
-send_group(struct rock_session *g, int64_t now)
+send_group(struct rock_session *g, int64_t now, int rotate)
 {
 	size_t n = 0, sent = 0, cap = GROUP_PACKETS * ROCK_HB_MAX_RECORDS, i;
 	struct rock_session *s;
@@ -516,11 +524,12 @@ send_group(struct rock_session *g, int64_t now)
 	 * while no ack comes the same rocks would go every time and the
 	 * rest never. */
 	s = g->hb_list;
-	if (n > cap) {
+	if (n > cap && rotate) {
 		for (i = g->hb_rot % n; i > 0; i--)
 			s = s->hb_next;
 		g->hb_rot = g->hb_rot % n + cap;
 	}
+	g->burst_first = g->pkt_out + 1;
 	for (k = 0; k == 0 || (sent < n && k < GROUP_PACKETS); k++) {
 		packet_open(&p, g);
 		if (self) {
@@ -551,29 +560,44 @@ list_record(struct rock_session *s, struct rock_session *g, int64_t now)
 	g->hb_list = s;
 }
 
-/* The next burst of a group with a backlog, once the last is (nearly
- * all) acknowledged: the records still unconfirmed, less those in the
- * packets not yet acknowledged (they are not late yet). */
+/* The peer's bits show the last burst arrived, but for its last
+ * ACK_EVERY - 1 packets (their ack may be on its way). */
+static int
+burst_arrived(const struct rock_session *g)
+{
+	uint64_t seq, last = g->burst_first + ACK_EVERY - 1 <= g->pkt_out ?
+	    g->pkt_out - (ACK_EVERY - 1) : g->burst_first;
+
+	for (seq = g->burst_first; seq <= last; seq++)
+		if (!acked(g, seq))
+			return 0;
+	return 1;
+}
+
+/* The next burst of a group with a backlog once the last arrived: the
+ * records still unconfirmed and not sent this interval. */
 static void
 send_backlog(struct rock_session *g, int64_t now)
 {
+	uint32_t interval = (uint32_t)g->e->hb_stamp;
 	struct rock_session *s;
 
-	if (!g->hb_backlog || g->pkt_out - g->ack_top >= ACK_EVERY ||
-	    g->state != ROCK_ST_CONNECTED || !can_heartbeat(g))
+	if (!g->hb_backlog || g->hb_bursts >= GROUP_BURSTS ||
+	    g->state != ROCK_ST_CONNECTED || !can_heartbeat(g) ||
+	    !burst_arrived(g))
 		return;
 	g->hb_list = NULL;
 	g->hb_self = 0;
-	g->hb_rot = 0;
 	for (s = g->e->all; s != NULL; s = s->next)
 		if (s->state == ROCK_ST_CONNECTED && can_heartbeat(s) &&
-		    group_of(s) == g && s->sent_pkt <= g->ack_top)
+		    s->rec_interval != interval && group_of(s) == g)
 			list_record(s, g, now);
 	if (g->hb_list == NULL && !g->hb_self) {
 		g->hb_backlog = 0;
 		return;
 	}
-	send_group(g, now);
+	g->hb_bursts++;
+	send_group(g, now, 0);
 }
 
 /* What a packet with records asks of its receiver: an ack at once every
@@ -626,8 +650,10 @@ send_heartbeats(struct rock_engine *e, int64_t now)
 		}
 		list_record(s, g, now);
 	}
-	for (g = groups; g != NULL; g = g->hb_gnext)
-		send_group(g, now);
+	for (g = groups; g != NULL; g = g->hb_gnext) {
+		g->hb_bursts = 1;
+		send_group(g, now, 1);
+	}
 }
 
 /* Heartbeats missing: the data connection is asked to speak (kernel
@@ -739,9 +765,12 @@ rock_control_tick(struct rock_engine *e)
 
 	/* Judge on what has arrived, not on what waits in the socket: a
 	 * loop busy with thousands of closing connections reads 64
-	 * datagrams a turn, and the sign of life may be among the rest. */
-	if (e->udp_fd >= 0)
-		read_udp(e, e->udp_fd, 1U << 16);
+	 * datagrams a turn, and the sign of life may be among the rest. For
+	 * 20 ms at most: a flood must not hold the loop. */
+	now = rock_now_ms();
+	while (e->udp_fd >= 0 && read_udp(e, e->udp_fd, 256) != 0 &&
+	    rock_now_ms() - now < 20)
+		;
 	now = rock_now_ms();
 	for (s = e->all; s != NULL; s = next) {
 		next = s->next;
@@ -933,8 +962,9 @@ rock_control_datagram(struct rock_engine *e, const uint8_t *buf, size_t len,
 	}
 }
 
-/* Up to max datagrams waiting on the control socket. */
-static void
+/* Up to max datagrams waiting on the control socket; 1 if it had that
+ * many (more may wait), 0 once it is empty. */
+static int
 read_udp(struct rock_engine *e, int fd, unsigned max)
 {
 	uint8_t buf[ROCK_HB_MAX_LEN + 1];
@@ -948,9 +978,10 @@ read_udp(struct rock_engine *e, int fd, unsigned max)
 		got = recvfrom(fd, buf, sizeof(buf), MSG_DONTWAIT,
 		    (struct sockaddr *)&from, &fromlen);
 		if (got < 0)
-			return;
+			return 0;
 		rock_control_datagram(e, buf, (size_t)got, &from, fromlen);
 	}
+	return 1;
 }
 
 static void
@@ -958,6 +989,6 @@ on_udp(evutil_socket_t fd, short what, void *arg)
 {
 	(void)what;
 	rock_engine_enter(arg);
-	read_udp(arg, fd, 64);
+	(void)read_udp(arg, fd, 64);
 	rock_engine_leave(arg);
 }

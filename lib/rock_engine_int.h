@@ -107,6 +107,10 @@ struct rock_session {
 	uint8_t hb_backlog;		/* as anchor: records left after a burst */
 	uint8_t hb_self;		/* as anchor: its own record is due */
 	uint8_t acks_owed;		/* packets with records since our last */
+	uint8_t hb_bursts;		/* as anchor: bursts sent this interval */
+	uint32_t rec_interval;		/* e->hb_stamp when its record last went */
+	uint64_t burst_first;		/* as anchor: the last burst's first packet */
+	int64_t both_closed_ms;		/* first seen with both ends closed */
 	struct rock_session *hb_next;	/* in its anchor's hb_list */
 	struct rock_session *hb_gnext;	/* anchors with a packet this tick */
 	int64_t last_heard_ms;		/* last authentic record or packet */
@@ -359,6 +363,9 @@ int rock_path_stalled(struct rock_session *s, int64_t now);
 void rock_path_progress(struct rock_session *s);
 /* Only the peer's farewell is missing: its silence ends the rock cleanly. */
 int rock_path_only_farewell_missing(struct rock_session *s);
+/* Both ends closed, more than the farewell owed, on a data connection
+ * not dead, within a few dead times of the close. */
+int rock_path_close_owed(struct rock_session *s, int64_t now);
 
 /* The control channel (rock_control.c). */
 int rock_control_open(struct rock_engine *e, const struct sockaddr *bind,

@@ -241,3 +241,22 @@ rock_path_only_farewell_missing(struct rock_session *s)
 	return t.state == TCP_STATE_FIN_WAIT2 || t.state == TCP_STATE_TIME_WAIT ||
 	    t.state == TCP_STATE_CLOSE;
 }
+
+/* While thousands close at once their records take a while to go round:
+ * a rock still owed more than the farewell takes its group's signs of
+ * life meanwhile, but not on a dead data connection (reset, or TCP's own
+ * timeout: state CLOSE), nor for longer than four dead times after it
+ * was first seen closed at both ends. */
+int
+rock_path_close_owed(struct rock_session *s, int64_t now)
+{
+	struct rock_tcp_sample t;
+
+	if (s->both_closed_ms == 0)
+		s->both_closed_ms = now;
+	if (now - s->both_closed_ms > 4 * (int64_t)rock_path_dead_ms(s))
+		return 0;
+	if (rock_tcp_sample(s->fd, &t) != 0 || t.state == TCP_STATE_CLOSE)
+		return 0;
+	return !rock_path_only_farewell_missing(s);
+}

@@ -183,10 +183,12 @@ rock_session_set_state(struct rock_session *s, enum rock_state to,
 	if (to == ROCK_ST_CONNECTED)
 		s->connected_at_ms = rock_now_ms();
 	if (s->cbs != NULL && s->cbs->on_state != NULL) {
+		const char *outer = s->state_why;
+
 		s->in_callback++;
 		s->state_why = why;
 		s->cbs->on_state(s, from, to, s->arg);
-		s->state_why = NULL;
+		s->state_why = outer;
 		s->in_callback--;
 	}
 }

@@ -69,10 +69,10 @@ v4(const char *host, uint16_t port)
 
 /* A server session named name from host; suspended (or connected) at
  * at_ms, proven or not. */
-/* Our end of a loopback TCP connection that sent its FIN, had it
- * acknowledged and heard none back (FIN_WAIT2); the other end in *peer. */
+/* Our end of a loopback TCP connection, the other in *peer; with shut,
+ * our FIN sent and acknowledged, none back (FIN_WAIT2). */
 static int
-fin_wait2(int *peer)
+tcp_pair(int *peer, int shut)
 {
 	struct sockaddr_in a = v4("127.0.0.1", 0);
 	socklen_t len = sizeof(a);
@@ -86,8 +86,10 @@ fin_wait2(int *peer)
 	ck_assert_int_eq(connect(c, (struct sockaddr *)&a, sizeof(a)), 0);
 	ck_assert_int_ge(*peer = accept(l, NULL, NULL), 0);
 	close(l);
-	ck_assert_int_eq(shutdown(c, SHUT_WR), 0);
-	usleep(20000);		/* loopback: the FIN's ack is back by now */
+	if (shut) {
+		ck_assert_int_eq(shutdown(c, SHUT_WR), 0);
+		usleep(20000);	/* loopback: the FIN's ack is back by now */
+	}
 	return c;
 }
 
@@ -530,29 +532,39 @@ START_TEST(test_group)
 	/* A rock with both ends closed and more than the farewell owed
 	 * (here: no FIN of ours sent yet) still takes its group's signs of
 	 * life: thousands closing at once wait for records to go round. */
+	r[1]->fd = tcp_pair(&peer, 0);
 	r[1]->flags |= ROCK_FLAG_WR_SHUT | ROCK_FLAG_EOF_SEEN;
 	r[1]->last_heard_ms = rock_now_ms() - 900;
 	client_packet(a, 5, 7, r, 0, a->keys.rx);
 	rock_control_tick(eng);
 	ck_assert_int_eq(r[1]->last_heard_ms, a->last_heard_ms);
+	/* For four dead times from the close at most. */
+	r[1]->both_closed_ms = rock_now_ms() - 4 * rock_path_dead_ms(r[1]) - 1;
+	r[1]->last_heard_ms = rock_now_ms() - 900;
+	client_packet(a, 6, 7, r, 0, a->keys.rx);
+	rock_control_tick(eng);
+	ck_assert_int_lt(r[1]->last_heard_ms, rock_now_ms() - 800);
+	close(r[1]->fd);
+	close(peer);
 
 	/* Not one that only waits for the peer's last word (our FIN sent
 	 * and acknowledged): its farewell lost, it ends on its own silence.
 	 * Nor one whose own record is older than the suspend timeout: its
 	 * peer may have dropped it without a word. */
-	r[1]->fd = fin_wait2(&peer);
+	r[1]->fd = tcp_pair(&peer, 1);
 	r[1]->shut_sent = 1;
+	r[1]->both_closed_ms = 0;
 	r[1]->last_heard_ms = r[2]->last_heard_ms = rock_now_ms() - 900;
 	r[2]->own_heard_ms = rock_now_ms() - eng->cfg.suspend_timeout_s * 1000 - 1;
 	r[2]->connected_at_ms = r[2]->own_heard_ms;
-	client_packet(a, 6, 7, r, 0, a->keys.rx);
+	client_packet(a, 7, 7, r, 0, a->keys.rx);
 	rock_control_tick(eng);
 	ck_assert_int_lt(r[1]->last_heard_ms, rock_now_ms() - 800);
 	ck_assert_int_lt(r[2]->last_heard_ms, rock_now_ms() - 800);
 	/* Its own record refreshes it, and the next tick resends one for a
 	 * rock the peer last confirmed half a suspend timeout ago. */
 	r[2]->own_heard_ms = rock_now_ms();
-	client_packet(a, 7, 7, r, 0, a->keys.rx);
+	client_packet(a, 8, 7, r, 0, a->keys.rx);
 	rock_control_tick(eng);
 	ck_assert_int_eq(r[2]->last_heard_ms, a->last_heard_ms);
 	r[1]->flags &= ~(ROCK_FLAG_WR_SHUT | ROCK_FLAG_EOF_SEEN);
@@ -566,15 +578,15 @@ START_TEST(test_group)
 	/* A packet overtaken by a later one is taken, once; one older than
 	 * the window (64 behind the latest) is not. */
 	i = (int)eng->stats.hb_replayed;
+	client_packet(a, 10, 7, r, 0, a->keys.rx);
 	client_packet(a, 9, 7, r, 0, a->keys.rx);
-	client_packet(a, 8, 7, r, 0, a->keys.rx);
 	ck_assert_uint_eq(eng->stats.hb_replayed, (unsigned)i);
-	client_packet(a, 8, 7, r, 0, a->keys.rx);
+	client_packet(a, 9, 7, r, 0, a->keys.rx);
 	ck_assert_uint_eq(eng->stats.hb_replayed, (unsigned)i + 1);
-	client_packet(a, 81, 7, r, 0, a->keys.rx);
-	client_packet(a, 16, 7, r, 0, a->keys.rx);
-	ck_assert_uint_eq(eng->stats.hb_replayed, (unsigned)i + 2);
+	client_packet(a, 82, 7, r, 0, a->keys.rx);
 	client_packet(a, 17, 7, r, 0, a->keys.rx);
+	ck_assert_uint_eq(eng->stats.hb_replayed, (unsigned)i + 2);
+	client_packet(a, 18, 7, r, 0, a->keys.rx);
 	ck_assert_uint_eq(eng->stats.hb_replayed, (unsigned)i + 2);
 
 	/* The anchor ends: the others speak for themselves again. */
@@ -691,28 +703,11 @@ peer_ack(const struct rock_session *a, uint64_t seq, uint64_t ack, uint64_t bits
 	event_base_loop(base, EVLOOP_NONBLOCK);
 }
 
-/* n client rocks to one server address, r[0] the oldest (the anchor). */
-static void
-client_rocks(struct rock_session **r, unsigned n, int64_t now)
-{
-	unsigned i;
-
-	for (i = 0; i < n; i++) {
-		r[i] = add("client", "192.0.2.1", 0, now - 100000 + i, 1);
-		r[i]->role = ROCK_ROLE_CLIENT;
-		r[i]->features |= ROCK_FEAT_UDP;
-	}
-	peer_open(r[0]);
-	for (i = 1; i < n; i++) {
-		r[i]->udp_peer = r[0]->udp_peer;
-		r[i]->udp_peer_len = r[0]->udp_peer_len;
-	}
-}
-
-/* The packets that arrive, the rocks their records are for marked in
- * seen (by age, as client_rocks made them), the highest number in *top. */
+/* The packets that arrive, the rocks their records are for counted in
+ * seen (by age, as client_rocks made them), the highest number in *top,
+ * the first record's rock of the first packet in *first (if not NULL). */
 static unsigned
-drain_records(int *seen, int64_t now, uint64_t *top)
+drain_records(int *seen, int64_t now, uint64_t *top, struct rock_session **first)
 {
 	struct rock_hb_header h;
 	struct rock_hb_record rec;
@@ -728,37 +723,107 @@ drain_records(int *seen, int64_t now, uint64_t *top)
 			    i * ROCK_HB_RECORD_LEN);
 			ck_assert_ptr_nonnull(s = rock_engine_find(eng, rec.id));
 			seen[(size_t)(s->connected_at_ms - (now - 100000))]++;
+			if (first != NULL && got == 0 && i == 0)
+				*first = s;
 		}
 	}
 	return got;
 }
 
-/* More records than a burst holds: once the peer acknowledges the burst,
- * the next leaves at once, not an interval later. */
+static unsigned
+count_seen(const int *seen, unsigned n, int times)
+{
+	unsigned i, c = 0;
+
+	for (i = 0; i < n; i++)
+		c += seen[i] == times;
+	return c;
+}
+
+/* n client rocks to one server address, r[0] the oldest (the anchor);
+ * with last_oldest, r[n - 1] (made last). */
+static void
+client_rocks_aged(struct rock_session **r, unsigned n, int64_t now,
+    int last_oldest)
+{
+	unsigned i;
+
+	for (i = 0; i < n; i++) {
+		r[i] = add("client", "192.0.2.1", 0,
+		    now - 100000 + (last_oldest ? n - 1 - i : i), 1);
+		r[i]->role = ROCK_ROLE_CLIENT;
+		r[i]->features |= ROCK_FEAT_UDP;
+	}
+	peer_open(r[0]);
+	for (i = 1; i < n; i++) {
+		r[i]->udp_peer = r[0]->udp_peer;
+		r[i]->udp_peer_len = r[0]->udp_peer_len;
+	}
+}
+
+static void
+client_rocks(struct rock_session **r, unsigned n, int64_t now)
+{
+	client_rocks_aged(r, n, now, 0);
+}
+
+/* The anchor's own record goes first, wherever the anchor stands among
+ * its group's rocks: the peer speaks under it only once it has heard it
+ * name itself. */
+START_TEST(test_group_anchor_first)
+{
+	enum { N = 40 };
+	static struct rock_session *r[N];
+	static int seen[N];
+	struct rock_session *first = NULL;
+	int64_t now = rock_now_ms();
+	uint64_t top = 0;
+
+	event_del(eng->ev_tick);
+	client_rocks_aged(r, N, now, 1);
+	memset(seen, 0, sizeof(seen));
+	heartbeat_round();
+	ck_assert_uint_eq(drain_records(seen, now, &top, &first), 3);
+	ck_assert_ptr_eq(first, r[N - 1]);
+	ck_assert_uint_eq(count_seen(seen, N, 1), N);
+	close(peer_fd);
+}
+END_TEST
+
+/* More records than a burst holds: the anchor's own goes first; once the
+ * peer's bits show the whole burst arrived (not before), the next leaves
+ * at once with the records not sent yet, each once; a false or repeated
+ * ack in the same interval makes nothing go again. */
 START_TEST(test_group_burst_on_ack)
 {
 	enum { N = 800 };
 	static struct rock_session *r[N];
 	static int seen[N];
+	struct rock_session *first = NULL;
+	struct rock_hb_header h;
+	uint8_t buf[ROCK_HB_MAX_LEN];
 	int64_t now = rock_now_ms();
 	uint64_t top = 0;
-	unsigned i, missing = 0;
+	unsigned i;
 
 	event_del(eng->ev_tick);
 	client_rocks(r, N, now);
 	memset(seen, 0, sizeof(seen));
 	heartbeat_round();
-	/* One burst: at most its 48 packets (and a first of the anchor's
-	 * own before the group formed); 720 records, not 800. */
-	ck_assert_uint_le(drain_records(seen, now, &top), 49);
+	ck_assert_uint_eq(drain_records(seen, now, &top, &first), 48);
+	ck_assert_ptr_eq(first, r[0]);
+	ck_assert_uint_eq(count_seen(seen, N, 1), 48 * 15);
+	/* Every count moves again: the 720 are due again, but not before
+	 * the next interval. */
 	for (i = 0; i < N; i++)
-		missing += seen[i] == 0;
-	ck_assert_uint_gt(missing, 0);
-	peer_ack(r[0], 1, top, ~(uint64_t)0);
-	ck_assert_uint_gt(drain_records(seen, now, &top), 0);
-	for (i = 0, missing = 0; i < N; i++)
-		missing += seen[i] == 0;
-	ck_assert_uint_eq(missing, 0);
+		r[i]->consumed++;
+	/* Only the last packet arrived: the burst is not through. */
+	peer_ack(r[0], 1, top, 0);
+	ck_assert_ptr_null(peer_packet(buf, &h, 100));
+	/* All of it: the 80 not sent yet, once each, and nothing else. */
+	peer_ack(r[0], 2, top, ~(uint64_t)0);
+	ck_assert_uint_eq(drain_records(seen, now, &top, NULL), 6);
+	ck_assert_uint_eq(count_seen(seen, N, 1), N);
 	close(peer_fd);
 }
 END_TEST
@@ -809,9 +874,11 @@ START_TEST(test_tick_reads_first)
 	peer_open(r);
 	r->last_heard_ms = r->own_heard_ms = now - 60000;
 	client_packet_queued(r, 1, 0, &r, 1, r->keys.rx);
+	rock_session_hold(r);	/* a failed rock would be freed */
 	rock_control_tick(eng);
 	ck_assert_int_eq(r->state, ROCK_ST_CONNECTED);
 	ck_assert_int_ge(r->last_heard_ms, now);
+	rock_session_release(r);
 	close(peer_fd);
 }
 END_TEST
@@ -833,6 +900,7 @@ evict_suite(void)
 	tcase_add_test(tc, test_group_client);
 	tcase_add_test(tc, test_group_rotates);
 	tcase_add_test(tc, test_group_burst_on_ack);
+	tcase_add_test(tc, test_group_anchor_first);
 	tcase_add_test(tc, test_group_ack_every);
 	tcase_add_test(tc, test_tick_reads_first);
 	suite_add_tcase(su, tc);
