@@ -234,9 +234,10 @@ int rockd_metrics_fd(const struct rockd *d);
 int rockd_metrics_reload(struct rockd *d, const struct rockd_config *next);
 void rockd_metrics_stop(struct rockd *d);
 
-/* --session (session.c): one service on an ephemeral port in front of
- * backend (NULL: the default); the announcement on stdout and the idle
- * bound, once listening; exit when the last session ended. */
+/* --session: one service on an ephemeral port in front of backend
+ * (NULL: the sshd of SSH_CONNECTION, else the default) (conf.c); the
+ * announcement on stdout and the idle bound, once listening; exit when
+ * the last session ended (session.c). */
 #define ROCKD_SESSION_IDLE_S 60
 /* Set by sshd: the default backend of a session is the sshd it came by. */
 #define ROCKD_SSH_CONNECTION_ENV "SSH_CONNECTION"
