@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netinet/in.h>
 
 #include "rock_parse.h"
 #include "rockd.h"
@@ -62,6 +63,48 @@ rockd_config_add(struct rockd_config *cfg, const char *listen,
 {
 	return add_service(cfg, listen, backend, ROCKD_DEFAULT_SNIFF_MS, err,
 	    errlen);
+}
+
+/* The sshd that ran us: the server address and port of the ssh
+ * connection ("CLIENT CPORT SERVER SPORT"), which that sshd accepted on
+ * whatever port or address it listens; else the default. */
+static void
+sshd_backend(char *out, size_t n)
+{
+	const char *v = getenv(ROCKD_SSH_CONNECTION_ENV);
+	char addr[64];
+	unsigned port;
+
+	snprintf(out, n, "%s", ROCKD_DEFAULT_BACKEND);
+	if (v == NULL ||
+	    sscanf(v, "%*s %*u %63s %u", addr, &port) != 2 ||
+	    port == 0 || port > 65535)
+		return;
+	snprintf(out, n, strchr(addr, ':') != NULL ? "[%s]:%u" : "%s:%u",
+	    addr, port);
+}
+
+/* An ephemeral port: no configuration line may ask for port 0, so the
+ * one service is made with the default and its port cleared here. */
+int
+rockd_session_config(struct rockd_config *cfg, const char *backend,
+    char *err, size_t errlen)
+{
+	struct rockd_service *s;
+	char sshd[128];
+
+	if (backend == NULL)
+		sshd_backend(sshd, sizeof(sshd));
+	if (rockd_config_add(cfg, ROCKD_DEFAULT_LISTEN, backend != NULL ?
+	    backend : sshd, err, errlen) != 0)
+		return -1;
+	s = cfg->services;
+	if (s->listen_addr.ss_family == AF_INET6)
+		((struct sockaddr_in6 *)&s->listen_addr)->sin6_port = 0;
+	else
+		((struct sockaddr_in *)&s->listen_addr)->sin_port = 0;
+	snprintf(s->listen_spec, sizeof(s->listen_spec), "an ephemeral port");
+	return 0;
 }
 
 /* "listen SPEC backend SPEC [sniff-ms N]" */

@@ -29,6 +29,7 @@ usage(FILE *f)
 	    "usage: rockd [-F] [-v] [-p PIDFILE] [--drain-timeout S] [--listen [ADDR:]PORT --backend HOST:PORT]\n"
 	    "       rockd [-F] [-v] [-p PIDFILE] [--drain-timeout S] -f CONFIG\n"
 	    "       rockd -t [-f CONFIG | --listen ... --backend ...]\n"
+	    "       rockd --session [-F] [-v] [-p PIDFILE] [-k KEY] [--backend HOST:PORT] [--idle-timeout S]\n"
 	    "Front an unmodified TCP server for rock clients; plain clients pass through.\n"
 	    "With no service given: --listen 4022 --backend 127.0.0.1:22 (sshd).\n"
 	    "  -l, --listen [ADDR:]PORT   where clients connect (repeatable, each with -b)\n"
@@ -40,6 +41,9 @@ usage(FILE *f)
 	    "  -k, --key FILE             the server's key, made on first start (see rockd(8))\n"
 	    "      --drain-timeout S      SIGTERM: let sessions finish for S seconds (30)\n"
 	    "      --metrics ADDR:PORT    serve counters at http://ADDR:PORT/metrics (Prometheus)\n"
+	    "      --session              for `rock ssh`: an ephemeral port, announced on\n"
+	    "                             stdout; exit with the last session\n"
+	    "      --idle-timeout S       --session: exit if no session comes in S s (60)\n"
 	    "  -v, --verbose              debug log\n"
 	    "  -h, --help, -V, --version\n");
 }
@@ -53,7 +57,12 @@ struct options {
 	int test, foreground, verbose;
 	long drain_timeout_s;	/* -1: the file's or the default */
 	int takeover;		/* USR2's successor: the channel; else -1 */
+	int session;		/* --session */
+	const char *session_backend;	/* --backend without --listen */
+	long idle_timeout_s;	/* --idle-timeout */
 };
+
+static int session_options(struct options *o, struct rockd_config *cfg);
 
 static int
 parse_options(int argc, char **argv, struct options *o, struct rockd_config *cfg)
@@ -69,6 +78,8 @@ parse_options(int argc, char **argv, struct options *o, struct rockd_config *cfg
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "drain-timeout", required_argument, NULL, 'D' },
 		{ "metrics", required_argument, NULL, 'M' },
+		{ "session", no_argument, NULL, 'S' },
+		{ "idle-timeout", required_argument, NULL, 'I' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 }
@@ -86,6 +97,10 @@ parse_options(int argc, char **argv, struct options *o, struct rockd_config *cfg
 			o->pending_listen = optarg;
 			break;
 		case 'b':
+			if (o->pending_listen == NULL && o->session_backend == NULL) {
+				o->session_backend = optarg;
+				break;
+			}
 			if (o->pending_listen == NULL)
 				goto unpaired;
 			if (rockd_config_add(cfg, o->pending_listen, optarg, err,
@@ -118,6 +133,15 @@ parse_options(int argc, char **argv, struct options *o, struct rockd_config *cfg
 			}
 			o->metrics = optarg;
 			break;
+		case 'S': o->session = 1; break;
+		case 'I':
+			if (rock_parse_ll(optarg, 1, 86400, &v) != 0) {
+				fprintf(stderr, "rockd: --idle-timeout needs seconds, "
+				    "1 to 86400\n");
+				return 2;
+			}
+			o->idle_timeout_s = (long)v;
+			break;
 		case 'h': usage(stdout); return -1;
 		case 'V': printf("rockd (%s) %s\n", PACKAGE_NAME, PACKAGE_VERSION); return -1;
 		default: usage(stderr); return 2;
@@ -125,6 +149,8 @@ parse_options(int argc, char **argv, struct options *o, struct rockd_config *cfg
 	}
 	if (o->pending_listen != NULL || optind != argc)
 		goto unpaired;
+	if (o->session || o->session_backend != NULL || o->idle_timeout_s > 0)
+		return session_options(o, cfg);
 	if (o->config != NULL && cfg->services != NULL) {
 		fprintf(stderr, "rockd: give either -f CONFIG or --listen/--backend\n");
 		usage(stderr);
@@ -141,6 +167,36 @@ parse_options(int argc, char **argv, struct options *o, struct rockd_config *cfg
 	return 0;
 unpaired:
 	fprintf(stderr, "rockd: each --listen needs one --backend after it\n");
+	usage(stderr);
+	return 2;
+}
+
+/* --session stands alone: one service, no file, nothing to reload. */
+static int
+session_options(struct options *o, struct rockd_config *cfg)
+{
+	char err[512];
+
+	if (!o->session) {
+		fprintf(stderr, "rockd: %s needs --session\n",
+		    o->session_backend != NULL ? "--backend without --listen" :
+		    "--idle-timeout");
+		goto bad;
+	}
+	if (o->config != NULL || cfg->services != NULL || o->test ||
+	    o->metrics != NULL) {
+		fprintf(stderr, "rockd: --session takes no -f, --listen, -t or "
+		    "--metrics\n");
+		goto bad;
+	}
+	if (o->idle_timeout_s <= 0)
+		o->idle_timeout_s = ROCKD_SESSION_IDLE_S;
+	if (rockd_session_config(cfg, o->session_backend, err, sizeof(err)) != 0) {
+		fprintf(stderr, "rockd: --backend %s\n", err);
+		goto bad;
+	}
+	return 0;
+bad:
 	usage(stderr);
 	return 2;
 }
@@ -416,6 +472,7 @@ static void
 teardown(struct rockd *d)
 {
 	rockd_metrics_stop(d);
+	rockd_session_free(d);
 	rock_engine_free(d->engine);
 	if (d->drain != NULL)
 		event_free(d->drain);
@@ -451,6 +508,8 @@ run(struct rockd *d, const struct options *o)
 	    rockd_metrics_start(d, NULL, 0) != 0) {
 		goto out;
 	}
+	if (d->session && rockd_session_announce(d) != 0)
+		goto out;
 	/* A successor is its predecessor's child: detached already. */
 	if (!o->foreground && o->takeover < 0 && daemon(0, 0) != 0) {
 		rlog_error(&d->log, "daemon: %s", strerror(errno));
@@ -581,7 +640,13 @@ main(int argc, char **argv)
 		goto out;
 	}
 	d.metrics_opt = o.metrics;
-	if (make_absolute(&o.key, key, sizeof(key)) != 0 ||
+	d.session = o.session;
+	d.idle_timeout_s = o.idle_timeout_s;
+	/* A session's key is pinned over ssh: without --key, one for this
+	 * process only, and nothing written on the server. */
+	if (o.session && o.key == NULL)
+		rock_identity_new(&d.ident);
+	else if (make_absolute(&o.key, key, sizeof(key)) != 0 ||
 	    rockd_key_load(&d, o.key, o.test) != 0) {
 		r = 2;
 		goto out;

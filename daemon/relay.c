@@ -373,6 +373,7 @@ rockd_maybe_done(struct rockd *d)
 {
 	if (d->stopping && d->relays == NULL && d->rocks == NULL)
 		event_base_loopbreak(d->base);
+	rockd_session_ended(d);
 }
 
 /* SIGTERM's bound: whatever a relay still carries is cut, and both ends

@@ -104,6 +104,9 @@ struct rockd {
 	struct rockd_counters n;
 	struct rockd_metrics *metrics;	/* the endpoint; NULL: none */
 	const char *metrics_opt;	/* --metrics, over the file's */
+	int session;			/* --session: started over ssh for a user */
+	long idle_timeout_s;		/* --session: exit without a session */
+	struct event *idle;		/* --session: the idle bound */
 };
 
 /* Configuration: parse a file; on error print "FILE:LINE: problem" into
@@ -230,6 +233,19 @@ int rockd_metrics_fd(const struct rockd *d);
 /* SIGHUP: move to next's address, or keep the socket if it is the same. */
 int rockd_metrics_reload(struct rockd *d, const struct rockd_config *next);
 void rockd_metrics_stop(struct rockd *d);
+
+/* --session: one service on an ephemeral port in front of backend
+ * (NULL: the sshd of SSH_CONNECTION, else the default) (conf.c); the
+ * announcement on stdout and the idle bound, once listening; exit when
+ * the last session ended (session.c). */
+#define ROCKD_SESSION_IDLE_S 60
+/* Set by sshd: the default backend of a session is the sshd it came by. */
+#define ROCKD_SSH_CONNECTION_ENV "SSH_CONNECTION"
+int rockd_session_config(struct rockd_config *cfg, const char *backend,
+    char *err, size_t errlen);
+int rockd_session_announce(struct rockd *d);
+void rockd_session_ended(struct rockd *d);
+void rockd_session_free(struct rockd *d);
 
 /* A relay forwards what arrives at once: Nagle's wait belongs to the
  * endpoints, whose own settings rockd cannot see. */

@@ -29,6 +29,9 @@ enum rock_log_sink {
  * 22 -> 4022 by default, so `rock ssh host` finds rockd beside sshd. */
 #define ROCK_PORT_MAP_MAX	8
 #define ROCK_PORT_MAP_DEFAULT	"22=4022"
+/* rockd --session's one line on stdout, read by `rock ssh` over ssh:
+ * "ROCKD-SESSION 1 PORT KEY" (KEY as rockd logs it). */
+#define ROCK_SESSION_TAG	"ROCKD-SESSION 1"
 
 struct rock_port_map {
 	unsigned short from, to;

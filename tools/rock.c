@@ -12,6 +12,7 @@
 
 #include "rock_cover.h"
 #include "rock_env.h"
+#include "rock_ssh.h"
 
 static void
 usage(FILE *f)
@@ -25,6 +26,8 @@ usage(FILE *f)
 	    "  -v, --verbose     say what is preloaded; library debug log to stderr\n"
 	    "  -h, --help        this text\n"
 	    "  --version         print the version\n"
+	    "`rock ssh HOST` first starts a rockd for the user on HOST over ssh\n"
+	    "(rockd --session) and pins the rock to its key; see rock(1).\n"
 	    "Settings come from the environment: ROCK_MODE, ROCK_KEEPALIVE_TIME,\n"
 	    "ROCK_KEEPALIVE_INTVL, ROCK_KEEPALIVE_PROBES, ROCK_USER_TIMEOUT_MS,\n"
 	    "ROCK_DEBUG, ROCK_LOG and libdontdie's DD_* variables; see rock(1).\n");
@@ -163,6 +166,17 @@ toolong:
 	return -1;
 }
 
+/* `rock ssh` starts a rockd on the host first, unless rocks are off. */
+static int
+wants_session(const char *cmd)
+{
+	const char *base = strrchr(cmd, '/'), *mode = getenv(ROCK_ENV_MODE);
+
+	base = base != NULL ? base + 1 : cmd;
+	return strcmp(base, "ssh") == 0 && (mode == NULL ||
+	    strcmp(mode, "rock") == 0);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -212,6 +226,10 @@ main(int argc, char **argv)
 		    r == 127 ? "command not found" : "Permission denied");
 		return r;
 	}
+	if (!keepalive_only && wants_session(argv[optind]) &&
+	    (r = rock_ssh_session(path, argc - optind, argv + optind,
+	    verbose)) != 0)
+		return r;
 	warn_if_uncovered(path);
 	if (set_preload(lib) != 0)
 		return 1;

@@ -5,50 +5,26 @@ set -u
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=rock-lib.sh
 . "$here/rock-lib.sh"
-SSHD=$(command -v sshd || echo /usr/sbin/sshd)
+# shellcheck source=ssh-lib.sh
+. "$here/ssh-lib.sh"
 [ -x "$ROCKD" ] || t_skip_all "rockd not built"
-[ -x "$SSHD" ] || t_skip_all "sshd not installed (openssh-server)"
-for t in ssh ssh-keygen tmux; do
-	command -v "$t" >/dev/null || t_skip_all "$t not installed"
-done
+ssh_require tmux
 rock_netns_up
 nn_on_cleanup stop_tmux
-
-run_sshd_dir || t_skip_all "cannot make /run/sshd"
-
-# Keys and a self-contained sshd: key authentication only, for root, with
-# everything under the test's directory.
-ssh-keygen -q -t ed25519 -N '' -f "$t_tmp/host_key" || t_skip_all "ssh-keygen failed"
-ssh-keygen -q -t ed25519 -N '' -f "$t_tmp/id" || t_skip_all "ssh-keygen failed"
-cp "$t_tmp/id.pub" "$t_tmp/authorized_keys"
-chmod 700 "$t_tmp"
-cat >"$t_tmp/sshd_config" <<EOF
-ListenAddress 0.0.0.0:22
-HostKey $t_tmp/host_key
-AuthorizedKeysFile $t_tmp/authorized_keys
-PidFile $t_tmp/sshd.pid
-PermitRootLogin prohibit-password
-PasswordAuthentication no
-KbdInteractiveAuthentication no
-UsePAM no
-StrictModes no
-LogLevel VERBOSE
-EOF
-nn_s "$SSHD" -D -e -f "$t_tmp/sshd_config" 2>"$t_tmp/sshd.log" &
-pids+=($!)
+sshd_up
 # rockd with default settings: port 4022 in front of 127.0.0.1:22.
 nn_s "$ROCKD" -F -v -p "$t_tmp/rockd.pid" 2>"$t_tmp/rockd.log" &
 pids+=($!)
 nn_wait_port "$NN_S" 127.0.0.1 22 5 && nn_wait_port "$NN_S" "$NN_S_ADDR" 4022 5 ||
 	t_skip_all "sshd or rockd did not start"
 
-ssh_opts=(-F /dev/null -i "$t_tmp/id" -o BatchMode=yes -o StrictHostKeyChecking=no
-	-o UserKnownHostsFile="$t_tmp/known_hosts" -o LogLevel=ERROR)
-# LOGTAG SSH-ARGS...: ssh from the client namespace under rock.
+# LOGTAG SSH-ARGS...: ssh from the client namespace under rock, to the
+# rockd on 4022: ROCK_PORT_MAP set, no rockd is started over ssh.
 rock_ssh() {
 	local tag=$1
 	shift
-	ROCK_DEBUG=1 ROCK_LOG="$t_tmp/$tag.rock.log" t_foreign nn_c "$ROCK" ssh "${ssh_opts[@]}" "$@"
+	ROCK_PORT_MAP=22=4022 ROCK_DEBUG=1 ROCK_LOG="$t_tmp/$tag.rock.log" \
+		t_foreign nn_c "$ROCK" ssh "${ssh_opts[@]}" "$@"
 }
 
 # --- a minute of streamed output through a 30 s blackhole and a new address
@@ -94,7 +70,7 @@ tmux_sock="$t_tmp/tmux.sock"
 # shellcheck disable=SC2317 # run by nn_cleanup
 stop_tmux() { tmux -S "$tmux_sock" kill-server 2>/dev/null; }
 tmux -S "$tmux_sock" -f /dev/null new-session -d -x 120 -y 40 \
-	"ASAN_OPTIONS='${ASAN_OPTIONS:-}:detect_leaks=0' ROCK_DEBUG=1 ROCK_LOG='$t_tmp/tmux.rock.log' ip netns exec '$NN_C' '$ROCK' ssh -tt ${ssh_opts[*]} root@$NN_S_ADDR; sleep 600"
+	"ASAN_OPTIONS='${ASAN_OPTIONS:-}:detect_leaks=0' ROCK_PORT_MAP=22=4022 ROCK_DEBUG=1 ROCK_LOG='$t_tmp/tmux.rock.log' ip netns exec '$NN_C' '$ROCK' ssh -tt ${ssh_opts[*]} root@$NN_S_ADDR; sleep 600"
 screen() { tmux -S "$tmux_sock" capture-pane -p -t 0; }
 # TEXT TIMEOUT_S: wait until the pane shows TEXT.
 wait_screen() {

@@ -1,0 +1,42 @@
+# ssh-lib.sh: an sshd of the test's own in the server namespace (key authentication, root, everything under $t_tmp) for the rock ssh tests.
+# shellcheck shell=bash
+
+SSHD=$(command -v sshd || echo /usr/sbin/sshd)
+
+# Skip unless ssh, ssh-keygen, sshd and the programs named are there.
+ssh_require() {
+	local t
+	[ -x "$SSHD" ] || t_skip_all "sshd not installed (openssh-server)"
+	for t in ssh ssh-keygen "$@"; do
+		command -v "$t" >/dev/null || t_skip_all "$t not installed"
+	done
+}
+
+# [SSHD_CONFIG_LINE...]: a host key, a client key ($t_tmp/id) authorized
+# as root, and sshd on port 22 of the server namespace; its pid in pids.
+sshd_up() {
+	local line
+	run_sshd_dir || t_skip_all "cannot make /run/sshd"
+	ssh-keygen -q -t ed25519 -N '' -f "$t_tmp/host_key" || t_skip_all "ssh-keygen failed"
+	ssh-keygen -q -t ed25519 -N '' -f "$t_tmp/id" || t_skip_all "ssh-keygen failed"
+	cp "$t_tmp/id.pub" "$t_tmp/authorized_keys"
+	chmod 700 "$t_tmp"
+	cat >"$t_tmp/sshd_config" <<EOC
+ListenAddress 0.0.0.0:22
+HostKey $t_tmp/host_key
+AuthorizedKeysFile $t_tmp/authorized_keys
+PidFile $t_tmp/sshd.pid
+PermitRootLogin prohibit-password
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+UsePAM no
+StrictModes no
+LogLevel VERBOSE
+EOC
+	for line in "$@"; do echo "$line" >>"$t_tmp/sshd_config"; done
+	nn_s "$SSHD" -D -e -f "$t_tmp/sshd_config" 2>"$t_tmp/sshd.log" &
+	pids+=($!)
+	# shellcheck disable=SC2034 # used by the sourcing tests
+	ssh_opts=(-F /dev/null -i "$t_tmp/id" -o BatchMode=yes -o StrictHostKeyChecking=no
+		-o UserKnownHostsFile="$t_tmp/known_hosts" -o LogLevel=ERROR)
+}

@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# rock-ssh-args.sh: `rock ssh`'s bootstrap against a fake ssh: the commands it runs, the settings it hands on, and each way of falling back to plain ssh.
+set -u
+. "$(dirname "$0")/lib.sh"
+trap t_finish EXIT
+
+key=AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=
+# shellcheck disable=SC2016 # the remote command, as rock sends it
+remote='env PATH="$PATH:/usr/local/sbin:/usr/sbin" rockd --session'
+mkdir -p "$t_tmp/bin"
+# The fake ssh: -G prints a port; the bootstrap (its last argument runs
+# rockd) records its arguments and does what FAKE says; the real run
+# records its arguments and the settings rock handed on.
+cat >"$t_tmp/bin/ssh" <<'FAKE'
+#!/bin/sh
+for a; do last=$a; done
+case " $* " in *" -G "*) echo "user root"; echo "port ${FAKE_PORT:-22}"; exit 0 ;; esac
+case $last in
+*"rockd --session")
+	printf '%s|' "$@" >"$FAKE_DIR/boot.args"
+	case $FAKE in
+	ok) echo "ROCKD-SESSION 1 40000 $FAKE_KEY" ;;
+	missing) echo "env: 'rockd': No such file or directory" >&2; exit 127 ;;
+	noconnect) echo "ssh: connect to host h port 22: Connection refused" >&2; exit 255 ;;
+	old) echo "rockd: unrecognized option '--session'" >&2; exit 2 ;;
+	badkey) echo "ROCKD-SESSION 1 40000 ${FAKE_KEY#A}" ;;
+	silent) ;;
+	esac
+	exit 0 ;;
+esac
+printf '%s|' "$@" >"$FAKE_DIR/run.args"
+echo "map=${ROCK_PORT_MAP-unset} key=${ROCK_SERVER_KEY-unset}"
+FAKE
+chmod 755 "$t_tmp/bin/ssh"
+export FAKE_DIR=$t_tmp FAKE_KEY=$key
+
+# MODE ROCK-ARGS...: rock with the fake ssh first in PATH; stdout and
+# stderr in $t_tmp/out and err, the status in $rc.
+fake() {
+	rm -f "$t_tmp/boot.args" "$t_tmp/run.args"
+	FAKE=$1 PATH="$t_tmp/bin:$PATH" ROCK_MODE=rock t_foreign "$ROCK" "${@:2}" \
+		>"$t_tmp/out" 2>"$t_tmp/err"
+	rc=$?
+}
+
+FAKE_PORT=2222 fake ok ssh -p 2222 -i id -L 1:a:2 u@h -v echo 'a b'
+t_eq "session: exit status" "$rc" 0
+t_eq "session: the bootstrap's arguments (the user's options, to the host's options, no command)" \
+	"$(cat "$t_tmp/boot.args")" "-T|-o|ClearAllForwardings=yes|-p|2222|-i|id|-L|1:a:2|u@h|-v|$remote|"
+t_eq "session: ssh's own arguments unchanged" "$(cat "$t_tmp/run.args")" "-p|2222|-i|id|-L|1:a:2|u@h|-v|echo|a b|"
+t_eq "session: ssh's port mapped to rockd's, pinned to its key" "$(cat "$t_tmp/out")" "map=2222=40000 key=$key"
+t_eq "session: nothing said" "$(cat "$t_tmp/err")" ""
+
+fake ok ssh -- h
+t_eq "session after --: the bootstrap's arguments" "$(cat "$t_tmp/boot.args")" "-T|-o|ClearAllForwardings=yes|--|h|$remote|"
+t_eq "session after --: port 22 mapped" "$(cat "$t_tmp/out")" "map=22=40000 key=$key"
+
+fake missing ssh h true
+t_eq "not installed: exit status" "$rc" 0
+t_eq "not installed: said once" "$(cat "$t_tmp/err")" "rock: rockd is not installed on h; running plain ssh"
+t_eq "not installed: plain settings" "$(cat "$t_tmp/out")" "map=unset key=unset"
+
+fake old ssh h
+t_eq "rockd without --session: said why" "$(cat "$t_tmp/err")" \
+	"rock: rockd on h did not start a session (exit status 2: rockd: unrecognized option '--session'); running plain ssh"
+t_eq "rockd without --session: plain settings" "$(cat "$t_tmp/out")" "map=unset key=unset"
+
+fake badkey ssh h
+t_eq "a bad key: said, not used" "$(cat "$t_tmp/err")" \
+	"rock: rockd on h answered \"ROCKD-SESSION 1 40000 ${key#A}\", not \"ROCKD-SESSION 1 PORT KEY\"; running plain ssh"
+t_eq "a bad key: plain settings" "$(cat "$t_tmp/out")" "map=unset key=unset"
+
+fake silent ssh h
+t_eq "no answer, status 0: said" "$(cat "$t_tmp/err")" \
+	"rock: rockd on h answered \"\", not \"ROCKD-SESSION 1 PORT KEY\"; running plain ssh"
+
+fake noconnect ssh h
+t_eq "ssh cannot connect: its status" "$rc" 255
+t_eq "ssh cannot connect: its words, once" "$(cat "$t_tmp/err")" "ssh: connect to host h port 22: Connection refused"
+t_check "ssh cannot connect: not run again" test ! -e "$t_tmp/run.args"
+
+ROCK_PORT_MAP=22=4022 fake ok ssh h
+t_check "ROCK_PORT_MAP set: no bootstrap" test ! -e "$t_tmp/boot.args"
+t_eq "ROCK_PORT_MAP set: the user's map" "$(cat "$t_tmp/out")" "map=22=4022 key=unset"
+fake ok ssh -N h
+t_check "ssh -N: no bootstrap" test ! -e "$t_tmp/boot.args"
+fake ok --keepalive-only ssh h
+t_check "--keepalive-only: no bootstrap" test ! -e "$t_tmp/boot.args"
+t_done

@@ -1,0 +1,367 @@
+/* rock_ssh.c: `rock ssh`: start a per-user rockd on the server over ssh first, and pin the rock to the key it announces. */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "rock_config.h"
+#include "rock_env.h"
+#include "rock_known.h"
+#include "rock_parse.h"
+#include "rock_ssh.h"
+
+/* Long enough to type a password or touch a key. */
+#define ANSWER_TIMEOUT_MS (60 * 1000)
+/* rockd detaches right after its line: its ssh then ends at once. */
+#define EXIT_WAIT_MS 5000
+/* rockd is installed in sbin, which a user's ssh session seldom has in
+ * PATH; env runs it from any login shell and exits 127 without it. */
+#define REMOTE_COMMAND \
+	"env PATH=\"$PATH:/usr/local/sbin:/usr/sbin\" rockd --session"
+#define SSH_EXIT_FAILED 255	/* ssh's own failure: no connection */
+#define SSH_PORT 22
+
+/* ssh's options that take an argument (OpenSSH's getopt string), and
+ * those that ask for no remote command (nothing to start rockd with). */
+static const char ssh_argopts[] = "BbcDEeFIiJLlmOoPpQRSWw";
+static const char ssh_nosession[] = "GNOQVW";
+
+struct ssh_args {
+	int host;	/* index of the destination; -1: none */
+	int cmd;	/* index of the remote command; argc: none */
+	int session;	/* 0: ssh is asked for no remote command */
+};
+
+/* Options come before the destination and may follow it: ssh parses
+ * them again there, up to the command or "--". */
+static void
+ssh_split(int argc, char **argv, struct ssh_args *a)
+{
+	int i, ended = 0;
+
+	a->host = -1;
+	a->session = 1;
+	for (i = 1; i < argc; i++) {
+		const char *p = argv[i];
+
+		if (!ended && strcmp(p, "--") == 0) {
+			ended = 1;
+			continue;
+		}
+		if (ended || p[0] != '-' || p[1] == '\0') {
+			if (a->host >= 0)
+				break;
+			a->host = i;
+			ended = 0;
+			continue;
+		}
+		for (p++; *p != '\0'; p++) {
+			if (strchr(ssh_nosession, *p) != NULL)
+				a->session = 0;
+			if (strchr(ssh_argopts, *p) != NULL) {
+				i += p[1] == '\0';
+				break;
+			}
+		}
+	}
+	a->cmd = i < argc ? i : argc;
+}
+
+/* argv with stdin from /dev/null and stdout, stderr where asked. */
+static pid_t
+spawn(const char *path, char **argv, int out, int err)
+{
+	pid_t pid = fork();
+	int null;
+
+	if (pid != 0)
+		return pid;
+	if ((null = open("/dev/null", O_RDONLY)) < 0 || dup2(null, 0) < 0 ||
+	    dup2(out, 1) < 0 || dup2(err, 2) < 0)
+		_exit(126);
+	execv(path, argv);
+	_exit(127);
+}
+
+/* ssh's argv up to the command, after extra (NULL-ended), then last. */
+static char **
+ssh_argv(char **argv, int cmd, const char *const *extra, const char *last)
+{
+	char **v;
+	int n = 0, i;
+
+	while (extra[n] != NULL)
+		n++;
+	if ((v = calloc((size_t)(n + cmd + 2), sizeof(*v))) == NULL)
+		return NULL;
+	v[0] = argv[0];
+	for (i = 0; i < n; i++)
+		v[1 + i] = (char *)(uintptr_t)extra[i];
+	for (i = 1; i < cmd; i++)
+		v[n + i] = argv[i];
+	v[n + cmd] = (char *)(uintptr_t)last;
+	return v;
+}
+
+static long long
+now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* One line from fd, by the deadline: its length (newline and a tty's
+ * carriage return cut), -1 at EOF first, -2 on time out. */
+static int
+read_line(int fd, char *buf, size_t size, long long deadline)
+{
+	struct pollfd pfd = { fd, POLLIN, 0 };
+	size_t len = 0;
+	ssize_t n;
+
+	for (;;) {
+		long long left = deadline - now_ms();
+		char *nl;
+
+		if (left <= 0 || (n = poll(&pfd, 1, (int)left)) == 0)
+			return -2;
+		if (n < 0 && errno == EINTR)
+			continue;
+		if ((n = read(fd, buf + len, size - 1 - len)) < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return -1;
+		len += (size_t)n;
+		buf[len] = '\0';
+		if ((nl = strchr(buf, '\n')) != NULL) {
+			*nl = '\0';
+			if (nl > buf && nl[-1] == '\r')
+				*--nl = '\0';
+			return (int)(nl - buf);
+		}
+		if (len == size - 1)
+			return -1;
+	}
+}
+
+/* Its exit status, 255 for a signal; killed once the wait is over. */
+static int
+reap(pid_t pid, int wait_ms)
+{
+	long long deadline = now_ms() + wait_ms;
+	struct timespec tick = { 0, 20 * 1000000 };
+	int st;
+	pid_t r;
+
+	while ((r = waitpid(pid, &st, WNOHANG)) == 0 && now_ms() < deadline)
+		nanosleep(&tick, NULL);
+	if (r == 0) {
+		kill(pid, SIGTERM);
+		r = waitpid(pid, &st, 0);
+	}
+	if (r < 0)
+		return SSH_EXIT_FAILED;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : SSH_EXIT_FAILED;
+}
+
+/* The port ssh will connect to (ssh -G resolves options and config). */
+static unsigned
+ssh_port(const char *ssh, char **argv, int cmd)
+{
+	static const char *const extra[] = { "-G", NULL };
+	char **v = ssh_argv(argv, cmd, extra, NULL);
+	char line[512];
+	long long port = SSH_PORT;
+	int fds[2], err = -1;
+	FILE *f = NULL;
+	pid_t pid = -1;
+
+	if (v == NULL || pipe2(fds, O_CLOEXEC) != 0)
+		goto out;
+	if ((err = open("/dev/null", O_WRONLY | O_CLOEXEC)) >= 0)
+		pid = spawn(ssh, v, fds[1], err);
+	close(fds[1]);
+	if (pid > 0 && (f = fdopen(fds[0], "r")) != NULL) {
+		while (fgets(line, sizeof(line), f) != NULL)
+			if (strncmp(line, "port ", 5) == 0) {
+				line[strcspn(line, "\n")] = '\0';
+				if (rock_parse_ll(line + 5, 1, 65535, &port) != 0)
+					port = SSH_PORT;
+			}
+		fclose(f);
+	} else {
+		close(fds[0]);
+	}
+	if (pid > 0 && reap(pid, EXIT_WAIT_MS) != 0)
+		port = SSH_PORT;
+out:
+	if (err >= 0)
+		close(err);
+	free(v);
+	return (unsigned)port;
+}
+
+/* "ROCKD-SESSION 1 PORT KEY": 0 with the port and the key's text (in
+ * key, ROCK_KEY_TEXT_LEN bytes); the line is left as it came. */
+static int
+parse_answer(const char *line, unsigned *port, char *key)
+{
+	size_t tag = strlen(ROCK_SESSION_TAG);
+	uint8_t pk[ROCK_IDENT_LEN];
+	char num[8];
+	const char *p = line + tag + 1, *sp;
+	long long n;
+
+	if (strncmp(line, ROCK_SESSION_TAG " ", tag + 1) != 0 ||
+	    (sp = strchr(p, ' ')) == NULL || (size_t)(sp - p) >= sizeof(num) ||
+	    strlen(sp + 1) >= ROCK_KEY_TEXT_LEN)
+		return -1;
+	memcpy(num, p, (size_t)(sp - p));
+	num[sp - p] = '\0';
+	if (rock_parse_ll(num, 1, 65535, &n) != 0 ||
+	    rock_key_parse(sp + 1, pk) != 0)
+		return -1;
+	*port = (unsigned)n;
+	memcpy(key, sp + 1, strlen(sp + 1) + 1);
+	return 0;
+}
+
+/* ssh's first line of complaint, for the message. */
+static void
+first_line(FILE *f, char *buf, size_t size)
+{
+	buf[0] = '\0';
+	rewind(f);
+	if (fgets(buf, (int)size, f) != NULL)
+		buf[strcspn(buf, "\r\n")] = '\0';
+}
+
+/* Replay what ssh said when it could not connect: ssh run again would
+ * only say it again. */
+static void
+replay(FILE *f)
+{
+	char buf[1024];
+
+	rewind(f);
+	while (fgets(buf, sizeof(buf), f) != NULL)
+		fputs(buf, stderr);
+}
+
+/* Run REMOTE_COMMAND over ssh: 0 and its line; ssh's exit status, or
+ * -1 (no ssh), -2 (no line in time), -3 (no line). */
+static int
+bootstrap(const char *ssh, char **argv, const struct ssh_args *a,
+    char *line, size_t size, FILE *err)
+{
+	/* No terminal, so the line comes as written; no forwardings: the
+	 * ssh that follows sets them up. */
+	static const char *const extra[] = { "-T", "-o",
+	    "ClearAllForwardings=yes", NULL };
+	char **v = ssh_argv(argv, a->cmd, extra, REMOTE_COMMAND);
+	int fds[2], n, st;
+	pid_t pid;
+
+	if (v == NULL || pipe2(fds, O_CLOEXEC) != 0) {
+		free(v);
+		return -1;
+	}
+	pid = spawn(ssh, v, fds[1], fileno(err));
+	free(v);
+	close(fds[1]);
+	n = pid < 0 ? -1 : read_line(fds[0], line, size,
+	    now_ms() + ANSWER_TIMEOUT_MS);
+	close(fds[0]);
+	if (pid < 0)
+		return -1;
+	st = reap(pid, n == -2 ? 0 : EXIT_WAIT_MS);
+	/* A line is the answer, whatever became of ssh after it. */
+	if (n >= 0 || n == -2)
+		return n == -2 ? -2 : 0;
+	return st != 0 ? st : -3;
+}
+
+/* Why there is no session, said once; 0 to run ssh as without rock
+ * ssh, or ssh's own failure status. */
+static int
+fall_back(int r, const char *host, FILE *err, const char *line)
+{
+	char why[256];
+
+	switch (r) {
+	case SSH_EXIT_FAILED:
+		replay(err);
+		return SSH_EXIT_FAILED;
+	case 127:
+		fprintf(stderr, "rock: rockd is not installed on %s; running "
+		    "plain ssh\n", host);
+		break;
+	case -1:
+		fprintf(stderr, "rock: cannot run ssh to start rockd on %s: %s; "
+		    "running plain ssh\n", host, strerror(errno));
+		break;
+	case -2:
+		fprintf(stderr, "rock: no answer from rockd on %s within %d s; "
+		    "running plain ssh\n", host, ANSWER_TIMEOUT_MS / 1000);
+		break;
+	case -3:
+		fprintf(stderr, "rock: rockd on %s answered \"%s\", not \"%s "
+		    "PORT KEY\"; running plain ssh\n", host, line,
+		    ROCK_SESSION_TAG);
+		break;
+	default:
+		first_line(err, why, sizeof(why));
+		fprintf(stderr, "rock: rockd on %s did not start a session (exit "
+		    "status %d%s%s); running plain ssh\n", host, r,
+		    why[0] != '\0' ? ": " : "", why);
+	}
+	return 0;
+}
+
+int
+rock_ssh_session(const char *ssh, int argc, char **argv, int verbose)
+{
+	struct ssh_args a;
+	char line[512] = "", map[32], key[ROCK_KEY_TEXT_LEN];
+	unsigned from, port;
+	FILE *err;
+	int r;
+
+	if (getenv(ROCK_ENV_PORT_MAP) != NULL)
+		return 0;
+	ssh_split(argc, argv, &a);
+	if (a.host < 0 || !a.session)
+		return 0;
+	from = ssh_port(ssh, argv, a.cmd);
+	if ((err = tmpfile()) == NULL) {
+		fall_back(-1, argv[a.host], NULL, "");
+		return 0;
+	}
+	r = bootstrap(ssh, argv, &a, line, sizeof(line), err);
+	if (r == 0 && parse_answer(line, &port, key) != 0)
+		r = -3;
+	if (r != 0) {
+		r = fall_back(r, argv[a.host], err, line);
+		fclose(err);
+		return r;
+	}
+	fclose(err);
+	snprintf(map, sizeof(map), "%u=%u", from, port);
+	if (setenv(ROCK_ENV_PORT_MAP, map, 1) != 0 ||
+	    setenv(ROCK_ENV_SERVER_KEY, key, 1) != 0)
+		return 1;
+	if (verbose)
+		fprintf(stderr, "rock: rockd session on %s: port %u for %u, "
+		    "key %s\n", argv[a.host], port, from, key);
+	return 0;
+}
