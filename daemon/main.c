@@ -40,6 +40,7 @@ usage(FILE *f)
 	    "  -k, --key FILE             the server's key, made on first start (see rockd(8))\n"
 	    "      --drain-timeout S      SIGTERM: let sessions finish for S seconds (30)\n"
 	    "      --metrics ADDR:PORT    serve counters at http://ADDR:PORT/metrics (Prometheus)\n"
+	    "      --control PATH         answer rock ls and rock kill on this unix socket\n"
 	    "  -v, --verbose              debug log\n"
 	    "  -h, --help, -V, --version\n");
 }
@@ -50,6 +51,7 @@ struct options {
 	const char *key;
 	const char *pending_listen;
 	const char *metrics;	/* --metrics; NULL: the file's, if any */
+	const char *control;	/* --control; NULL: the file's, if any */
 	int test, foreground, verbose;
 	long drain_timeout_s;	/* -1: the file's or the default */
 	int takeover;		/* USR2's successor: the channel; else -1 */
@@ -69,6 +71,7 @@ parse_options(int argc, char **argv, struct options *o, struct rockd_config *cfg
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "drain-timeout", required_argument, NULL, 'D' },
 		{ "metrics", required_argument, NULL, 'M' },
+		{ "control", required_argument, NULL, 'C' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 }
@@ -117,6 +120,15 @@ parse_options(int argc, char **argv, struct options *o, struct rockd_config *cfg
 				return 2;
 			}
 			o->metrics = optarg;
+			break;
+		case 'C':
+			if (optarg[0] == '\0' ||
+			    strlen(optarg) >= sizeof(cfg->control)) {
+				fprintf(stderr, "rockd: --control needs a path "
+				    "of 1 to %zu bytes\n", sizeof(cfg->control) - 1);
+				return 2;
+			}
+			o->control = optarg;
 			break;
 		case 'h': usage(stdout); return -1;
 		case 'V': printf("rockd (%s) %s\n", PACKAGE_NAME, PACKAGE_VERSION); return -1;
@@ -416,6 +428,7 @@ static void
 teardown(struct rockd *d)
 {
 	rockd_metrics_stop(d);
+	rockd_control_stop(d);
 	rock_engine_free(d->engine);
 	if (d->drain != NULL)
 		event_free(d->drain);
@@ -451,6 +464,9 @@ run(struct rockd *d, const struct options *o)
 	    rockd_metrics_start(d, NULL, 0) != 0) {
 		goto out;
 	}
+	if (rockd_control_start(d, o->control != NULL ? o->control :
+	    d->cfg.control[0] != '\0' ? d->cfg.control : NULL) != 0)
+		goto out;
 	/* A successor is its predecessor's child: detached already. */
 	if (!o->foreground && o->takeover < 0 && daemon(0, 0) != 0) {
 		rlog_error(&d->log, "daemon: %s", strerror(errno));
@@ -550,6 +566,7 @@ main(int argc, char **argv)
 	struct rockd d;
 	struct options o;
 	char err[512], conf[PATH_MAX], pid[PATH_MAX], key[PATH_MAX];
+	char ctl[PATH_MAX];
 	int r;
 
 	memset(&d, 0, sizeof(d));
@@ -595,7 +612,8 @@ main(int argc, char **argv)
 	find_self(&d, argv[0]);
 	if (getcwd(d.start_cwd, sizeof(d.start_cwd)) == NULL ||
 	    make_absolute(&d.config_path, conf, sizeof(conf)) != 0 ||
-	    make_absolute(&o.pidfile, pid, sizeof(pid)) != 0) {
+	    make_absolute(&o.pidfile, pid, sizeof(pid)) != 0 ||
+	    make_absolute(&o.control, ctl, sizeof(ctl)) != 0) {
 		fprintf(stderr, "rockd: current directory: %s\n", strerror(errno));
 		r = 1;
 		goto out;
