@@ -253,6 +253,9 @@ parse_line(struct rockd_config *cfg, char *line, char *err, size_t errlen)
 	}
 	if (strcmp(tok[0], "key") == 0)
 		return parse_path(tok, n, cfg->key, sizeof(cfg->key), err, errlen);
+	if (strcmp(tok[0], "control") == 0)
+		return parse_path(tok, n, cfg->control, sizeof(cfg->control),
+		    err, errlen);
 	if (strcmp(tok[0], "pidfile") == 0)
 		return parse_path(tok, n, cfg->pidfile, sizeof(cfg->pidfile), err,
 		    errlen);

@@ -44,6 +44,7 @@ usage(FILE *f)
 	    "      --session              for `rock ssh`: an ephemeral port, announced on\n"
 	    "                             stdout; exit with the last session\n"
 	    "      --idle-timeout S       --session: exit if no session comes in S s (60)\n"
+	    "      --control PATH         answer rock ls and rock kill on this unix socket\n"
 	    "  -v, --verbose              debug log\n"
 	    "  -h, --help, -V, --version\n");
 }
@@ -54,6 +55,7 @@ struct options {
 	const char *key;
 	const char *pending_listen;
 	const char *metrics;	/* --metrics; NULL: the file's, if any */
+	const char *control;	/* --control; NULL: the file's, if any */
 	int test, foreground, verbose;
 	long drain_timeout_s;	/* -1: the file's or the default */
 	int takeover;		/* USR2's successor: the channel; else -1 */
@@ -80,6 +82,7 @@ parse_options(int argc, char **argv, struct options *o, struct rockd_config *cfg
 		{ "metrics", required_argument, NULL, 'M' },
 		{ "session", no_argument, NULL, 'S' },
 		{ "idle-timeout", required_argument, NULL, 'I' },
+		{ "control", required_argument, NULL, 'C' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 }
@@ -141,6 +144,15 @@ parse_options(int argc, char **argv, struct options *o, struct rockd_config *cfg
 				return 2;
 			}
 			o->idle_timeout_s = (long)v;
+			break;
+		case 'C':
+			if (optarg[0] == '\0' ||
+			    strlen(optarg) >= sizeof(cfg->control)) {
+				fprintf(stderr, "rockd: --control needs a path "
+				    "of 1 to %zu bytes\n", sizeof(cfg->control) - 1);
+				return 2;
+			}
+			o->control = optarg;
 			break;
 		case 'h': usage(stdout); return -1;
 		case 'V': printf("rockd (%s) %s\n", PACKAGE_NAME, PACKAGE_VERSION); return -1;
@@ -473,6 +485,7 @@ teardown(struct rockd *d)
 {
 	rockd_metrics_stop(d);
 	rockd_session_free(d);
+	rockd_control_stop(d);
 	rock_engine_free(d->engine);
 	if (d->drain != NULL)
 		event_free(d->drain);
@@ -508,6 +521,9 @@ run(struct rockd *d, const struct options *o)
 	    rockd_metrics_start(d, NULL, 0) != 0) {
 		goto out;
 	}
+	if (rockd_control_start(d, o->control != NULL ? o->control :
+	    d->cfg.control[0] != '\0' ? d->cfg.control : NULL) != 0)
+		goto out;
 	if (d->session && rockd_session_announce(d) != 0)
 		goto out;
 	/* A successor is its predecessor's child: detached already. */
@@ -609,6 +625,7 @@ main(int argc, char **argv)
 	struct rockd d;
 	struct options o;
 	char err[512], conf[PATH_MAX], pid[PATH_MAX], key[PATH_MAX];
+	char ctl[PATH_MAX];
 	int r;
 
 	memset(&d, 0, sizeof(d));
@@ -660,7 +677,8 @@ main(int argc, char **argv)
 	find_self(&d, argv[0]);
 	if (getcwd(d.start_cwd, sizeof(d.start_cwd)) == NULL ||
 	    make_absolute(&d.config_path, conf, sizeof(conf)) != 0 ||
-	    make_absolute(&o.pidfile, pid, sizeof(pid)) != 0) {
+	    make_absolute(&o.pidfile, pid, sizeof(pid)) != 0 ||
+	    make_absolute(&o.control, ctl, sizeof(ctl)) != 0) {
 		fprintf(stderr, "rockd: current directory: %s\n", strerror(errno));
 		r = 1;
 		goto out;

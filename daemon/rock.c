@@ -2,6 +2,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -9,6 +10,7 @@
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 
+#include "rock_ctl.h"
 #include "rock_err.h"
 #include "rock_rec.h"
 #include "rock_wire.h"
@@ -142,13 +144,27 @@ on_rock_state(struct rock_session *s, enum rock_state from, enum rock_state to,
 }
 
 static void
+reset_on_close(int fd)
+{
+	struct linger lg = { 1, 0 };
+
+	if (fd >= 0)
+		(void)setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+}
+
+static void
 on_rock_closed(struct rock_session *s, int err, void *arg)
 {
 	struct rockd_rock *rr = arg;
 
 	if (err != 0) {
-		rlog_info(&rr->d->log, "rock %s: ended (%s); closing its backend "
-		    "connection", rock_session_name(s), rock_err(err));
+		rlog_info(&rr->d->log, "rock %s: ended (%s); %s its backend "
+		    "connection", rock_session_name(s), rock_err(err),
+		    err == ROCK_ERR_RESET ? "resetting" : "closing");
+		/* Killed (rock kill, here or at the client): the backend sees
+		 * what a program sees of a reset connection. */
+		if (err == ROCK_ERR_RESET && rr->be != NULL)
+			reset_on_close(bufferevent_getfd(rr->be));
 		rock_free(rr);
 		return;
 	}
@@ -531,4 +547,41 @@ rockd_rock_import(struct rockd *d, struct rockd_msg *m)
 	if (!rr->be_eof)
 		event_add(rr->be_rd, NULL);
 	return 0;
+}
+
+/* ---- the control socket: rock ls and rock kill */
+
+static void
+ctl_backend(struct rock_session *s, char *out, size_t len, void *arg)
+{
+	struct rockd *d = arg;
+	struct rockd_rock *rr;
+
+	for (rr = d->rocks; rr != NULL; rr = rr->next)
+		if (rr->s == s) {
+			snprintf(out, len, "%s", rr->backend.spec);
+			return;
+		}
+}
+
+int
+rockd_control_start(struct rockd *d, const char *path)
+{
+	if (path == NULL)
+		return 0;
+	if (rock_ctl_open(d->engine, path, "rockd", ctl_backend, d,
+	    &d->ctl) != 0) {
+		rlog_error(&d->log, "control %s: %s", path, strerror(errno));
+		return -1;
+	}
+	rlog_info(&d->log, "control socket %s", path);
+	return 0;
+}
+
+void
+rockd_control_stop(struct rockd *d)
+{
+	/* After a hand-over the name is the successor's. */
+	rock_ctl_free(d->ctl, !d->handed_over);
+	d->ctl = NULL;
 }

@@ -58,6 +58,8 @@ struct rockd_config {
 	struct sockaddr_storage metrics_addr;
 	socklen_t metrics_len;
 	int metrics_line;		/* where the file set it; 0: not the file */
+	/* rock ls and rock kill's socket; "": none. Read at start. */
+	char control[108];
 };
 
 /* What rockd counts itself, for the metrics endpoint (the engine counts
@@ -107,7 +109,13 @@ struct rockd {
 	int session;			/* --session: started over ssh for a user */
 	long idle_timeout_s;		/* --session: exit without a session */
 	struct event *idle;		/* --session: the idle bound */
+	struct rock_ctl *ctl;		/* the control socket; NULL: none */
 };
+
+/* The control socket (rock.c): "ls" and "kill ID" for the sessions, at
+ * path (NULL: none); stop removes its name unless a successor took it. */
+int rockd_control_start(struct rockd *d, const char *path);
+void rockd_control_stop(struct rockd *d);
 
 /* Configuration: parse a file; on error print "FILE:LINE: problem" into
  * err and return -1. */

@@ -88,6 +88,8 @@ rock_config_defaults(struct rock_config *cfg)
 	 * ours and private before use, rock_probe_file.c). */
 	snprintf(cfg->probe_cache, sizeof(cfg->probe_cache),
 	    "/tmp/rock-%lu/probes", (unsigned long)geteuid());
+	snprintf(cfg->run_dir, sizeof(cfg->run_dir), "/tmp/rock-%lu",
+	    (unsigned long)geteuid());
 }
 
 unsigned short
@@ -295,8 +297,8 @@ default_known_servers(struct rock_config *cfg, struct rock_env_parser *p)
 		cfg->trust.path[0] = '\0';
 }
 
-/* $XDG_RUNTIME_DIR/rock/probes (per user and per boot), else the
- * default's /tmp/rock-UID/probes. */
+/* $XDG_RUNTIME_DIR/rock (per user and per boot) and its probes file,
+ * else the defaults in /tmp/rock-UID. */
 static void
 default_probe_cache(struct rock_config *cfg, struct rock_env_parser *p)
 {
@@ -309,6 +311,9 @@ default_probe_cache(struct rock_config *cfg, struct rock_env_parser *p)
 	w = snprintf(cfg->probe_cache, n, "%s/rock/probes", run);
 	if (w < 0 || (size_t)w >= n)
 		cfg->probe_cache[0] = '\0';
+	w = snprintf(cfg->run_dir, sizeof(cfg->run_dir), "%s/rock", run);
+	if (w < 0 || (size_t)w >= sizeof(cfg->run_dir))
+		cfg->run_dir[0] = '\0';
 }
 
 void

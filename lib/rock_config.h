@@ -64,6 +64,8 @@ struct rock_config {
 	int suspend_timeout_s;		/* give a suspended rock up; 0: never */
 	struct rock_trust trust;	/* server keys: known file, pin, accept new */
 	char probe_cache[PATH_MAX];	/* shared probe cache file; "": none */
+	char run_dir[PATH_MAX];		/* the user's runtime directory for rocks
+					 * (control sockets); "": none */
 };
 
 /* The enhanced port for a destination port: itself unless mapped. */

@@ -322,6 +322,9 @@ void rock_session_shutdown(struct rock_session *s);
 void rock_session_pause(struct rock_session *s, int paused);
 /* Drop the session now: the peer sees a reset (backend failed, say). */
 void rock_session_abort(struct rock_session *s);
+/* End it as its user asked (rock kill): the peer is told, in an
+ * authenticated record, to end it too, with a reset (ROCK_ERR_RESET). */
+void rock_session_kill(struct rock_session *s, const char *why);
 void rock_session_free(struct rock_session *s);
 
 enum rock_state rock_session_state(const struct rock_session *s);

@@ -134,6 +134,8 @@ struct rock_session {
 	int64_t stall_since_ms;		/* unacked data, no progress since; 0: none */
 	int64_t suspended_at_ms;
 	int64_t connected_at_ms;	/* last SUSPENDED -> CONNECTED */
+	int64_t state_since_ms;		/* the last state change (rock ls) */
+	uint32_t reconnects;		/* SUSPENDED -> CONNECTED so far (rock ls) */
 
 	struct evbuffer *outq;		/* owner's bytes not yet written */
 	/* outq went past ROCK_OUTQ_LOW: the owner hears (on_drain) once it

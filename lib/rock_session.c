@@ -143,6 +143,7 @@ rock_session_new(struct rock_engine *e, enum rock_role role,
 	s->e = e;
 	s->role = role;
 	s->state = ROCK_ST_SUSPENDED;	/* until a data connection attaches */
+	s->state_since_ms = rock_now_ms();
 	s->fd = -1;
 	s->replay_fd = -1;
 	memcpy(s->id, id, ROCK_ID_LEN);
@@ -176,6 +177,10 @@ rock_session_set_state(struct rock_session *s, enum rock_state to,
 	if (from == to)
 		return;
 	s->state = to;
+	s->state_since_ms = rock_now_ms();
+	/* The first connection is no reconnect. */
+	if (to == ROCK_ST_CONNECTED && s->connected_at_ms != 0)
+		s->reconnects++;
 	rlog_debug(s->e->log, "rock %s: %s -> %s (%s)", s->name,
 	    rock_state_name(from), rock_state_name(to), why);
 	if (to == ROCK_ST_SUSPENDED)
@@ -373,6 +378,10 @@ rock_session_peer_count(struct rock_session *s, uint64_t consumed,
 		    "peer acknowledged bytes never sent");
 		return ROCK_ERR_PROTOCOL;
 	}
+	if (flags & ROCK_FLAG_RESET) {
+		rock_session_close(s, ROCK_ERR_RESET, "the peer reset it");
+		return ROCK_ERR_RESET;
+	}
 	if (consumed > s->peer_consumed)
 		s->peer_consumed = consumed;
 	if ((r = rock_ring_ack(&s->ring, s->peer_consumed < end ?
@@ -533,6 +542,26 @@ rock_session_abort(struct rock_session *s)
 	rock_close_reset(s->fd);
 	s->fd = -1;
 	rock_session_close(s, ROCK_ERR_SYSTEM, "aborted by its owner");
+}
+
+/* Ended by its user (rock kill): the peer hears so in our last record,
+ * repeated, and sees the data connection reset; both owners see
+ * ROCK_ERR_RESET. connect(AF_UNSPEC) resets the connection even while
+ * the application's descriptors still share it (direct mode). */
+void
+rock_session_kill(struct rock_session *s, const char *why)
+{
+	struct sockaddr sa = { .sa_family = AF_UNSPEC };
+
+	if (s->state == ROCK_ST_CLOSED)
+		return;
+	s->flags |= ROCK_FLAG_RESET;
+	rock_farewell_add(s);
+	if (s->fd >= 0)
+		(void)connect(s->fd, &sa, sizeof(sa));
+	rock_close_reset(s->fd);
+	s->fd = -1;
+	rock_session_close(s, ROCK_ERR_RESET, why);
 }
 
 enum rock_state

@@ -47,6 +47,8 @@ enum rock_wire_error {
 #define ROCK_FLAG_QUIET		0x4u
 /* Reconnect requests only: a status exchange; the data connection stays. */
 #define ROCK_FLAG_STATUS	0x8u
+/* Records only: the sender ended the rock with an error (rock kill). */
+#define ROCK_FLAG_RESET		0x10u
 
 #define ROCK_CLIENT_HELLO_LEN	62
 #define ROCK_SERVER_HELLO_LEN	160

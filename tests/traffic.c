@@ -26,6 +26,11 @@
  * traffic connect ADDR PORT N           client: N connections one after the
  *                                       other, each closed at once; prints
  *                                       each connect()'s time, "connect US"
+ * traffic rounds ADDR PORT N BYTES      client: N connections; for each line on
+ *                                       stdin, BYTES of the pattern out and
+ *                                       back on each still up: "round R conn
+ *                                       I ok", or "... error ENAME" / "eof" /
+ *                                       "MISMATCH" (that one is then left)
  * traffic many ADDR PORT N BYTES        client: N connections, BYTES echoed
  *                                       on each, then all shut down, read to
  *                                       their end and closed at once; prints
@@ -240,6 +245,69 @@ bursts(char **av)
 	return 0;
 }
 
+/* One echoed exchange on fd at off: "ok", or what went wrong. */
+static const char *
+exchange(int fd, uint64_t off, uint8_t *out, uint8_t *in, size_t len)
+{
+	static char err[64];
+	size_t got, put;
+	ssize_t n;
+
+	pattern(off, out, len);
+	for (put = 0, n = 0; put < len; put += (size_t)n)
+		if ((n = write(fd, out + put, len - put)) < 0 && errno != EINTR)
+			goto fail;
+		else if (n < 0)
+			n = 0;
+	for (got = 0; got < len; got += (size_t)n)
+		if ((n = recv(fd, in + got, len - got, 0)) == 0)
+			return "eof";
+		else if (n < 0 && errno != EINTR)
+			goto fail;
+		else if (n < 0)
+			n = 0;
+	return memcmp(in, out, len) == 0 ? "ok" : "MISMATCH";
+fail:
+	if (errno == ECONNRESET || errno == EPIPE || errno == ETIMEDOUT)
+		snprintf(err, sizeof(err), "error %s", errno == ECONNRESET ?
+		    "ECONNRESET" : errno == EPIPE ? "EPIPE" : "ETIMEDOUT");
+	else
+		snprintf(err, sizeof(err), "error errno %d", errno);
+	return err;
+}
+
+static int
+rounds(char **av)
+{
+	long nconn = (long)tt_number(av[2], 64), i;
+	size_t len = (size_t)tt_number(av[3], 1 << 24);
+	uint8_t *out = malloc(len), *in = malloc(len);
+	int *fd = calloc((size_t)nconn, sizeof(*fd));
+	uint64_t off = 0;
+	char line[256];
+	const char *r;
+	unsigned k;
+
+	if (out == NULL || in == NULL || fd == NULL)
+		tt_die("malloc");
+	signal(SIGPIPE, SIG_IGN);
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	for (i = 0; i < nconn; i++)
+		fd[i] = tt_dial(av[0], av[1], SOCK_STREAM);
+	for (k = 0; fgets(line, sizeof(line), stdin) != NULL; k++, off += len)
+		for (i = 0; i < nconn; i++) {
+			if (fd[i] < 0)
+				continue;
+			r = exchange(fd[i], off, out, in, len);
+			printf("round %u conn %ld %s\n", k, i, r);
+			if (strcmp(r, "ok") != 0) {
+				close(fd[i]);
+				fd[i] = -1;
+			}
+		}
+	return 0;
+}
+
 /* N connections at once, each echoing len bytes exact; 0, or 1 after
  * saying which did not. */
 static int
@@ -418,11 +486,14 @@ main(int argc, char **argv)
 		return write_then_exit(argv + 2);
 	if (argc == 5 && strcmp(argv[1], "connect") == 0)
 		return connect_times(argv + 2);
+	if (argc == 6 && strcmp(argv[1], "rounds") == 0)
+		return rounds(argv + 2);
 	if (argc == 6 && strcmp(argv[1], "hold") == 0)
 		return hold(argv + 2);
 	fprintf(stderr, "usage: traffic source PORT RATE SECONDS OUT | sink ADDR PORT OUT |\n"
 	    "       bursts ADDR PORT BYTES | push ADDR PORT BYTES | pattern BYTES |\n"
 	    "       connect ADDR PORT N | many ADDR PORT N BYTES |\n"
-	    "       write ADDR PORT BYTES DIR | hold ADDR PORT N DIR\n");
+	    "       write ADDR PORT BYTES DIR | hold ADDR PORT N DIR |\n"
+	    "       rounds ADDR PORT N BYTES\n");
 	return 2;
 }

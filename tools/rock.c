@@ -13,12 +13,15 @@
 #include "rock_cover.h"
 #include "rock_env.h"
 #include "rock_ssh.h"
+#include "rock_ls.h"
 
 static void
 usage(FILE *f)
 {
 	fprintf(f,
 	    "usage: rock [--keepalive-only] [-v] [--] CMD [ARGS...]\n"
+	    "       rock ls [--json] [--rockd PATH]\n"
+	    "       rock kill [--rockd PATH] ID\n"
 	    "Run CMD with librock.so preloaded: its TCP connections get keepalive\n"
 	    "and, to enhanced peers, become reliable sockets.\n"
 	    "  --keepalive-only  only turn TCP keepalive on (libdontdie mode,\n"
@@ -30,7 +33,10 @@ usage(FILE *f)
 	    "(rockd --session) and pins the rock to its key; see rock(1).\n"
 	    "Settings come from the environment: ROCK_MODE, ROCK_KEEPALIVE_TIME,\n"
 	    "ROCK_KEEPALIVE_INTVL, ROCK_KEEPALIVE_PROBES, ROCK_USER_TIMEOUT_MS,\n"
-	    "ROCK_DEBUG, ROCK_LOG and libdontdie's DD_* variables; see rock(1).\n");
+	    "ROCK_DEBUG, ROCK_LOG and libdontdie's DD_* variables; see rock(1).\n"
+	    "rock ls lists your processes' rocks (and rockd's sessions where\n"
+	    "permitted); rock kill ends one with a reset. A program named ls or\n"
+	    "kill runs as: rock -- ls.\n");
 }
 
 /* The build tree's library when this is the build tree's rock, else the
@@ -191,6 +197,11 @@ main(int argc, char **argv)
 	const char *lib;
 	int c, keepalive_only = 0, verbose = 0, r;
 
+	/* Subcommands; a program of that name runs as "rock -- ls". */
+	if (argc >= 2 && strcmp(argv[1], "ls") == 0)
+		return rock_ls_main(argc - 1, argv + 1);
+	if (argc >= 2 && strcmp(argv[1], "kill") == 0)
+		return rock_kill_main(argc - 1, argv + 1);
 	while ((c = getopt_long(argc, argv, "+hv", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'k':

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdio.h>
@@ -16,6 +17,7 @@
 
 #include <event2/event.h>
 
+#include "rock_ctl.h"
 #include "rock_err.h"
 #include "rock_probe_file.h"
 #include "shim.h"
@@ -29,6 +31,8 @@ static struct {
 	int state;			/* 0 not started, 1 running, -1 failed */
 	int stopping;			/* the thread's loop is asked to end */
 	int forking_keeper;		/* the fork under way is the keeper's */
+	struct rock_ctl *ctl;		/* rock ls and rock kill; NULL: none */
+	char ctl_path[PATH_MAX];
 	pthread_t thread;
 } eng = { .cmd_fd = -1 };
 
@@ -311,6 +315,23 @@ engine_main(void *arg)
 	return NULL;
 }
 
+/* rock ls and rock kill reach this process here; without it the rocks
+ * still work, unseen. */
+static void
+ctl_start(const struct shim_state *st)
+{
+	if (st->cfg.run_dir[0] == '\0' ||
+	    rock_ctl_path(st->cfg.run_dir, (long)getpid(), eng.ctl_path,
+	    sizeof(eng.ctl_path)) != 0)
+		return;
+	if (rock_ctl_open(eng.e, eng.ctl_path, program_invocation_short_name,
+	    NULL, NULL, &eng.ctl) != 0) {
+		rlog_warn(&st->log, "%s: %s; rock ls will not list this "
+		    "process's rocks", eng.ctl_path, strerror(errno));
+		eng.ctl_path[0] = '\0';
+	}
+}
+
 static int
 engine_start(const struct shim_state *st)
 {
@@ -325,6 +346,7 @@ engine_start(const struct shim_state *st)
 	rock_engine_set_lock(eng.e, engine_lock, engine_unlock, NULL);
 	rock_engine_set_trust(eng.e, &st->cfg.trust);
 	rock_engine_set_probe_file(eng.e, shim_probe_file());
+	ctl_start(st);
 	eng.cmd_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (eng.cmd_fd < 0)
 		return -1;
@@ -387,7 +409,11 @@ static void
 after_fork_child(void)
 {
 	if (eng.forking_keeper) {
-		/* The keeper runs the loop itself, in this thread. */
+		/* The keeper runs the loop itself, in this thread, and does
+		 * not answer rock ls: its rocks only finish what is owed,
+		 * under the program's name, which the program removes. */
+		rock_ctl_free(eng.ctl, 0);
+		eng.ctl = NULL;
 		eng.stopping = 0;
 		shim_waiters_forget();
 		shim_unlock();
@@ -395,6 +421,8 @@ after_fork_child(void)
 		return;
 	}
 	eng.state = -1;
+	rock_ctl_forget(eng.ctl);	/* the parent's, still answering */
+	eng.ctl = NULL;
 	shim_rock_orphan_all();
 	shim_unlock();
 	shim_reinit_after_fork();
@@ -478,6 +506,8 @@ linger_at_exit(void)
 	shim_unlock();
 	if (left > 0)
 		hand_to_keeper(left);
+	if (eng.ctl_path[0] != '\0')
+		(void)unlink(eng.ctl_path);
 }
 
 __attribute__((constructor)) static void

@@ -1,0 +1,49 @@
+/* rock_ctl.h: an engine's control socket: "ls" and "kill ID" for its owner's user (rock ls, rock kill). */
+#ifndef ROCK_CTL_H
+#define ROCK_CTL_H
+
+#include <stddef.h>
+
+struct evbuffer;
+struct rock_engine;
+struct rock_session;
+
+/*
+ * The line protocol (doc/rock.1 describes what rock ls makes of it). A
+ * request is one line of at most ROCK_CTL_REQ_MAX bytes, whole within
+ * ROCK_CTL_TIMEOUT_S; the answer follows and the socket closes:
+ *   "ls"      one line per rock, ROCK_CTL_NFIELDS fields separated by tabs
+ *             (id, program, pid, role, peer, backend, state, since_ms,
+ *             reconnects, inflight, ring, rtt_ms), then "end N" (N rows)
+ *   "kill ID" "ok", or "error TEXT"
+ * Anything else: "error TEXT". Only the owner's user is answered.
+ */
+#define ROCK_CTL_REQ_MAX 128
+#define ROCK_CTL_TIMEOUT_S 2
+#define ROCK_CTL_NFIELDS 12
+#define ROCK_CTL_PREFIX "ctl."		/* then the pid */
+
+struct rock_ctl;
+
+/* What a session relays to, for its row ("-": nothing); the owner's. */
+typedef void rock_ctl_backend_fn(struct rock_session *s, char *out,
+    size_t len, void *arg);
+
+/* Listen at path (its directory made 0700 if missing, and refused unless
+ * it is the user's or root's and writable by no one else), the socket
+ * 0600, answered on the engine's loop. backend may be NULL. 0, or -1
+ * with errno. */
+int rock_ctl_open(struct rock_engine *e, const char *path,
+    const char *program, rock_ctl_backend_fn *backend, void *arg,
+    struct rock_ctl **out);
+/* Stop answering; unlink_path: remove the socket's name too. */
+void rock_ctl_free(struct rock_ctl *c, int unlink_path);
+/* A forked child that does not run the loop: its copy of the listening
+ * socket closes; the parent's events and name stay untouched. */
+void rock_ctl_forget(struct rock_ctl *c);
+/* The answer to one request line (without its newline), into out. */
+void rock_ctl_answer(struct rock_ctl *c, const char *req, struct evbuffer *out);
+/* "DIR/ctl.PID" into out; -1 if it does not fit. */
+int rock_ctl_path(const char *dir, long pid, char *out, size_t len);
+
+#endif
