@@ -195,6 +195,30 @@ START_TEST(test_reconnect_tags)
 }
 END_TEST
 
+/* A rock's last record after rock kill: WR_SHUT and RESET, authentic
+ * under the sender's key, and the RESET bit cannot be added or taken
+ * away on the path. */
+START_TEST(test_reset_record)
+{
+	const struct doc_vector *v = vec("heartbeat_reset");
+	struct rock_hb_record r;
+	uint8_t rec[ROCK_HB_RECORD_LEN], tag[ROCK_TAG_LEN];
+	unsigned n;
+
+	ck_assert_int_eq(rock_hb_packet_check(v->bytes, v->n, &n), 0);
+	ck_assert_uint_eq(n, 1);
+	memcpy(rec, v->bytes + ROCK_HB_HEADER_LEN, sizeof(rec));
+	rock_hb_record_decode(&r, rec);
+	ck_assert_uint_eq(r.seq, 8);
+	ck_assert_uint_eq(r.flags, ROCK_FLAG_WR_SHUT | ROCK_FLAG_RESET);
+	rock_hb_tag(tag, vec("key_cs")->bytes, rec);
+	ck_assert(rock_equal(tag, r.tag, ROCK_TAG_LEN));
+	rec[43] ^= ROCK_FLAG_RESET;	/* flags are big-endian at 40..43 */
+	rock_hb_tag(tag, vec("key_cs")->bytes, rec);
+	ck_assert(!rock_equal(tag, r.tag, ROCK_TAG_LEN));
+}
+END_TEST
+
 /* Client and server derive mirrored keys; the vectors' tags verify with
  * the receiver's rx key and fail with any bit changed. */
 START_TEST(test_keys_and_tags)
@@ -490,6 +514,7 @@ wire_suite(void)
 	tcase_add_unchecked_fixture(tc, setup_doc, NULL);
 	tcase_add_test(tc, test_decode_roundtrip);
 	tcase_add_test(tc, test_keys_and_tags);
+	tcase_add_test(tc, test_reset_record);
 	tcase_add_test(tc, test_reconnect_tags);
 	tcase_add_test(tc, test_hostile_decode);
 	tcase_add_test(tc, test_error_message);

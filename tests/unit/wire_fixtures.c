@@ -105,6 +105,21 @@ heartbeat_vectors(const struct fixture *f, wire_vector_fn *emit, void *arg)
 	rock_hb_packet_tag(h.tag, f->ck.tx, pkt, ROCK_HB_HEADER_LEN);
 	rock_hb_header_encode(&h, pkt);
 	emit(arg, "heartbeat_idle", pkt, ROCK_HB_HEADER_LEN);
+	/* The rock ended on purpose (rock kill): its last record says so. */
+	r.seq = 8;
+	r.flags = ROCK_FLAG_WR_SHUT | ROCK_FLAG_RESET;
+	memset(r.tag, 0, sizeof(r.tag));
+	rock_hb_record_encode(&r, pkt + ROCK_HB_HEADER_LEN);
+	rock_hb_tag(r.tag, f->ck.tx, pkt + ROCK_HB_HEADER_LEN);
+	rock_hb_record_encode(&r, pkt + ROCK_HB_HEADER_LEN);
+	h.flags = 0;
+	h.nrecords = 1;
+	h.seq = 11;
+	memset(h.tag, 0, sizeof(h.tag));
+	rock_hb_header_encode(&h, pkt);
+	rock_hb_packet_tag(h.tag, f->ck.tx, pkt, sizeof(pkt));
+	rock_hb_header_encode(&h, pkt);
+	emit(arg, "heartbeat_reset", pkt, sizeof(pkt));
 }
 
 /* An ERROR signed over what the client sent. */
