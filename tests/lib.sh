@@ -74,3 +74,22 @@ t_skip_all() {
 	echo "SKIP: $*"
 	exit 77
 }
+
+# t_kill_on_exit: every process whose pid a test adds to pids is killed
+# (and reaped) on every exit path, before the scratch directory goes.
+t_kill_on_exit() {
+	pids=()
+	trap t_kill_and_finish EXIT
+	trap 'exit 1' INT TERM HUP
+}
+t_kill_and_finish() {
+	local rc=$? p
+	for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
+	(exit "$rc")
+	t_finish
+}
+
+# free_port: a TCP port on 127.0.0.1 that is free now.
+free_port() {
+	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}

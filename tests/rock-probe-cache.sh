@@ -5,20 +5,9 @@ set -u
 ROCKD="$top_builddir/daemon/rockd"
 TRAFFIC="$top_builddir/tests/traffic"
 ECHOD="$top_builddir/tests/echod"
-pids=()
-cleanup() {
-	local rc=$? p
-	for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
-	(exit "$rc")
-	t_finish
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM HUP
+t_kill_on_exit
 command -v python3 >/dev/null || t_skip_all "python3 not found"
 
-free_port() {
-	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
-}
 
 be=$(free_port) port=$(free_port)
 "$ECHOD" "$be" &

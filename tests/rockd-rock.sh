@@ -4,21 +4,10 @@ set -u
 . "$(dirname "$0")/lib.sh"
 ROCKD="$top_builddir/daemon/rockd"
 ROCKCAT="$top_builddir/tools/rockcat"
-pids=()
-cleanup() {
-	local rc=$? p
-	for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null; done
-	(exit "$rc")
-	t_finish
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM HUP
+t_kill_on_exit
 command -v python3 >/dev/null || t_skip_all "python3 not found"
 command -v socat >/dev/null || t_skip_all "socat not found"
 
-free_port() {
-	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
-}
 
 # start_rockd LOG CONF: rockd -F -v on a config file; sets rockd_pid.
 start_rockd() {
