@@ -95,6 +95,10 @@ rock_direct_sent(struct rock_session *s, const struct iovec *iov, int iovcnt,
 	if ((r = rock_ring_appendv(&s->ring, iov, iovcnt, n)) != 0)
 		return r;
 	s->replay_from += n;
+	/* Released to the engine (the program's exit), the peer's counts
+	 * are checked against it. */
+	if (s->replay_from > s->written_max)
+		s->written_max = s->replay_from;
 	end = rock_ring_end(&s->ring);
 	return rock_ring_ack(&s->ring, s->peer_consumed < end ?
 	    s->peer_consumed : end);
@@ -232,6 +236,8 @@ replay_step(struct rock_session *s)
 		if (w < 0)
 			goto failed;
 		s->replay_from += (uint64_t)w;
+		if (s->replay_from > s->written_max)
+			s->written_max = s->replay_from;
 	}
 	swap_in(s);
 	return;

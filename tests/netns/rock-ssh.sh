@@ -116,4 +116,8 @@ t_eq "rock ssh without rockd: exit status" "$?" 0
 t_eq "rock ssh without rockd: output" "$(cat "$t_tmp/norockd.out")" no-rockd-here
 t_check "rock ssh without rockd: plain TCP to port 22" \
 	grep -q 'no rock (system error: Connection refused); plain TCP' "$t_tmp/norockd.rock.log"
+# ssh's exit releases its rock to the engine: the last counts must hold
+# (they were once checked against bytes only the engine had written).
+t_eq "no rock ended as a protocol violation" \
+	"$(cat "$t_tmp"/*.rock.log | grep -c 'closed: peer acknowledged bytes never sent')" 0
 t_done

@@ -6,6 +6,7 @@
 #include <netinet/in.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "rock_engine_int.h"
@@ -314,6 +315,71 @@ START_TEST(test_count_past_written)
 }
 END_TEST
 
+static void
+direct_suspend(struct rock_session *s, int old_fd, void *arg)
+{
+	(void)s;
+	(void)old_fd;
+	(void)arg;
+}
+
+static void
+direct_swap(struct rock_session *s, int old_fd, int new_fd, void *arg)
+{
+	(void)s;
+	(void)old_fd;
+	(void)new_fd;
+	(void)arg;
+}
+
+static void
+direct_eof(struct rock_session *s, void *arg)
+{
+	(void)s;
+	(void)arg;
+}
+
+static const struct rock_direct_ops direct_ops = {
+	direct_suspend, direct_swap, direct_eof
+};
+static const struct rock_session_cbs direct_cbs = {
+	NULL, NULL, on_drain, NULL, on_closed, &direct_ops
+};
+
+/* A direct-mode rock (the program writes to the socket itself) released
+ * to the engine, as at the program's exit: the peer's count of what the
+ * program wrote is no lie. Before, the engine checked it against the
+ * bytes the engine itself had written (none, or the last replay's): an
+ * ssh session ended with "peer acknowledged bytes never sent" every time. */
+START_TEST(test_direct_release_counts)
+{
+	static uint8_t buf[1000];
+	struct iovec iov = { buf, sizeof(buf) };
+	struct rock_session *s;
+	struct rock_keys k;
+	uint8_t id[ROCK_ID_LEN];
+	int sv[2];
+
+	rock_random(id, sizeof(id));
+	rock_random(&k, sizeof(k));
+	ck_assert_int_eq(rock_session_new(eng, ROCK_ROLE_CLIENT, id, &k,
+	    64 * 1024, &direct_cbs, NULL, &s), 0);
+	s->features = ROCK_FEAT_ALL;
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	ck_assert_int_eq(rock_direct_attach(s, sv[0]), 0);
+	rock_direct_sending(s, sizeof(buf));
+	ck_assert_int_eq(write(sv[0], buf, sizeof(buf)), (ssize_t)sizeof(buf));
+	ck_assert_int_eq(rock_direct_sent(s, &iov, 1, sizeof(buf)), 0);
+	rock_direct_release(s, &cbs, NULL);
+	ck_assert_int_eq(rock_session_peer_count(s, sizeof(buf), 0, 0), 0);
+	ck_assert_int_eq(rock_session_state(s), ROCK_ST_CONNECTED);
+	/* One byte more is still a lie. */
+	ck_assert_int_eq(rock_session_peer_count(s, sizeof(buf) + 1, 0, 0),
+	    ROCK_ERR_PROTOCOL);	/* closed, and freed by on_closed */
+	close(sv[1]);
+}
+END_TEST
+
 Suite *
 stream_suite(void)
 {
@@ -327,6 +393,7 @@ stream_suite(void)
 	tcase_add_test(tc, test_send_into_ring_replays);
 	tcase_add_test(tc, test_send_from_ring);
 	tcase_add_test(tc, test_count_past_written);
+	tcase_add_test(tc, test_direct_release_counts);
 	suite_add_tcase(su, tc);
 	return su;
 }
