@@ -168,6 +168,10 @@ usr2() {
 }
 usr2 USR2 "$pid1"
 pid2=$next
+# The successor refills q1's pipes only as the backend's buffers fill:
+# hand over again once that has settled, or the pipe toward the backend
+# may be empty (the ASan distcheck saw 12 MB one way, 0 the other).
+wait_for 30 stuck q1 || t_bad "q1's sender did not stall again after the first hand-over"
 
 # A broken configuration: the successor exits 2, the old one serves on.
 cp "$conf" "$t_tmp/good.conf"
