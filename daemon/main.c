@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "rock_err.h"
+#include "rock_ctl.h"
 #include "rock_parse.h"
 #include "rockd.h"
 
@@ -225,6 +226,25 @@ metrics_option(struct rockd_config *cfg, const char *spec, char *err,
 		cfg->metrics_line = 0;
 	}
 	return rockd_config_metrics_check(cfg, err, errlen);
+}
+
+/* The control socket's place, before anything starts: a file there,
+ * a missing or unsafe directory is a configuration error. Whether
+ * another process answers there is known only at start. */
+static int
+control_check(const struct options *o, const struct rockd_config *cfg)
+{
+	const char *path = o->control != NULL ? o->control : cfg->control;
+
+	if (path[0] == '\0' || rock_ctl_check(path, 0) == 0)
+		return 0;
+	if (o->control != NULL)
+		fprintf(stderr, "rockd: --control %s: %s\n", path,
+		    rock_ctl_strerror(errno));
+	else
+		fprintf(stderr, "rockd: %s:%d: control %s: %s\n", o->config,
+		    cfg->control_line, path, rock_ctl_strerror(errno));
+	return -1;
 }
 
 static long
@@ -522,7 +542,8 @@ run(struct rockd *d, const struct options *o)
 		goto out;
 	}
 	if (rockd_control_start(d, o->control != NULL ? o->control :
-	    d->cfg.control[0] != '\0' ? d->cfg.control : NULL) != 0)
+	    d->cfg.control[0] != '\0' ? d->cfg.control : NULL,
+	    o->takeover >= 0) != 0)
 		goto out;
 	if (d->session && rockd_session_announce(d) != 0)
 		goto out;
@@ -653,6 +674,10 @@ main(int argc, char **argv)
 	if (metrics_option(&d.cfg, o.metrics, err, sizeof(err)) != 0) {
 		fprintf(stderr, "rockd: %s%s\n", o.metrics != NULL ? "--" : "",
 		    err);
+		r = 2;
+		goto out;
+	}
+	if (control_check(&o, &d.cfg) != 0) {
 		r = 2;
 		goto out;
 	}

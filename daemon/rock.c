@@ -565,13 +565,15 @@ ctl_backend(struct rock_session *s, char *out, size_t len, void *arg)
 }
 
 int
-rockd_control_start(struct rockd *d, const char *path)
+rockd_control_start(struct rockd *d, const char *path, int successor)
 {
 	if (path == NULL)
 		return 0;
+	/* A successor's predecessor still answers there until it exits. */
 	if (rock_ctl_open(d->engine, path, "rockd", ctl_backend, d,
-	    &d->ctl) != 0) {
-		rlog_error(&d->log, "control %s: %s", path, strerror(errno));
+	    successor ? ROCK_CTL_TAKEOVER : 0, &d->ctl) != 0) {
+		rlog_error(&d->log, "control %s: %s", path,
+		    rock_ctl_strerror(errno));
 		return -1;
 	}
 	rlog_info(&d->log, "control socket %s", path);
