@@ -156,10 +156,13 @@ static void
 on_rock_closed(struct rock_session *s, int err, void *arg)
 {
 	struct rockd_rock *rr = arg;
+	const char *why = rock_session_state_why(s);
 
 	if (err != 0) {
+		/* The session's own reason: a reset is also a local kill. */
 		rlog_info(&rr->d->log, "rock %s: ended (%s); %s its backend "
-		    "connection", rock_session_name(s), rock_err(err),
+		    "connection", rock_session_name(s),
+		    why[0] != '\0' ? why : rock_err(err),
 		    err == ROCK_ERR_RESET ? "resetting" : "closing");
 		/* Killed (rock kill, here or at the client): the backend sees
 		 * what a program sees of a reset connection. */

@@ -91,11 +91,13 @@ t_eq "rock kill of an unknown id fails" "$("$ROCK" kill "$victim" 2>&1; echo "rc
 	"rock kill: no rock $victim
 rc=1"
 
-# rock kill at rockd (the program's sockets out of sight).
+# rock kill at rockd (the program's sockets out of sight), the id in
+# upper case.
 victim=$(rows rockd id | head -n 1 | sed 's/^id=//')
-t_eq "rock kill --rockd $victim" "$(XDG_RUNTIME_DIR="$t_tmp/none" "$ROCK" kill --rockd "$CTL" "$victim" 2>&1; echo "rc=$?")" "rc=0"
-t_check "rockd resets that backend" wait_for 5 \
-	grep -q "rock $victim: ended (.*); resetting its backend" "$t_tmp/rockd.log"
+upper=$(printf %s "$victim" | tr a-f A-F)
+t_eq "rock kill --rockd $upper" "$(XDG_RUNTIME_DIR="$t_tmp/none" "$ROCK" kill --rockd "$CTL" "$upper" 2>&1; echo "rc=$?")" "rc=0"
+t_check "rockd resets that backend, saying it was killed" wait_for 5 \
+	grep -q "rock $victim: ended (killed (rock kill)); resetting its backend" "$t_tmp/rockd.log"
 one_left() { [ "$(rows process id | wc -l)" -eq 1 ]; }
 t_check "the program's rock learns it" wait_for 5 one_left
 round 2
