@@ -27,10 +27,14 @@ static void
 usage(FILE *f)
 {
 	fprintf(f,
-	    "usage: rockd [-F] [-v] [-p PIDFILE] [--drain-timeout S] [--listen [ADDR:]PORT --backend HOST:PORT]\n"
-	    "       rockd [-F] [-v] [-p PIDFILE] [--drain-timeout S] -f CONFIG\n"
-	    "       rockd -t [-f CONFIG | --listen ... --backend ...]\n"
-	    "       rockd --session [-F] [-v] [-p PIDFILE] [-k KEY] [--backend HOST:PORT] [--idle-timeout S]\n"
+	    "usage: rockd [-F] [-v] [-p PIDFILE] [-k KEY] [--drain-timeout S] [--metrics ADDR:PORT]\n"
+	    "             [--control PATH] [--listen [ADDR:]PORT --backend HOST:PORT]...\n"
+	    "       rockd [-F] [-v] [-p PIDFILE] [-k KEY] [--drain-timeout S] [--metrics ADDR:PORT]\n"
+	    "             [--control PATH] -f CONFIG\n"
+	    "       rockd -t [-k KEY] [--metrics ADDR:PORT] [--control PATH]\n"
+	    "             [-f CONFIG | --listen ... --backend ...]\n"
+	    "       rockd --session [-F] [-v] [-p PIDFILE] [-k KEY] [--control PATH]\n"
+	    "             [--backend HOST:PORT] [--idle-timeout S]\n"
 	    "Front an unmodified TCP server for rock clients; plain clients pass through.\n"
 	    "With no service given: --listen 4022 --backend 127.0.0.1:22 (sshd).\n"
 	    "  -l, --listen [ADDR:]PORT   where clients connect (repeatable, each with -b)\n"
@@ -96,7 +100,8 @@ parse_options(int argc, char **argv, struct options *o, struct rockd_config *cfg
 	while ((c = getopt_long(argc, argv, "l:b:f:tFp:k:vhV", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'l':
-			if (o->pending_listen != NULL)
+			/* --session refuses every --listen, after the loop. */
+			if (o->pending_listen != NULL && !o->session)
 				goto unpaired;
 			o->pending_listen = optarg;
 			break;
@@ -160,9 +165,11 @@ parse_options(int argc, char **argv, struct options *o, struct rockd_config *cfg
 		default: usage(stderr); return 2;
 		}
 	}
+	if (o->session && optind == argc)
+		return session_options(o, cfg);
 	if (o->pending_listen != NULL || optind != argc)
 		goto unpaired;
-	if (o->session || o->session_backend != NULL || o->idle_timeout_s > 0)
+	if ( o->session_backend != NULL || o->idle_timeout_s > 0)
 		return session_options(o, cfg);
 	if (o->config != NULL && cfg->services != NULL) {
 		fprintf(stderr, "rockd: give either -f CONFIG or --listen/--backend\n");
@@ -196,10 +203,11 @@ session_options(struct options *o, struct rockd_config *cfg)
 		    "--idle-timeout");
 		goto bad;
 	}
-	if (o->config != NULL || cfg->services != NULL || o->test ||
-	    o->metrics != NULL) {
+	if (o->config != NULL || cfg->services != NULL ||
+	    o->pending_listen != NULL || o->test || o->metrics != NULL) {
 		fprintf(stderr, "rockd: --session takes no -f, --listen, -t or "
-		    "--metrics\n");
+		    "--metrics (it takes -F, -v, -p, -k, --control, --backend "
+		    "and --idle-timeout)\n");
 		goto bad;
 	}
 	if (o->idle_timeout_s <= 0)
