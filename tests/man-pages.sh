@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# man-pages.sh: librock(7) documents every ROCK_* variable of lib/rock_env.h, and each man page renders without a warning.
+# man-pages.sh: librock(7) documents every ROCK_* variable of lib/rock_env.h with the library's own warning as example, rockd(8)'s SYNOPSIS has rockd --help's usage, and each man page renders without a warning.
 set -u
 . "$(dirname "$0")/lib.sh"
 trap t_finish EXIT
@@ -17,6 +17,16 @@ for n in $names; do
 	echo "$tags" | grep -q "^\.BR\{0,1\} .*\b$n\b" || missing="$missing $n"
 done
 t_eq "librock(7) has an ENVIRONMENT entry for each" "${missing# }" ""
+
+# ENVIRONMENT's example warning is the library's, word for word.
+example=$(sed -n '/^A bad value is reported once/,/the default applies/p' "$page" |
+	tr '\n' ' ' | sed -n 's/.*("\(ROCK_.*\)"), and ignored.*/\1/p')
+if [ ! -x "$ROCK" ]; then
+	t_skipped "tools/rock not built: librock(7)'s example warning not compared"
+else
+	said=$(ROCK_LINGER_MS=-1 t_foreign "$ROCK" /bin/true 2>&1 | sed -n '1s/.*: warning: [a-z_]*: //p')
+	t_eq "librock(7)'s example warning is what the library says" "$example" "$said"
+fi
 
 # rockd's usage lines: every option of --help in one (-h and -V aside), and
 # the same options, form by form, as rockd(8)'s SYNOPSIS.
