@@ -179,8 +179,13 @@ static int
 parse_path(char **tok, int n, char *out, size_t outlen, char *err,
     size_t errlen)
 {
-	if (n != 2 || tok[1][0] != '/' || strlen(tok[1]) >= outlen) {
+	if (n != 2 || tok[1][0] != '/') {
 		snprintf(err, errlen, "expected: %s ABSOLUTE-PATH", tok[0]);
+		return -1;
+	}
+	if (strlen(tok[1]) >= outlen) {
+		snprintf(err, errlen, "%s: a path of at most %zu bytes", tok[0],
+		    outlen - 1);
 		return -1;
 	}
 	snprintf(out, outlen, "%s", tok[1]);
@@ -283,6 +288,8 @@ rockd_config_read(struct rockd_config *cfg, FILE *f, const char *path,
 		}
 		if (r == 0 && cfg->metrics_spec[0] != '\0' && cfg->metrics_line == 0)
 			cfg->metrics_line = lineno;
+		if (r == 0 && cfg->control[0] != '\0' && cfg->control_line == 0)
+			cfg->control_line = lineno;
 	}
 	/* A read error (a directory, an I/O error mid-file) must not pass
 	 * for the end of the file: half a config would load. */

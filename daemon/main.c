@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "rock_err.h"
+#include "rock_ctl.h"
 #include "rock_parse.h"
 #include "rockd.h"
 
@@ -26,10 +27,14 @@ static void
 usage(FILE *f)
 {
 	fprintf(f,
-	    "usage: rockd [-F] [-v] [-p PIDFILE] [--drain-timeout S] [--listen [ADDR:]PORT --backend HOST:PORT]\n"
-	    "       rockd [-F] [-v] [-p PIDFILE] [--drain-timeout S] -f CONFIG\n"
-	    "       rockd -t [-f CONFIG | --listen ... --backend ...]\n"
-	    "       rockd --session [-F] [-v] [-p PIDFILE] [-k KEY] [--backend HOST:PORT] [--idle-timeout S]\n"
+	    "usage: rockd [-F] [-v] [-p PIDFILE] [-k KEY] [--drain-timeout S] [--metrics ADDR:PORT]\n"
+	    "             [--control PATH] [--listen [ADDR:]PORT --backend HOST:PORT]...\n"
+	    "       rockd [-F] [-v] [-p PIDFILE] [-k KEY] [--drain-timeout S] [--metrics ADDR:PORT]\n"
+	    "             [--control PATH] -f CONFIG\n"
+	    "       rockd -t [-k KEY] [--metrics ADDR:PORT] [--control PATH]\n"
+	    "             [-f CONFIG | --listen ... --backend ...]\n"
+	    "       rockd --session [-F] [-v] [-p PIDFILE] [-k KEY] [--control PATH]\n"
+	    "             [--backend HOST:PORT] [--idle-timeout S]\n"
 	    "Front an unmodified TCP server for rock clients; plain clients pass through.\n"
 	    "With no service given: --listen 4022 --backend 127.0.0.1:22 (sshd).\n"
 	    "  -l, --listen [ADDR:]PORT   where clients connect (repeatable, each with -b)\n"
@@ -95,7 +100,8 @@ parse_options(int argc, char **argv, struct options *o, struct rockd_config *cfg
 	while ((c = getopt_long(argc, argv, "l:b:f:tFp:k:vhV", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'l':
-			if (o->pending_listen != NULL)
+			/* --session refuses every --listen, after the loop. */
+			if (o->pending_listen != NULL && !o->session)
 				goto unpaired;
 			o->pending_listen = optarg;
 			break;
@@ -159,9 +165,11 @@ parse_options(int argc, char **argv, struct options *o, struct rockd_config *cfg
 		default: usage(stderr); return 2;
 		}
 	}
+	if (o->session && optind == argc)
+		return session_options(o, cfg);
 	if (o->pending_listen != NULL || optind != argc)
 		goto unpaired;
-	if (o->session || o->session_backend != NULL || o->idle_timeout_s > 0)
+	if ( o->session_backend != NULL || o->idle_timeout_s > 0)
 		return session_options(o, cfg);
 	if (o->config != NULL && cfg->services != NULL) {
 		fprintf(stderr, "rockd: give either -f CONFIG or --listen/--backend\n");
@@ -195,10 +203,11 @@ session_options(struct options *o, struct rockd_config *cfg)
 		    "--idle-timeout");
 		goto bad;
 	}
-	if (o->config != NULL || cfg->services != NULL || o->test ||
-	    o->metrics != NULL) {
+	if (o->config != NULL || cfg->services != NULL ||
+	    o->pending_listen != NULL || o->test || o->metrics != NULL) {
 		fprintf(stderr, "rockd: --session takes no -f, --listen, -t or "
-		    "--metrics\n");
+		    "--metrics (it takes -F, -v, -p, -k, --control, --backend "
+		    "and --idle-timeout)\n");
 		goto bad;
 	}
 	if (o->idle_timeout_s <= 0)
@@ -225,6 +234,25 @@ metrics_option(struct rockd_config *cfg, const char *spec, char *err,
 		cfg->metrics_line = 0;
 	}
 	return rockd_config_metrics_check(cfg, err, errlen);
+}
+
+/* The control socket's place, before anything starts: a file there,
+ * a missing or unsafe directory is a configuration error. Whether
+ * another process answers there is known only at start. */
+static int
+control_check(const struct options *o, const struct rockd_config *cfg)
+{
+	const char *path = o->control != NULL ? o->control : cfg->control;
+
+	if (path[0] == '\0' || rock_ctl_check(path, 0) == 0)
+		return 0;
+	if (o->control != NULL)
+		fprintf(stderr, "rockd: --control %s: %s\n", path,
+		    rock_ctl_strerror(errno));
+	else
+		fprintf(stderr, "rockd: %s:%d: control %s: %s\n", o->config,
+		    cfg->control_line, path, rock_ctl_strerror(errno));
+	return -1;
 }
 
 static long
@@ -522,7 +550,8 @@ run(struct rockd *d, const struct options *o)
 		goto out;
 	}
 	if (rockd_control_start(d, o->control != NULL ? o->control :
-	    d->cfg.control[0] != '\0' ? d->cfg.control : NULL) != 0)
+	    d->cfg.control[0] != '\0' ? d->cfg.control : NULL,
+	    o->takeover >= 0) != 0)
 		goto out;
 	if (d->session && rockd_session_announce(d) != 0)
 		goto out;
@@ -653,6 +682,10 @@ main(int argc, char **argv)
 	if (metrics_option(&d.cfg, o.metrics, err, sizeof(err)) != 0) {
 		fprintf(stderr, "rockd: %s%s\n", o.metrics != NULL ? "--" : "",
 		    err);
+		r = 2;
+		goto out;
+	}
+	if (control_check(&o, &d.cfg) != 0) {
 		r = 2;
 		goto out;
 	}

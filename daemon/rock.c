@@ -156,10 +156,13 @@ static void
 on_rock_closed(struct rock_session *s, int err, void *arg)
 {
 	struct rockd_rock *rr = arg;
+	const char *why = rock_session_state_why(s);
 
 	if (err != 0) {
+		/* The session's own reason: a reset is also a local kill. */
 		rlog_info(&rr->d->log, "rock %s: ended (%s); %s its backend "
-		    "connection", rock_session_name(s), rock_err(err),
+		    "connection", rock_session_name(s),
+		    why[0] != '\0' ? why : rock_err(err),
 		    err == ROCK_ERR_RESET ? "resetting" : "closing");
 		/* Killed (rock kill, here or at the client): the backend sees
 		 * what a program sees of a reset connection. */
@@ -565,13 +568,15 @@ ctl_backend(struct rock_session *s, char *out, size_t len, void *arg)
 }
 
 int
-rockd_control_start(struct rockd *d, const char *path)
+rockd_control_start(struct rockd *d, const char *path, int successor)
 {
 	if (path == NULL)
 		return 0;
+	/* A successor's predecessor still answers there until it exits. */
 	if (rock_ctl_open(d->engine, path, "rockd", ctl_backend, d,
-	    &d->ctl) != 0) {
-		rlog_error(&d->log, "control %s: %s", path, strerror(errno));
+	    successor ? ROCK_CTL_TAKEOVER : 0, &d->ctl) != 0) {
+		rlog_error(&d->log, "control %s: %s", path,
+		    rock_ctl_strerror(errno));
 		return -1;
 	}
 	rlog_info(&d->log, "control socket %s", path);

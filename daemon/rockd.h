@@ -60,6 +60,7 @@ struct rockd_config {
 	int metrics_line;		/* where the file set it; 0: not the file */
 	/* rock ls and rock kill's socket; "": none. Read at start. */
 	char control[108];
+	int control_line;		/* where the file set it */
 };
 
 /* What rockd counts itself, for the metrics endpoint (the engine counts
@@ -114,7 +115,7 @@ struct rockd {
 
 /* The control socket (rock.c): "ls" and "kill ID" for the sessions, at
  * path (NULL: none); stop removes its name unless a successor took it. */
-int rockd_control_start(struct rockd *d, const char *path);
+int rockd_control_start(struct rockd *d, const char *path, int successor);
 void rockd_control_stop(struct rockd *d);
 
 /* Configuration: parse a file; on error print "FILE:LINE: problem" into

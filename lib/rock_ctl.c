@@ -35,6 +35,7 @@ struct ctl_conn {
 struct rock_ctl {
 	struct rock_engine *e;
 	int fd;
+	int bound;			/* the name is ours */
 	struct event *ev;
 	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 	char program[CTL_PROGRAM_MAX];
@@ -52,30 +53,105 @@ rock_ctl_path(const char *dir, long pid, char *out, size_t len)
 	return w < 0 || (size_t)w >= len ? -1 : 0;
 }
 
-/* The directory of path: made (0700) if missing; refused (EPERM) unless
- * it is ours or root's and nobody else can write in it (under /tmp
- * anyone could have made it first). */
+/* The directory of path into dir; -1 (ENAMETOOLONG) if it has none. */
 static int
-safe_dir(const char *path)
+parent_dir(const char *path, char dir[PATH_MAX])
 {
-	char dir[PATH_MAX];
 	char *slash;
-	struct stat st;
 
-	if (snprintf(dir, sizeof(dir), "%s", path) >= (int)sizeof(dir) ||
+	if (snprintf(dir, PATH_MAX, "%s", path) >= PATH_MAX ||
 	    (slash = strrchr(dir, '/')) == NULL) {
 		errno = ENAMETOOLONG;
 		return -1;
 	}
 	slash[slash == dir ? 1 : 0] = '\0';
-	if (rock_mkdir_parents(path) != 0 || lstat(dir, &st) != 0)
+	return 0;
+}
+
+int
+rock_ctl_check(const char *path, unsigned flags)
+{
+	char dir[PATH_MAX];
+	struct stat st;
+
+	if (strlen(path) >= sizeof(((struct sockaddr_un *)0)->sun_path)) {
+		errno = ENAMETOOLONG;
 		return -1;
-	if (!S_ISDIR(st.st_mode) || (st.st_uid != geteuid() && st.st_uid != 0) ||
-	    (st.st_mode & 022) != 0) {
+	}
+	if (parent_dir(path, dir) != 0 ||
+	    ((flags & ROCK_CTL_MKDIR) && rock_mkdir_parents(path) != 0) ||
+	    lstat(dir, &st) != 0)
+		return -1;
+	if (!S_ISDIR(st.st_mode)) {
+		errno = ENOTDIR;
+		return -1;
+	}
+	/* Under /tmp anyone could have made it first. */
+	if ((st.st_uid != geteuid() && st.st_uid != 0) || (st.st_mode & 022) != 0) {
 		errno = EPERM;
 		return -1;
 	}
+	if (lstat(path, &st) != 0)
+		return errno == ENOENT ? 0 : -1;
+	if (!S_ISSOCK(st.st_mode)) {
+		errno = ENOTSOCK;
+		return -1;
+	}
 	return 0;
+}
+
+const char *
+rock_ctl_strerror(int err)
+{
+	switch (err) {
+	case ENOENT:
+		return "its directory does not exist";
+	case ENOTDIR:
+		return "its directory is not a directory";
+	case EPERM:
+		return "its directory must belong to this user (or root) and "
+		    "not be group- or other-writable";
+	case ENOTSOCK:
+		return "exists and is not a socket (left alone)";
+	case EADDRINUSE:
+		return "in use by another process";
+	case ENAMETOOLONG:
+		return "path too long for a unix socket";
+	default:
+		return strerror(err);
+	}
+}
+
+/* The name free for bind: a socket nobody answers on (a dead process's)
+ * is removed; a live one is refused, unless taking over from it. */
+static int
+claim_name(const char *path, unsigned flags)
+{
+	struct sockaddr_un sun = { .sun_family = AF_UNIX };
+	struct stat st;
+	int fd, r, err;
+
+	if (lstat(path, &st) != 0)
+		return errno == ENOENT ? 0 : -1;
+	if (!(flags & ROCK_CTL_TAKEOVER)) {
+		memcpy(sun.sun_path, path, strlen(path));
+		if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK |
+		    SOCK_CLOEXEC, 0)) < 0)
+			return -1;
+		r = connect(fd, (struct sockaddr *)&sun, sizeof(sun));
+		err = errno;
+		close(fd);
+		/* EAGAIN: its backlog is full, so it is alive. */
+		if (r == 0 || err == EAGAIN) {
+			errno = EADDRINUSE;
+			return -1;
+		}
+		if (err != ECONNREFUSED) {
+			errno = err;
+			return -1;
+		}
+	}
+	return unlink(path) == 0 || errno == ENOENT ? 0 : -1;
 }
 
 /* Printable and tab-free, so a row always has its fields. */
@@ -304,7 +380,7 @@ on_accept(evutil_socket_t lfd, short what, void *arg)
 }
 
 static int
-ctl_listen(struct rock_ctl *c)
+ctl_listen(struct rock_ctl *c, unsigned flags)
 {
 	struct sockaddr_un sun = { .sun_family = AF_UNIX };
 
@@ -312,11 +388,13 @@ ctl_listen(struct rock_ctl *c)
 	if ((c->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
 	    0)) < 0)
 		return -1;
-	/* Our pid's name: a predecessor with our pid is long dead. */
-	(void)unlink(c->path);
+	if (claim_name(c->path, flags) != 0)
+		return -1;
 	/* The directory is private: the moment before chmod exposes nothing. */
-	if (bind(c->fd, (struct sockaddr *)&sun, sizeof(sun)) != 0 ||
-	    chmod(c->path, 0600) != 0 || listen(c->fd, CTL_CONNS) != 0)
+	if (bind(c->fd, (struct sockaddr *)&sun, sizeof(sun)) != 0)
+		return -1;
+	c->bound = 1;
+	if (chmod(c->path, 0600) != 0 || listen(c->fd, CTL_CONNS) != 0)
 		return -1;
 	c->ev = event_new(c->e->base, c->fd, EV_READ | EV_PERSIST, on_accept, c);
 	return c->ev == NULL || event_add(c->ev, NULL) != 0 ? -1 : 0;
@@ -324,17 +402,15 @@ ctl_listen(struct rock_ctl *c)
 
 int
 rock_ctl_open(struct rock_engine *e, const char *path, const char *program,
-    rock_ctl_backend_fn *backend, void *arg, struct rock_ctl **out)
+    rock_ctl_backend_fn *backend, void *arg, unsigned flags,
+    struct rock_ctl **out)
 {
 	struct rock_ctl *c;
 	int err;
 
 	*out = NULL;
-	if (strlen(path) >= sizeof(c->path)) {
-		errno = ENAMETOOLONG;
-		return -1;
-	}
-	if (safe_dir(path) != 0 || (c = calloc(1, sizeof(*c))) == NULL)
+	if (rock_ctl_check(path, flags) != 0 ||
+	    (c = calloc(1, sizeof(*c))) == NULL)
 		return -1;
 	c->e = e;
 	c->fd = -1;
@@ -343,9 +419,10 @@ rock_ctl_open(struct rock_engine *e, const char *path, const char *program,
 	clean(c->program);
 	c->backend = backend;
 	c->arg = arg;
-	if (ctl_listen(c) != 0) {
+	if (ctl_listen(c, flags) != 0) {
 		err = errno;
-		rock_ctl_free(c, c->fd >= 0);
+		/* Not bound: the name, if any, is someone else's. */
+		rock_ctl_free(c, c->bound);
 		errno = err;
 		return -1;
 	}

@@ -29,13 +29,23 @@ struct rock_ctl;
 typedef void rock_ctl_backend_fn(struct rock_session *s, char *out,
     size_t len, void *arg);
 
-/* Listen at path (its directory made 0700 if missing, and refused unless
- * it is the user's or root's and writable by no one else), the socket
- * 0600, answered on the engine's loop. backend may be NULL. 0, or -1
- * with errno. */
+/* rock_ctl_open's flags. */
+#define ROCK_CTL_MKDIR 1	/* make the missing directories (0700) */
+#define ROCK_CTL_TAKEOVER 2	/* replace a live socket: its owner hands over */
+
+/* Listen at path, the socket 0600, answered on the engine's loop. Refused
+ * (rock_ctl_check) unless its directory is the user's or root's and
+ * writable by no one else; an existing name must be a socket, replaced
+ * only if nobody answers on it (EADDRINUSE). backend may be NULL. 0, or
+ * -1 with errno. */
 int rock_ctl_open(struct rock_engine *e, const char *path,
     const char *program, rock_ctl_backend_fn *backend, void *arg,
-    struct rock_ctl **out);
+    unsigned flags, struct rock_ctl **out);
+/* Whether path could be a control socket (all but the live check): 0, or
+ * -1 with errno for rock_ctl_strerror. */
+int rock_ctl_check(const char *path, unsigned flags);
+/* What went wrong with a control socket's path, for its error message. */
+const char *rock_ctl_strerror(int err);
 /* Stop answering; unlink_path: remove the socket's name too. */
 void rock_ctl_free(struct rock_ctl *c, int unlink_path);
 /* A forked child that does not run the loop: its copy of the listening

@@ -328,7 +328,8 @@ void rock_session_kill(struct rock_session *s, const char *why);
 void rock_session_free(struct rock_session *s);
 
 enum rock_state rock_session_state(const struct rock_session *s);
-/* In on_state: why the state changed (for logs); "" elsewhere. */
+/* In on_state: why the state changed (for logs); in on_closed: why it
+ * closed; "" elsewhere. */
 const char *rock_session_state_why(const struct rock_session *s);
 /* Short printable id for logs ("3fa2c01b"). */
 const char *rock_session_name(const struct rock_session *s);

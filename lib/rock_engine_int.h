@@ -51,7 +51,7 @@ struct rock_session {
 	struct rock_engine *e;
 	enum rock_role role;
 	enum rock_state state;
-	const char *state_why;		/* why, during on_state only */
+	const char *state_why;		/* why, during on_state and on_closed */
 	uint8_t id[ROCK_ID_LEN];
 	char name[9];
 	struct rock_keys keys;

@@ -250,8 +250,12 @@ rock_session_close(struct rock_session *s, int err, const char *why)
 		rlog_info(s->e->log, "rock %s: closed: %s", s->name, why);
 	rock_session_set_state(s, ROCK_ST_CLOSED, why);
 	if (s->cbs != NULL && s->cbs->on_closed != NULL) {
+		const char *outer = s->state_why;
+
 		s->in_callback++;
+		s->state_why = why;
 		s->cbs->on_closed(s, err, s->arg);
+		s->state_why = outer;
 		s->in_callback--;
 	}
 	if (s->free_pending && s->in_callback == 0)

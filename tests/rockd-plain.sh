@@ -431,6 +431,28 @@ tcheck "relative pidfile" 2 "rockd: $cf:2: expected: pidfile ABSOLUTE-PATH" -f "
 tcheck "missing file" 2 "rockd: $t_tmp/none.conf: No such file or directory" -f "$t_tmp/none.conf"
 conf empty '# nothing here' 'pidfile /run/rockd.pid'
 tcheck "no service" 2 "rockd: $cf: no service (a \"listen ... backend ...\" line) configured" -f "$cf"
+# The control socket's place: nothing but a stale socket is replaced, no
+# directory is made, and only a private one is used.
+printf 'keep me\n' >"$t_tmp/afile"
+conf ctlfile "listen 127.0.0.1:7001 $svc" '' "control $t_tmp/afile"
+tcheck "control on a regular file" 2 "rockd: $cf:3: control $t_tmp/afile: exists and is not a socket (left alone)" -f "$cf"
+t_eq "control on a regular file: the file is intact" "$(cat "$t_tmp/afile")" "keep me"
+tcheck "--control on a regular file" 2 "rockd: --control $t_tmp/afile: exists and is not a socket (left alone)" \
+	--control "$t_tmp/afile" --listen 127.0.0.1:7001 --backend 127.0.0.1:7002
+conf ctlnodir "listen 127.0.0.1:7001 $svc" "control $t_tmp/nodir/sub/ctl"
+tcheck "control in a missing directory" 2 "rockd: $cf:2: control $t_tmp/nodir/sub/ctl: its directory does not exist" -f "$cf"
+t_check "control in a missing directory: none made" test ! -e "$t_tmp/nodir"
+mkdir -m 0777 "$t_tmp/pub"
+chmod 0777 "$t_tmp/pub"
+tcheck "--control in a world-writable directory" 2 \
+	"rockd: --control $t_tmp/pub/ctl: its directory must belong to this user (or root) and not be group- or other-writable" \
+	--control "$t_tmp/pub/ctl" --listen 127.0.0.1:7001 --backend 127.0.0.1:7002
+long=/$(printf '%0107d' 0)
+conf ctllong "listen 127.0.0.1:7001 $svc" "control $long"
+tcheck "control path of 108 bytes" 2 "rockd: $cf:2: control: a path of at most 107 bytes" -f "$cf"
+"$ROCKD" -F --control "$t_tmp/afile" --listen 127.0.0.1:7001 --backend 127.0.0.1:7002 >"$t_tmp/out" 2>"$t_tmp/err"
+t_eq "start with --control on a regular file: exit 2, nothing started" "$? $(cat "$t_tmp/out")" "2 "
+t_eq "start with --control on a regular file: the file is intact" "$(cat "$t_tmp/afile")" "keep me"
 
 "$ROCKD" -t --listen 127.0.0.1:7001 --backend 127.0.0.1:7002 --listen 7003 -b 127.0.0.1:7004 \
 	>"$t_tmp/out" 2>"$t_tmp/err"
@@ -456,6 +478,10 @@ clierr "both -f and --listen" "rockd: give either -f CONFIG or --listen/--backen
 "$ROCKD" -t >"$t_tmp/out" 2>"$t_tmp/err"
 t_eq "neither -f nor --listen: the default service (4022 to sshd) is valid" "$?" 0
 clierr "unknown option" "$ROCKD: unrecognized option '--bogus'" -t --bogus -f "$cf"
+sessionerr="rockd: --session takes no -f, --listen, -t or --metrics (it takes -F, -v, -p, -k, --control, --backend and --idle-timeout)"
+clierr "--session with --listen and no --backend" "$sessionerr" --session --listen 7001
+clierr "--session with two --listen" "$sessionerr" --session --listen 7001 --listen 7002
+clierr "--session with --metrics" "$sessionerr" --session --metrics 127.0.0.1:9187
 clierr "bad --listen port" "rockd: \"127.0.0.1:99999\": port must be 1 to 65535" \
 	-t --listen 127.0.0.1:99999 --backend 127.0.0.1:7002
 

@@ -31,6 +31,14 @@ t_check "rockd writes the PIDFile= systemd follows ($pidfile)" \
 	grep -q "^ExecStart=$exe .*-p $pidfile\( \|$\)" "$unit"
 t_check "reload is the hand-over (USR2 to the main pid)" \
 	grep -qx 'ExecReload=/bin/kill -USR2 $MAINPID' "$unit"
+ctl=$(sed -n 's/^#define ROCKD_CONTROL_DEFAULT "\(.*\)"$/\1/p' "$top_srcdir/tools/rock_ls.c")
+t_check "rockd answers rock ls at its default socket ($ctl), in the RuntimeDirectory=" \
+	eval 'grep -q "^ExecStart=$exe .*--control $ctl\( \|$\)" "$unit" &&
+	 grep -qx "RuntimeDirectory=$(basename "$(dirname "$ctl")")" "$unit"'
+t_check "files it makes are private (UMask=0077)" grep -qx 'UMask=0077' "$unit"
+t_check "it starts once the network is online" eval \
+	'grep -qx "After=network-online.target" "$unit" &&
+	 grep -qx "Wants=network-online.target" "$unit"'
 
 # verify checks that the commands exist and the man page opens: the copy
 # names them where they are installed, not yet in /.

@@ -1,6 +1,7 @@
 /* rock_ls.c: rock ls and rock kill: ask the user's processes (and rockd) for their rocks over their control sockets. */
 #include "config.h"
 
+#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <getopt.h>
@@ -335,6 +336,8 @@ rock_kill_main(int argc, char **argv)
 {
 	struct kill_req k = { "", 0 };
 	const char *rockd = NULL;
+	char id[9];
+	size_t i;
 	int c;
 
 	optind = 1;
@@ -351,17 +354,23 @@ rock_kill_main(int argc, char **argv)
 	}
 	if (optind != argc - 1 || strlen(argv[optind]) == 0 ||
 	    strlen(argv[optind]) > 8 ||
-	    strspn(argv[optind], "0123456789abcdef") != strlen(argv[optind])) {
+	    strspn(argv[optind], "0123456789abcdefABCDEF") !=
+	    strlen(argv[optind])) {
 		fprintf(stderr, "rock kill: want one ID (8 hex digits, as rock "
 		    "ls shows)\n");
 		return 2;
 	}
-	snprintf(k.req, sizeof(k.req), "kill %s\n", argv[optind]);
+	/* Engines name rocks in lower case; an ID copied from elsewhere
+	 * may not be. */
+	for (i = 0; argv[optind][i] != '\0'; i++)
+		id[i] = (char)tolower((unsigned char)argv[optind][i]);
+	id[i] = '\0';
+	snprintf(k.req, sizeof(k.req), "kill %s\n", id);
 	each_process(kill_one, &k);
 	if (!k.done)
 		kill_one(rockd != NULL ? rockd : ROCKD_CONTROL_DEFAULT, &k);
 	if (!k.done) {
-		fprintf(stderr, "rock kill: no rock %s%s\n", argv[optind],
+		fprintf(stderr, "rock kill: no rock %s%s\n", id,
 		    rockd != NULL ? " here nor at rockd" : "");
 		return 1;
 	}

@@ -325,9 +325,9 @@ ctl_start(const struct shim_state *st)
 	    sizeof(eng.ctl_path)) != 0)
 		return;
 	if (rock_ctl_open(eng.e, eng.ctl_path, program_invocation_short_name,
-	    NULL, NULL, &eng.ctl) != 0) {
+	    NULL, NULL, ROCK_CTL_MKDIR, &eng.ctl) != 0) {
 		rlog_warn(&st->log, "%s: %s; rock ls will not list this "
-		    "process's rocks", eng.ctl_path, strerror(errno));
+		    "process's rocks", eng.ctl_path, rock_ctl_strerror(errno));
 		eng.ctl_path[0] = '\0';
 	}
 }

@@ -21,6 +21,11 @@ nn_s "$ROCKD" -F -v -p "$t_tmp/rockd.pid" --control "$CTL" --listen 7001 \
 pids+=($!)
 nn_wait_port "$NN_S" "$NN_S_ADDR" 7001 5 || t_skip_all "rockd did not listen"
 t_eq "rockd's control socket is owner-only" "$(stat -c %a "$CTL")" 600
+# A second rockd at the same control socket: refused, the first keeps it.
+nn_s timeout 5 "$ROCKD" -F --control "$CTL" --listen 7002 --backend 127.0.0.1:9000 2>"$t_tmp/second.log"
+t_eq "a second rockd at a live control socket: exit 1" $? 1
+t_check "and says why" grep -q "control $CTL: in use by another process\$" "$t_tmp/second.log"
+t_check "the first one's socket is still there" test -S "$CTL"
 
 mkfifo "$t_tmp/rounds.in"
 exec {rounds_fd}<>"$t_tmp/rounds.in"
@@ -86,11 +91,13 @@ t_eq "rock kill of an unknown id fails" "$("$ROCK" kill "$victim" 2>&1; echo "rc
 	"rock kill: no rock $victim
 rc=1"
 
-# rock kill at rockd (the program's sockets out of sight).
+# rock kill at rockd (the program's sockets out of sight), the id in
+# upper case.
 victim=$(rows rockd id | head -n 1 | sed 's/^id=//')
-t_eq "rock kill --rockd $victim" "$(XDG_RUNTIME_DIR="$t_tmp/none" "$ROCK" kill --rockd "$CTL" "$victim" 2>&1; echo "rc=$?")" "rc=0"
-t_check "rockd resets that backend" wait_for 5 \
-	grep -q "rock $victim: ended (.*); resetting its backend" "$t_tmp/rockd.log"
+upper=$(printf %s "$victim" | tr a-f A-F)
+t_eq "rock kill --rockd $upper" "$(XDG_RUNTIME_DIR="$t_tmp/none" "$ROCK" kill --rockd "$CTL" "$upper" 2>&1; echo "rc=$?")" "rc=0"
+t_check "rockd resets that backend, saying it was killed" wait_for 5 \
+	grep -q "rock $victim: ended (killed (rock kill)); resetting its backend" "$t_tmp/rockd.log"
 one_left() { [ "$(rows process id | wc -l)" -eq 1 ]; }
 t_check "the program's rock learns it" wait_for 5 one_left
 round 2
@@ -100,4 +107,13 @@ t_eq "--rockd at a missing socket is an error" \
 	"$("$ROCK" ls --rockd "$t_tmp/missing" 2>&1 >/dev/null; echo "rc=$?")" \
 	"rock ls: $t_tmp/missing: No such file or directory
 rc=1"
+
+# A hand-over (SIGUSR2): the successor answers at the same socket.
+pid1=$(cat "$t_tmp/rockd.pid")
+successor() { [ "$(cat "$t_tmp/rockd.pid")" != "$pid1" ] && ! nn_s kill -0 "$pid1" 2>/dev/null; }
+nn_s kill -USR2 "$pid1"
+t_check "rockd hands over" wait_for 10 successor
+pids+=("$(cat "$t_tmp/rockd.pid")")
+t_eq "its successor lists the last session" "$(rows rockd program state)" "program=rockd state=CONNECTED"
+t_eq "at the same socket, still owner-only" "$(stat -c %a "$CTL")" 600
 t_done
