@@ -159,10 +159,11 @@ on_rock_closed(struct rock_session *s, int err, void *arg)
 	const char *why = rock_session_state_why(s);
 
 	if (err != 0) {
-		/* The session's own reason: a reset is also a local kill. */
+		/* A reset is the peer's or a local kill: the session says
+		 * which. Other ends keep their error's text. */
 		rlog_info(&rr->d->log, "rock %s: ended (%s); %s its backend "
 		    "connection", rock_session_name(s),
-		    why[0] != '\0' ? why : rock_err(err),
+		    err == ROCK_ERR_RESET && why[0] != '\0' ? why : rock_err(err),
 		    err == ROCK_ERR_RESET ? "resetting" : "closing");
 		/* Killed (rock kill, here or at the client): the backend sees
 		 * what a program sees of a reset connection. */
