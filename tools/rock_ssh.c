@@ -246,18 +246,6 @@ first_line(FILE *f, char *buf, size_t size)
 		buf[strcspn(buf, "\r\n")] = '\0';
 }
 
-/* Replay what ssh said when it could not connect: ssh run again would
- * only say it again. */
-static void
-replay(FILE *f)
-{
-	char buf[1024];
-
-	rewind(f);
-	while (fgets(buf, sizeof(buf), f) != NULL)
-		fputs(buf, stderr);
-}
-
 /* Run REMOTE_COMMAND over ssh: 0 and its line; ssh's exit status, or
  * -1 (no ssh), -2 (no line in time), -3 (no line). */
 static int
@@ -291,8 +279,10 @@ bootstrap(const char *ssh, char **argv, const struct ssh_args *a,
 	return st != 0 ? st : -3;
 }
 
-/* Why there is no session, said once; 0 to run ssh as without rock
- * ssh, or ssh's own failure status. */
+/* Why there is no session, said once; then ssh runs as without rock
+ * ssh (0). An ssh that could not log in is no proof the host is out of
+ * reach: sshd may listen on loopback only, behind a rockd on 4022 that
+ * the default port map still finds. */
 static int
 fall_back(int r, const char *host, FILE *err, const char *line)
 {
@@ -300,8 +290,11 @@ fall_back(int r, const char *host, FILE *err, const char *line)
 
 	switch (r) {
 	case SSH_EXIT_FAILED:
-		replay(err);
-		return SSH_EXIT_FAILED;
+		first_line(err, why, sizeof(why));
+		fprintf(stderr, "rock: cannot start rockd on %s over ssh%s%s; "
+		    "running ssh as usual\n", host, why[0] != '\0' ? ": " : "",
+		    why);
+		break;
 	case 127:
 		fprintf(stderr, "rock: rockd is not installed on %s; running "
 		    "plain ssh\n", host);
