@@ -218,6 +218,24 @@ rock_path_progress(struct rock_session *s)
 	s->stall_since_ms = 0;
 }
 
+/* Only the farewell missing, on sample t of the data connection. */
+static int
+farewell_only(struct rock_session *s, const struct rock_tcp_sample *t)
+{
+	uint32_t ours = ROCK_FLAG_WR_SHUT | ROCK_FLAG_EOF_SEEN;
+	int err = 0;
+	socklen_t len = sizeof(err);
+
+	if ((s->flags & ours) != ours || !s->shut_sent || t->unacked != 0)
+		return 0;
+	/* A reset or TCP's own timeout also leaves nothing unacknowledged
+	 * (the queue purged): that is a failure, not a close. */
+	if (getsockopt(s->fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0 || err != 0)
+		return 0;
+	return t->state == TCP_STATE_FIN_WAIT2 || t->state == TCP_STATE_TIME_WAIT ||
+	    t->state == TCP_STATE_CLOSE;
+}
+
 /* Both ends shut, the peer's end read, and the peer's TCP acknowledged
  * everything we sent, our FIN included: all that is missing is the
  * peer's last word (its farewell, rock_farewell.c). A peer silent now
@@ -227,19 +245,8 @@ int
 rock_path_only_farewell_missing(struct rock_session *s)
 {
 	struct rock_tcp_sample t;
-	uint32_t ours = ROCK_FLAG_WR_SHUT | ROCK_FLAG_EOF_SEEN;
-	int err = 0;
-	socklen_t len = sizeof(err);
 
-	if ((s->flags & ours) != ours || !s->shut_sent ||
-	    rock_tcp_sample(s->fd, &t) != 0 || t.unacked != 0)
-		return 0;
-	/* A reset or TCP's own timeout also leaves nothing unacknowledged
-	 * (the queue purged): that is a failure, not a close. */
-	if (getsockopt(s->fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0 || err != 0)
-		return 0;
-	return t.state == TCP_STATE_FIN_WAIT2 || t.state == TCP_STATE_TIME_WAIT ||
-	    t.state == TCP_STATE_CLOSE;
+	return rock_tcp_sample(s->fd, &t) == 0 && farewell_only(s, &t);
 }
 
 /* While thousands close at once their records take a while to go round:
@@ -258,5 +265,5 @@ rock_path_close_owed(struct rock_session *s, int64_t now)
 		return 0;
 	if (rock_tcp_sample(s->fd, &t) != 0 || t.state == TCP_STATE_CLOSE)
 		return 0;
-	return !rock_path_only_farewell_missing(s);
+	return !farewell_only(s, &t);
 }
