@@ -11,14 +11,15 @@ cd "$(dirname "$0")/.."
 # socat, iproute2/iptables for network namespaces, ping, the real programs
 # run under rock (python3, curl, a JDK), ssh and tmux; clang and its
 # libFuzzer and sanitizer runtimes for the fuzz harnesses (tests/fuzz);
-# systemd for systemd-analyze, which checks rockd's unit; groff-base
+# systemd for systemd-analyze, which checks rockd's unit (and man-db:
+# its verify opens the unit's man page with man); groff-base
 # to check that the man pages render; libcap2-bin for setcap (rock's
 # warning for a program with file capabilities).
 PACKAGES="build-essential autoconf automake libtool pkg-config
 libsodium-dev libevent-dev check libnetfilter-queue-dev
 clang libclang-rt-14-dev
 socat iproute2 iptables iputils-ping procps psmisc libcap2-bin python3 curl
-default-jdk-headless openssh-server openssh-client tmux systemd groff-base"
+default-jdk-headless openssh-server openssh-client tmux systemd man-db groff-base"
 
 as_root() {
 	if [ "$(id -u)" -eq 0 ]; then "$@"
