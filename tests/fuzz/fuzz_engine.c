@@ -160,6 +160,23 @@ fuzz_world_run(struct fuzz_world *w, int n)
 			break;
 }
 
+/* On a loaded machine a timer the engine waits on may come due only after
+ * many idle rounds: the loop runs until fd is readable or ms have passed. */
+int
+fuzz_world_run_until_readable(struct fuzz_world *w, int fd, int ms)
+{
+	struct pollfd p = { fd, POLLIN, 0 };
+	int64_t end = rock_now_ms() + ms;
+
+	for (;;) {
+		fuzz_world_run(w, 1);
+		if (poll(&p, 1, 1) == 1)
+			return 1;
+		if (rock_now_ms() >= end)
+			return 0;
+	}
+}
+
 void
 fuzz_world_clear(struct fuzz_world *w)
 {
@@ -217,15 +234,12 @@ int64_t
 fuzz_server_answer(struct fuzz_world *w, int fd, int tag, uint8_t *ans,
     size_t n)
 {
-	struct pollfd p = { fd, POLLIN, 0 };
 	uint8_t nonce[ROCK_NONCE_LEN], id[ROCK_ID_LEN];
 	uint32_t flags;
 	int64_t r = -1;
-	int round;
 
-	for (round = 0; round < 16 && poll(&p, 1, 0) == 0; round++)
-		fuzz_world_run(w, 1);
-	if (poll(&p, 1, 5000) == 1 && fuzz_server_request(fd, nonce, &flags) == 0) {
+	if (fuzz_world_run_until_readable(w, fd, 5000) &&
+	    fuzz_server_request(fd, nonce, &flags) == 0) {
 		if (tag && n >= ROCK_RECONNECT_OK_LEN) {
 			fuzz_rock_id(0, id);
 			rock_ok_tag(ans + ROCK_RECONNECT_OK_LEN - ROCK_TAG_LEN,

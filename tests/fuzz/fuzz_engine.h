@@ -38,6 +38,8 @@ const uint8_t *fuzz_rock_peer_key(int i);
 int fuzz_rock_index(const uint8_t id[ROCK_ID_LEN]);
 /* Run the loop until nothing is ready (at most n rounds). */
 void fuzz_world_run(struct fuzz_world *w, int n);
+/* Run the loop until fd is readable (1) or ms have passed (0). */
+int fuzz_world_run_until_readable(struct fuzz_world *w, int fd, int ms);
 /* A stream address of this process in the abstract namespace: no file,
  * no TCP port, no TIME_WAIT per input. Returns its length. */
 socklen_t fuzz_local_addr(struct sockaddr_un *un, const char *name);

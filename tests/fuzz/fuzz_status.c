@@ -23,7 +23,6 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct fuzz_world *w = fuzz_world();
 	struct rock_session *s;
-	struct pollfd p;
 	uint8_t ans[512];
 	size_t n;
 	int64_t flags;
@@ -43,10 +42,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	s->peer_len = srv.len;
 	rock_status_send(s);
 	FUZZ_CHECK(s->status != NULL);
-	fuzz_world_run(w, 2);
-	p.fd = srv.fd;
-	p.events = POLLIN;
-	FUZZ_CHECK(poll(&p, 1, 5000) == 1);
+	FUZZ_CHECK(fuzz_world_run_until_readable(w, srv.fd, 5000));
 	FUZZ_CHECK((fd = accept4(srv.fd, NULL, NULL, SOCK_CLOEXEC)) >= 0);
 	flags = fuzz_server_answer(w, fd, data[0] & 1, ans, n);
 	FUZZ_CHECK(flags < 0 || (flags & ROCK_FLAG_STATUS));
