@@ -169,7 +169,7 @@ parse_options(int argc, char **argv, struct options *o, struct rockd_config *cfg
 		return session_options(o, cfg);
 	if (o->pending_listen != NULL || optind != argc)
 		goto unpaired;
-	if ( o->session_backend != NULL || o->idle_timeout_s > 0)
+	if (o->session_backend != NULL || o->idle_timeout_s > 0)
 		return session_options(o, cfg);
 	if (o->config != NULL && cfg->services != NULL) {
 		fprintf(stderr, "rockd: give either -f CONFIG or --listen/--backend\n");

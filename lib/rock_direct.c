@@ -94,11 +94,9 @@ rock_direct_sent(struct rock_session *s, const struct iovec *iov, int iovcnt,
 		return 0;
 	if ((r = rock_ring_appendv(&s->ring, iov, iovcnt, n)) != 0)
 		return r;
-	s->replay_from += n;
 	/* Released to the engine (the program's exit), the peer's counts
-	 * are checked against it. */
-	if (s->replay_from > s->written_max)
-		s->written_max = s->replay_from;
+	 * are checked against written_max. */
+	rock_session_wrote(s, n);
 	end = rock_ring_end(&s->ring);
 	return rock_ring_ack(&s->ring, s->peer_consumed < end ?
 	    s->peer_consumed : end);
@@ -235,9 +233,7 @@ replay_step(struct rock_session *s)
 		}
 		if (w < 0)
 			goto failed;
-		s->replay_from += (uint64_t)w;
-		if (s->replay_from > s->written_max)
-			s->written_max = s->replay_from;
+		rock_session_wrote(s, (uint64_t)w);
 	}
 	swap_in(s);
 	return;

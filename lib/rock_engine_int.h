@@ -318,6 +318,16 @@ void rock_stream_keepalive(struct rock_session *s, int fast);
  * no state change and no I/O: its events are armed for the loop. */
 int rock_stream_adopt(struct rock_session *s, int fd, int fast_keepalive);
 
+/* n more bytes of the ring written to the data connection: written_max
+ * (what a peer's count may reach) follows, replays included. */
+static inline void
+rock_session_wrote(struct rock_session *s, uint64_t n)
+{
+	s->replay_from += n;
+	if (s->replay_from > s->written_max)
+		s->written_max = s->replay_from;
+}
+
 /* Direct mode (rock_direct.c). */
 static inline int
 rock_is_direct(const struct rock_session *s)

@@ -185,9 +185,7 @@ write_replay(struct rock_session *s)
 		w = sendmsg(s->fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
 		if (w < 0)
 			return errno == EAGAIN || errno == EINTR ? 0 : -1;
-		s->replay_from += (uint64_t)w;
-		if (s->replay_from > s->written_max)
-			s->written_max = s->replay_from;
+		rock_session_wrote(s, (uint64_t)w);
 	}
 	return 1;
 }
@@ -235,8 +233,7 @@ write_outq(struct rock_session *s)
 		if (rock_ring_append(&s->ring, v.iov_base, (size_t)w) != 0)
 			return -1;
 		evbuffer_drain(s->outq, (size_t)w);
-		s->replay_from += (uint64_t)w;
-		s->written_max = s->replay_from;
+		rock_session_wrote(s, (uint64_t)w);
 	}
 	return evbuffer_get_length(s->outq) == 0 ? 1 : 0;
 }
