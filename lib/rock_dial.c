@@ -396,7 +396,7 @@ int
 rock_probe_budget_ms(int timeout_ms, int mapped)
 {
 	/* TCP resends a lost SYN after 1 s, then 2 s and 4 s more. */
-	return timeout_ms + (mapped ? 1000 : 1000 + 2000 + 4000);
+	return timeout_ms + (mapped ? 1000 + 2000 : 1000 + 2000 + 4000);
 }
 
 int

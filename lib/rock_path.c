@@ -99,9 +99,38 @@ rock_path_init(struct rock_session *s, int rtt_ms)
 	rock_path_new_connection(s);
 }
 
+/* TCP's bound on its retransmission timeout, Linux 6.15 (uapi tcp.h). */
+#ifndef TCP_RTO_MAX_MS
+#define TCP_RTO_MAX_MS 44
+#endif
+#define RTO_BOUND_FLOOR_MS 3000
+#define RTO_BOUND_CEIL_MS 120000	/* the kernel's own, and its limit */
+
+/* TCP's retransmission timeout held to twice the path's first one, 3 s at
+ * least. On a reordering path the ACK of new data after an idle gap can
+ * echo the timestamp of a segment from before the gap; TCP takes the gap
+ * for a round trip (seen on the cellular profile, plain TCP too: an RTT
+ * sample of 19 s after 19 s idle, RTO 20-55 s), and the next lost tail
+ * segment stalls the stream that long, a path otherwise healthy. Kernels
+ * without the option keep TCP's own timeout. */
+static void
+bound_rto(struct rock_session *s)
+{
+	int ms = 2 * first_rto_ms(s->rtt_ms);
+
+	if (ms < RTO_BOUND_FLOOR_MS)
+		ms = RTO_BOUND_FLOOR_MS;
+	if (ms > RTO_BOUND_CEIL_MS)
+		ms = RTO_BOUND_CEIL_MS;
+	if (s->fd >= 0)
+		(void)setsockopt(s->fd, IPPROTO_TCP, TCP_RTO_MAX_MS, &ms,
+		    sizeof(ms));
+}
+
 void
 rock_path_new_connection(struct rock_session *s)
 {
+	bound_rto(s);
 	s->tcp_watched = 0;
 	s->stall_since_ms = 0;
 	s->eof_unconfirmed_ms = 0;

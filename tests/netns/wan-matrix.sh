@@ -198,6 +198,8 @@ wait_bursts() { wait_for "$3" bursts_reached "$1" "$2"; }
 # shellcheck disable=SC2317 # called through wait_for
 bursts_reached() { [ "$(bursts_done "$1")" -ge "$2" ]; }
 bursts_done() { grep -c '^burst [0-9]* ok' "$1"; }
+# The bursts' round trips so far, in ms.
+burst_times() { awk '$1 == "burst" && $3 == "ok" { printf "%s%s", s, $4; s = " " }' "$t_tmp/bursts.out"; }
 got() { stat -c %s "$t_tmp/stream.got" 2>/dev/null || echo 0; }
 sent() { stat -c %s "$t_tmp/stream.sent" 2>/dev/null || echo 0; }
 # BYTES TIMEOUT_S: wait until the stream has brought BYTES.
@@ -251,6 +253,7 @@ t_eq "$P: fault-free: no rock suspended (rockd)" "$susp_d" 0
 t_eq "$P: fault-free: every typed line answered" "$keys_ok" "$keys"
 t_eq "$P: fault-free: bursts after idle gaps of 12-25 s echoed exactly" \
 	"$(bursts_done "$t_tmp/bursts.out")" "$n_bursts"
+echo "measured: $P: fault-free: bursts echoed in $(burst_times) ms"
 # shellcheck disable=SC2086
 [ "$susp_a" = 0 ] || grep -h 'CONNECTED -> SUSPENDED (' $logs | sed 's/^/    /'
 got_a=$(got)
@@ -301,6 +304,7 @@ if [ -n "$back" ] && [ "$back" -le $((2 * rtt + 1500)) ]; then
 else
 	t_bad "$P: data flowing again only ${back:-never} ms (median) after the restore"
 fi
+echo "measured: $P: every burst echoed in $(burst_times) ms"
 t_eq "$P: every burst echoed exactly, after the faults too" "$(bursts_done "$t_tmp/bursts.out")" "$n_bursts"
 t_eq "$P: the idle rock answers after the faults" "$(bursts_done "$t_tmp/idle.out")" 2
 

@@ -6,6 +6,7 @@
 #include <syslog.h>
 
 #include "rock_config.h"
+#include "rock_engine.h"
 #include "rock_env.h"
 #include "rock_log.h"
 #include "suites.h"
@@ -416,6 +417,17 @@ START_TEST(test_log_facility)
 }
 END_TEST
 
+/* ROCK_PROBE_TIMEOUT_MS plus lost SYNs on TCP's schedule (resent after 1,
+ * 3 and 7 s): two lost to a mapped port (the SYN at 3 s answered within
+ * the timeout), three to the program's own. */
+START_TEST(test_probe_budget)
+{
+	ck_assert_int_eq(rock_probe_budget_ms(1000, 1), 1000 + 3000);
+	ck_assert_int_eq(rock_probe_budget_ms(1000, 0), 1000 + 7000);
+	ck_assert_int_eq(rock_probe_budget_ms(10, 1), 10 + 3000);
+}
+END_TEST
+
 Suite *
 config_suite(void)
 {
@@ -432,6 +444,7 @@ config_suite(void)
 	tcase_add_test(tc, test_log_path_too_long);
 	tcase_add_test(tc, test_log_words);
 	tcase_add_test(tc, test_port_map);
+	tcase_add_test(tc, test_probe_budget);
 	tcase_add_test(tc, test_modes);
 	tcase_add_test(tc, test_report_once);
 	tcase_add_test(tc, test_silent_pass_does_not_consume_report);

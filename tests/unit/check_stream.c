@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -380,6 +381,72 @@ START_TEST(test_direct_release_counts)
 }
 END_TEST
 
+/* A loopback TCP connection: *peer gets the far end. */
+static int
+tcp_pair(int *peer)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET,
+	    .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t len = sizeof(a);
+	int l, c;
+
+	ck_assert_int_ge(l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), 0);
+	ck_assert_int_eq(bind(l, (struct sockaddr *)&a, sizeof(a)), 0);
+	ck_assert_int_eq(listen(l, 1), 0);
+	ck_assert_int_eq(getsockname(l, (struct sockaddr *)&a, &len), 0);
+	ck_assert_int_ge(c = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), 0);
+	ck_assert_int_eq(connect(c, (struct sockaddr *)&a, sizeof(a)), 0);
+	ck_assert_int_ge(*peer = accept4(l, NULL, NULL, SOCK_CLOEXEC), 0);
+	close(l);
+	return c;
+}
+
+static int
+rto_max_ms(int fd)
+{
+	int ms = -1;
+	socklen_t len = sizeof(ms);
+
+	ck_assert_int_eq(getsockopt(fd, IPPROTO_TCP, 44 /* TCP_RTO_MAX_MS */,
+	    &ms, &len), 0);
+	return ms;
+}
+
+/* Every data connection has TCP's retransmission timeout bounded: twice
+ * the path's first one (rtt + 2 rtt), 3 s at least, so that an RTT sample
+ * as long as an idle gap cannot hold a lost segment for a minute. */
+START_TEST(test_tcp_rto_bounded)
+{
+	struct rock_session *s = suspended(64 * 1024);
+	int probe = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), ms = 0;
+	socklen_t len = sizeof(ms);
+	int fd, peer, peer2;
+
+	if (getsockopt(probe, IPPROTO_TCP, 44, &ms, &len) != 0) {
+		/* Kernels before 6.15: TCP keeps its own bound. */
+		fprintf(stderr, "test_tcp_rto_bounded: no TCP_RTO_MAX_MS here\n");
+		close(probe);
+		return;
+	}
+	close(probe);
+	ck_assert_int_eq(ms, 120000);	/* the kernel's own */
+	fd = tcp_pair(&peer);
+	ck_assert_int_eq(rock_stream_attach(s, fd), 0);
+	ck_assert_int_eq(rto_max_ms(fd), 3000);
+	/* A satellite path with queues: 1.5 s round trips. */
+	s->rtt_ms = 1500;
+	fd = tcp_pair(&peer2);
+	ck_assert_int_eq(rock_stream_attach(s, fd), 0);
+	ck_assert_int_eq(rto_max_ms(fd), 2 * (1500 + 3000));
+	/* Beyond the kernel's own bound: the kernel's. */
+	s->rtt_ms = 100000;
+	rock_path_new_connection(s);
+	ck_assert_int_eq(rto_max_ms(fd), 120000);
+	close(peer);
+	close(peer2);
+}
+END_TEST
+
 Suite *
 stream_suite(void)
 {
@@ -394,6 +461,7 @@ stream_suite(void)
 	tcase_add_test(tc, test_send_from_ring);
 	tcase_add_test(tc, test_count_past_written);
 	tcase_add_test(tc, test_direct_release_counts);
+	tcase_add_test(tc, test_tcp_rto_bounded);
 	suite_add_tcase(su, tc);
 	return su;
 }
