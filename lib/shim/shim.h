@@ -244,6 +244,19 @@ void shim_engine_wake(void);
 struct rock_probe_file *shim_probe_file(void);
 const struct rock_session_cbs *shim_rock_cbs(void);
 void shim_post(struct shim_rock *r, int cmd);		/* lock held */
+/* Run fn(engine, arg) on the engine's thread, under the lock (what
+ * touches its event loop: a server's handshakes). Lock held. */
+struct shim_call {
+	void (*fn)(struct rock_engine *e, void *arg);
+	void *arg;
+	struct shim_call *next;
+};
+void shim_engine_call(struct shim_call *c);
+/* accept(): what the program gets for the connection fd from a TCP
+ * listener under ROCK_MODE=rock (serve.c): fd (a plain client), a rock's
+ * descriptor, or -1 when the connection was the engine's (a probe, a
+ * reconnect) or its handshake failed: the caller accepts the next. */
+int shim_serve(int fd, int flags);
 void shim_cmd_forget(struct shim_rock *r);		/* lock held */
 struct shim_rock *shim_rock_new(void);			/* lock held */
 void shim_rock_free(struct shim_rock *r);		/* lock held */
