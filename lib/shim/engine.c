@@ -412,7 +412,20 @@ shim_engine(void)
 static void
 before_fork(void)
 {
+	static int warned;
+	int n;
+
 	shim_lock();
+	/* A forking server hands its accepted rocks to children, which
+	 * cannot keep them (issue 11, item 1): say so once. */
+	if (!warned && !eng.forking_keeper &&
+	    (n = shim_rock_accepted_count()) > 0) {
+		warned = 1;
+		rlog_warn(&shim_state()->log, "fork with %d accepted rocks: "
+		    "a child's copies are plain sockets and these rocks will "
+		    "break; run a forking server with ROCK_MODE=keepalive, or "
+		    "behind rockd", n);
+	}
 }
 
 static void

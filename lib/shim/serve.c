@@ -131,6 +131,7 @@ adopt(struct shim_rock *r, int flags)
 		return -1;
 	r->fds[0] = pfd;
 	r->nfds = 1;
+	r->accepted = 1;
 	r->peer_len = sizeof(r->peer);
 	if (shim_real.getpeername(fd, (struct sockaddr *)&r->peer,
 	    &r->peer_len) != 0)
@@ -192,6 +193,8 @@ serve(struct rock_engine *e, int fd, int flags)
 	/* From here the connection is the engine's, not the program's. */
 	shim_fd_set(fd, SHIM_FD_UNKNOWN, 0);
 	if (kind == ROCK_SNIFF_PROBE) {
+		rlog_debug(&shim_state()->log, "fd %d: an EDP probe: announced",
+		    fd);
 		answer_probe(e, fd);
 		return -1;
 	}
@@ -208,6 +211,7 @@ serve(struct rock_engine *e, int fd, int flags)
 		return -1;
 	}
 	*rc = sv;
+	rlog_debug(&shim_state()->log, "fd %d: a reconnect: to the engine", fd);
 	rc->call.fn = start_reconnect;
 	rc->call.arg = rc;
 	shim_lock();

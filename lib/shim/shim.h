@@ -190,6 +190,7 @@ struct shim_rock {
 	int holds;		/* program calls using this record */
 	int dead;		/* freed once holds drops to 0 */
 	int cmds;		/* SHIM_CMD_* for the engine's thread */
+	int accepted;		/* a server's (serve.c) */
 	int nfds;
 	int fds[SHIM_ROCK_FDS];
 	struct shim_opts opts;
@@ -275,6 +276,7 @@ void shim_rock_orphan_all(void);			/* lock held */
 uint64_t shim_rock_unacked_all(void);			/* lock held */
 int shim_rock_any_suspended(void);			/* lock held */
 int shim_rock_live_count(void);			/* lock held; with a session */
+int shim_rock_accepted_count(void);		/* lock held; accepted ones */
 int shim_rock_writing(void);			/* lock held; a write under way */
 void shim_rock_abandon_connects(void);			/* lock held */
 /* A rock whose peer has had all of ours for after_ms (0: any rock). */
