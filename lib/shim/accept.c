@@ -1,4 +1,4 @@
-/* accept.c: accept(), accept4(): accepted TCP sockets carry the options; under ROCK_MODE=rock they may be rocks (serve.c). */
+/* accept.c: accept(), accept4(): accepted TCP sockets carry the options; with ROCK_SERVE=1 they may be rocks (serve.c). */
 #include "config.h"
 
 #include <errno.h>
@@ -38,9 +38,11 @@ accepted(const struct shim_state *st, int lfd, int fd)
 	errno = saved;
 }
 
-/* Under ROCK_MODE=rock the engine's connections (probes, reconnects) are
- * taken here and the next is accepted: a blocking listener waits for one
- * of the program's, a non-blocking one says EAGAIN (doc/transparency.md). */
+/* Under ROCK_MODE=rock with ROCK_SERVE=1 the engine's connections (probes,
+ * reconnects) are taken here and the next is accepted: a blocking listener
+ * waits for one of the program's, a non-blocking one says EAGAIN
+ * (doc/transparency.md). Without ROCK_SERVE every connection is the
+ * program's, a probe too: a forking server's children cannot keep rocks. */
 static int
 accept_any(int lfd, struct sockaddr *addr, socklen_t *len, int flags)
 {
@@ -52,7 +54,7 @@ accept_any(int lfd, struct sockaddr *addr, socklen_t *len, int flags)
 		if (fd < 0 || !st->active || shim_busy)
 			return fd;
 		accepted(st, lfd, fd);
-		if (st->cfg.mode != ROCK_MODE_ROCK ||
+		if (st->cfg.mode != ROCK_MODE_ROCK || !st->cfg.serve ||
 		    shim_fd_state_of(shim_fd_get(fd)) != SHIM_FD_TCP_DONE)
 			return fd;
 		if ((fd = shim_serve(fd, flags)) >= 0)

@@ -423,8 +423,8 @@ before_fork(void)
 		warned = 1;
 		rlog_warn(&shim_state()->log, "fork with %d accepted rocks: "
 		    "a child's copies are plain sockets and these rocks will "
-		    "break; run a forking server with rock --keepalive-only, "
-		    "or behind rockd", n);
+		    "break; run a forking server without ROCK_SERVE=1 (its "
+		    "connections then stay plain), or behind rockd", n);
 	}
 }
 

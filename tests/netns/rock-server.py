@@ -9,7 +9,12 @@ with open(path, "rb") as f:
 
 
 async def http(reader, writer):
-    await reader.readuntil(b"\r\n\r\n")
+    try:
+        await reader.readuntil(b"\r\n\r\n")
+    except asyncio.IncompleteReadError:
+        # A rock client's probe, when the listener is plain (no ROCK_SERVE).
+        writer.close()
+        return
     writer.write(b"HTTP/1.0 200 OK\r\nContent-Length: %d\r\n\r\n" % len(body))
     writer.write(body)
     await writer.drain()

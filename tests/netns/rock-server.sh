@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# rock-server.sh: python3's http.server run under rock, no rockd anywhere, serves rock curl byte-exact through an RST, a 15 s blackhole and a client address change; plain curl gets the same bytes at once.
+# rock-server.sh: python3's http.server run under rock with ROCK_SERVE=1, no rockd anywhere, serves rock curl byte-exact through an RST, a 15 s blackhole and a client address change; plain curl gets the same bytes at once; without ROCK_SERVE a rock client gets a plain connection.
 # shellcheck source-path=SCRIPTDIR
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -27,7 +27,7 @@ nn_on_cleanup rm_bins
 
 # The server's key is rockd's default file, made on first use: here, in
 # the test's own state directory.
-(cd "$www" && XDG_STATE_HOME="$t_tmp/state" ROCK_DEBUG=1 ROCK_LOG="$t_tmp/server.log" \
+(cd "$www" && ROCK_SERVE=1 XDG_STATE_HOME="$t_tmp/state" ROCK_DEBUG=1 ROCK_LOG="$t_tmp/server.log" \
 	t_foreign nn_s "$ROCK" python3 -m http.server -b "$NN_S_ADDR" "$port" >"$t_tmp/http.log" 2>&1) &
 pids+=($!)
 nn_wait_port "$NN_S" "$NN_S_ADDR" "$port" 5 || t_skip_all "http.server did not start"
@@ -101,11 +101,18 @@ t_check "no error in the server's log" \
 nn_r tc qdisc del dev "$NN_R_CIF" root
 head -c 1048576 /dev/urandom >"$www/small.bin"
 want=$(sha256sum <"$www/small.bin")
-XDG_STATE_HOME="$t_tmp/state" ROCK_DEBUG=1 ROCK_LOG="$t_tmp/aio.log" \
+ROCK_SERVE=1 XDG_STATE_HOME="$t_tmp/state" ROCK_DEBUG=1 ROCK_LOG="$t_tmp/aio.log" \
 	t_foreign nn_s "$ROCK" python3 "$here/rock-server.py" "$NN_S_ADDR" 8090 "$www/small.bin" \
 	>"$t_tmp/aio.out" 2>&1 &
 pids+=($!)
+# The same server without ROCK_SERVE (the default): its listeners are
+# plain, as before servers accepted rocks, so a forking server keeps working.
+XDG_STATE_HOME="$t_tmp/state" ROCK_DEBUG=1 ROCK_LOG="$t_tmp/noserve.log" \
+	t_foreign nn_s "$ROCK" python3 "$here/rock-server.py" "$NN_S_ADDR" 8092 "$www/small.bin" \
+	>"$t_tmp/noserve.out" 2>&1 &
+pids+=($!)
 nn_wait_port "$NN_S" "$NN_S_ADDR" 8091 5 || t_bad "asyncio server did not start"
+nn_wait_port "$NN_S" "$NN_S_ADDR" 8093 5 || t_bad "asyncio server (no ROCK_SERVE) did not start"
 # HOST PORT: the server's bytes on stdout, seconds to the first on stderr.
 read_all='import socket, sys, time
 s = socket.create_connection((sys.argv[1], int(sys.argv[2])))
@@ -133,4 +140,11 @@ t_check "asyncio: both ports answered a probe inside accept()" \
 	test "$(grep -c 'an EDP probe: announced' "$t_tmp/aio.log")" -eq 2
 t_eq "asyncio: two rocks accepted" "$(grep -c 'an accepted rock' "$t_tmp/aio.log")" 2
 t_check "asyncio: no error" sh -c "! grep -iE 'error|Traceback' '$t_tmp/aio.out' '$t_tmp/aio.log'"
+ROCK_DEBUG=1 ROCK_LOG="$t_tmp/noserve-client.log" t_foreign nn_c "$ROCK" "${fetch[@]}" \
+	"$t_tmp/noserve.bin" "http://$NN_S_ADDR:8092/"
+t_eq "no ROCK_SERVE, rock $client: byte-exact" "$(sha256sum <"$t_tmp/noserve.bin")" "$want"
+# The client's probe reached the program (a connection closed at once),
+# no announcement came back: the client's connection is plain TCP.
+t_eq "no ROCK_SERVE: the client's connection plain, the server's log has no rock" \
+	"$(grep -c "no rock (.*); plain TCP" "$t_tmp/noserve-client.log") $(grep -cE 'accepted rock|EDP probe' "$t_tmp/noserve.log")" "1 0"
 t_done
