@@ -31,18 +31,31 @@ trap 'exit 129' HUP
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-# start_backend sink|echo|source: rock-bench's server of that kind ($bench)
-# on a free port, sets backend_port (not in a command substitution: the
-# exit must know its pid)
+# start_backend sink|echo|source [NAME [COMMAND...]]: rock-bench's server
+# of that kind ($bench) on a free port, run by COMMAND (a wrapper) if
+# given, its files $tmp/NAME.*; sets backend_port (not in a command
+# substitution: the exit must know its pid)
 start_backend() {
-	local i
+	local kind=$1 name=${2:-$1} i
+	shift $(($# < 2 ? $# : 2))
 	backend_port=
-	"$bench" "$1" 0 >"$tmp/$1.port" 2>"$tmp/$1.log" &
+	"$@" "$bench" "$kind" 0 >"$tmp/$name.port" 2>"$tmp/$name.log" &
 	pids+=($!)
 	for ((i = 0; i < 100; i++)); do
-		backend_port=$(awk '$1 == "port" { print $2 }' "$tmp/$1.port")
+		backend_port=$(awk '$1 == "port" { print $2 }' "$tmp/$name.port")
 		[ -n "$backend_port" ] && return 0
 		sleep 0.05
 	done
-	die "the $1 backend did not start: $(cat "$tmp/$1.log")"
+	die "the $name backend did not start: $(cat "$tmp/$name.log")"
+}
+
+# median NUMBER...: to one decimal
+median() {
+	printf '%s\n' "$@" | sort -g | awk '
+		{ v[NR] = $1 }
+		END {
+			if (NR % 2) m = v[(NR + 1) / 2]
+			else m = (v[NR / 2] + v[NR / 2 + 1]) / 2
+			printf "%.1f\n", m
+		}'
 }

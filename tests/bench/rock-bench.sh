@@ -159,16 +159,6 @@ run_one() {
 	echo "$out"
 }
 
-median() {
-	printf '%s\n' "$@" | sort -g | awk '
-		{ v[NR] = $1 }
-		END {
-			if (NR % 2) m = v[(NR + 1) / 2]
-			else m = (v[NR / 2] + v[NR / 2 + 1]) / 2
-			printf "%.1f\n", m
-		}'
-}
-
 declare -A result	# "NAME/KIND" -> median, NAME as given to measure
 short=()		# latency rows cut off by the time budget
 
