@@ -59,3 +59,23 @@ median() {
 			printf "%.1f\n", m
 		}'
 }
+
+# bench_setup [ROUNDS]: the scripts' one argument, checked into rounds
+# (default 5), and builddir, bench (rock-bench) and wrapper (tools/rock),
+# as BUILDDIR, ROCK_BENCH and ROCK_WRAPPER say
+bench_setup() {
+	local script_dir
+	rounds=${1:-5}
+	case $rounds in
+	'' | *[!0-9]* | 0*) die "usage: $me [ROUNDS] (a positive integer)" ;;
+	*) ;;
+	esac
+	[ $# -le 1 ] || die "usage: $me [ROUNDS]"
+	script_dir=$(CDPATH='' cd -- "$(dirname -- "$0")" && pwd) ||
+		die "cannot locate the script directory"
+	builddir=${BUILDDIR:-$script_dir/../..}
+	bench=${ROCK_BENCH:-$builddir/tests/bench/rock-bench}
+	wrapper=${ROCK_WRAPPER:-$builddir/tools/rock}
+	[ -x "$bench" ] || die "$bench not built (make tests/bench/rock-bench, or set BUILDDIR/ROCK_BENCH)"
+	[ -x "$wrapper" ] || die "$wrapper not built (set BUILDDIR/ROCK_WRAPPER)"
+}

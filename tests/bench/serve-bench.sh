@@ -30,25 +30,12 @@
 set -u
 
 me=serve-bench.sh
-rounds=${1:-5}
 
-# die, tmp, pids, start_backend, median and the exit trap
+# die, tmp, pids, bench_setup, start_backend, median and the exit trap
 # shellcheck source=bench-lib.sh
 . "$(dirname -- "$0")/bench-lib.sh"
 
-case $rounds in
-'' | *[!0-9]* | 0*) die "usage: $me [ROUNDS] (a positive integer)" ;;
-*) ;;
-esac
-[ $# -le 1 ] || die "usage: $me [ROUNDS]"
-
-script_dir=$(CDPATH='' cd -- "$(dirname -- "$0")" && pwd) ||
-	die "cannot locate the script directory"
-builddir=${BUILDDIR:-$script_dir/../..}
-bench=${ROCK_BENCH:-$builddir/tests/bench/rock-bench}
-wrapper=${ROCK_WRAPPER:-$builddir/tools/rock}
-[ -x "$bench" ] || die "$bench not built (make tests/bench/rock-bench, or set BUILDDIR/ROCK_BENCH)"
-[ -x "$wrapper" ] || die "$wrapper not built (set BUILDDIR/ROCK_WRAPPER)"
+bench_setup "$@"
 
 cpu=${SERVE_BENCH_CPU-$(($(nproc) - 1))}
 pin=() where=unpinned
