@@ -14,7 +14,7 @@
 #include "rock_engine.h"
 #include "rock_log.h"
 
-#define ROCKD_DEFAULT_SNIFF_MS 300
+#define ROCKD_DEFAULT_SNIFF_MS ROCK_FIRST_BYTES_MS
 /* With no service given: front the local sshd (librock maps port 22 here). */
 #define ROCKD_DEFAULT_LISTEN "4022"
 #define ROCKD_DEFAULT_BACKEND "127.0.0.1:22"

@@ -118,29 +118,15 @@ on_sniff(evutil_socket_t fd, short what, void *arg)
 {
 	struct sniff *sn = arg;
 	enum rock_sniff kind;
-	ssize_t n = 0;
 
-	if (!(what & EV_TIMEOUT)) {
-		n = recv(fd, sn->buf + sn->have, sizeof(sn->buf) - sn->have,
-		    MSG_DONTWAIT);
-		if (n < 0 && (errno == EAGAIN || errno == EINTR))
-			return;
-	}
-	if (what & EV_TIMEOUT)
-		kind = ROCK_SNIFF_PLAIN;	/* silent: a server-speaks-first protocol */
-	else if (n == 0 && sn->have == 0) {
-		answer_probe(sn);
-		sniff_free(sn);
+	/* Silent: a client of a server-speaks-first protocol. */
+	kind = (what & EV_TIMEOUT) ? ROCK_SNIFF_PLAIN :
+	    rock_sniff_read(fd, sn->buf, &sn->have, 0);
+	if (kind == ROCK_SNIFF_MORE)
 		return;
-	} else if (n <= 0)
-		kind = ROCK_SNIFF_PLAIN;	/* let the relay see the EOF or error */
-	else {
-		sn->have += (size_t)n;
-		kind = rock_sniff(sn->buf, sn->have);
-		if (kind == ROCK_SNIFF_MORE)
-			return;
-	}
-	if (kind == ROCK_SNIFF_PLAIN)
+	if (kind == ROCK_SNIFF_PROBE)
+		answer_probe(sn);
+	else if (kind == ROCK_SNIFF_PLAIN)
 		to_plain(sn);
 	else
 		to_rock(sn, kind);

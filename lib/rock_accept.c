@@ -177,9 +177,14 @@ hello_failed(struct rock_handshake *hs, enum rock_hs_fail reason,
 static void
 on_hello_deadline(evutil_socket_t fd, short what, void *arg)
 {
+	struct rock_handshake *hs = arg;
+	struct rock_engine *e = hs->e;
+
 	(void)fd;
 	(void)what;
-	hello_failed(arg, ROCK_HS_TIMEOUT, "timed out");
+	rock_engine_enter(e);
+	hello_failed(hs, ROCK_HS_TIMEOUT, "timed out");
+	rock_engine_leave(e);
 }
 
 /* 1: the announcement came from a server of an older version (its range
@@ -197,9 +202,13 @@ static void
 on_hello_read(evutil_socket_t fd, short what, void *arg)
 {
 	struct rock_handshake *hs = arg;
+	struct rock_engine *e = hs->e;
 	int r = fill(fd, hs->buf, &hs->have, ROCK_HELLO_TOTAL);
 
 	(void)what;
+	/* The owner's threads may be making sessions meanwhile (a rock
+	 * server under the preload shim). */
+	rock_engine_enter(e);
 	if (r < 0) {
 		hello_failed(hs, ROCK_HS_CLOSED, "connection closed");
 	} else if (r > 0) {
@@ -209,6 +218,7 @@ on_hello_read(evutil_socket_t fd, short what, void *arg)
 		    "of version %u; told to probe again", hs->buf[8]);
 		rock_handshake_reject(hs, ROCK_WERR_STALE, "stale announcement");
 	}
+	rock_engine_leave(e);
 }
 
 void
@@ -221,6 +231,7 @@ rock_server_handshake(struct rock_engine *e, int fd, const uint8_t *early,
 		e->stats.handshake_failed[ROCK_HS_ERROR]++;
 		free(hs);
 		close(fd);
+		on_hello(NULL, arg);	/* the owner's arg is released */
 		return;
 	}
 	e->nhandshakes++;
@@ -319,7 +330,8 @@ rock_handshake_accept(struct rock_handshake *hs,
 		/* A first guess, so acks flow at once; the source of the
 		 * first authentic record (NAT) replaces it. */
 		rock_udp_peer_from_tcp(s, hs->hello.udp_port);
-		r = rock_stream_attach(s, hs->fd);
+		r = rock_is_direct(s) ? rock_direct_attach(s, hs->fd) :
+		    rock_stream_attach(s, hs->fd);
 	}
 	rock_keypair_wipe(&kp);
 	rock_keys_wipe(&keys);
@@ -340,6 +352,24 @@ rock_handshake_accept(struct rock_handshake *hs,
 	/* The next handshake's pair, made now that this one's answer is out. */
 	rock_engine_keypair_fill(s->e, 1);
 	return 0;
+}
+
+enum rock_sniff
+rock_sniff_read(int fd, uint8_t buf[ROCK_MAGIC_LEN], size_t *have, int peek)
+{
+	size_t from = peek ? 0 : *have;
+	ssize_t n;
+
+	n = recv(fd, buf + from, ROCK_MAGIC_LEN - from,
+	    MSG_DONTWAIT | (peek ? MSG_PEEK : 0));
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return ROCK_SNIFF_MORE;
+	if (n == 0 && *have == 0)
+		return ROCK_SNIFF_PROBE;
+	if (n <= 0)
+		return ROCK_SNIFF_PLAIN;
+	*have = from + (size_t)n;
+	return rock_sniff(buf, *have);
 }
 
 /* ---- reconnect */
@@ -452,6 +482,11 @@ take_over(struct rock_session *s, struct reconnect *rc,
 	} else if ((r = rock_stream_replay(s)) != 0) {
 		rock_close_reset(fd);
 		rock_session_close(s, r, "peer's count outside what we hold");
+	} else if (rock_is_direct(s)) {
+		/* The application's descriptors get fd after the replay. */
+		rlog_info(s->e->log, "rock %s: client reconnected; resending "
+		    "from byte %llu", s->name, (unsigned long long)s->peer_consumed);
+		rock_direct_resume(s, fd);
 	} else if (rock_stream_attach(s, fd) != 0) {
 		rock_close_reset(fd);
 	} else {
@@ -500,28 +535,34 @@ static void
 on_reconnect_deadline(evutil_socket_t fd, short what, void *arg)
 {
 	struct reconnect *rc = arg;
+	struct rock_engine *e = rc->e;
 
 	(void)fd;
 	(void)what;
-	stranger(rc->e, ROCK_STRANGER_RECONNECT,
+	rock_engine_enter(e);
+	stranger(e, ROCK_STRANGER_RECONNECT,
 	    "reconnect: timed out mid-request; dropped");
 	reconnect_free(rc, 1);
+	rock_engine_leave(e);
 }
 
 static void
 on_reconnect_read(evutil_socket_t fd, short what, void *arg)
 {
 	struct reconnect *rc = arg;
+	struct rock_engine *e = rc->e;
 	int r = fill(fd, rc->buf, &rc->have, ROCK_RECONNECT_REQ_LEN);
 
 	(void)what;
+	rock_engine_enter(e);
 	if (r < 0) {
-		stranger(rc->e, ROCK_STRANGER_RECONNECT,
+		stranger(e, ROCK_STRANGER_RECONNECT,
 		    "reconnect: connection closed mid-request; dropped");
 		reconnect_free(rc, 1);
 	} else if (r > 0) {
 		check_request(rc);
 	}
+	rock_engine_leave(e);
 }
 
 void

@@ -59,6 +59,7 @@ static const struct env_var env_vars[ROCK_ENV_NVARS] = {
 	    "milliseconds, 0 to 3600000" },
 	{ ROCK_ENV_SUSPEND_TIMEOUT, ENV_INT, 0, 2147483647LL,
 	    FIELD(suspend_timeout_s), "seconds, 0 (never) to 2147483647" },
+	{ ROCK_ENV_SERVE, ENV_INT, 0, 1, FIELD(serve), "0 or 1" },
 	{ ROCK_ENV_KNOWN_SERVERS, ENV_PATH, 0, 0, FIELD(trust.path),
 	    "an absolute file path, or empty (keep no server keys)" },
 	{ ROCK_ENV_SERVER_KEY, ENV_KEY, 0, 0, FIELD(trust.pin),

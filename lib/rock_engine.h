@@ -217,6 +217,17 @@ void rock_probe_forget(struct rock_engine *e, const struct sockaddr *addr,
  * nothing): floor_ms, or longer on a slow path, so a hello lost once still
  * arrives in time. */
 int rock_first_bytes_ms(int fd, int floor_ms);
+/* The floor rockd's services and rock servers use (rockd.conf: sniff). */
+#define ROCK_FIRST_BYTES_MS 300
+/* One look at a new connection's first bytes, as far as they have come
+ * (have: how many are in buf). peek: leave them in the socket, for a
+ * plain client's program to read (buf is refilled from the start).
+ * ROCK_SNIFF_MORE: wait for more, or until the first-bytes time (then
+ * it is a plain client of a server-speaks-first protocol); PROBE: EDP
+ * step 1c, answer with the announcement; PLAIN also on an error or an
+ * end of file after bytes (the program sees it). */
+enum rock_sniff rock_sniff_read(int fd, uint8_t buf[ROCK_MAGIC_LEN],
+    size_t *have, int peek);
 
 /* Server: a connection whose first bytes (in early) are an announcement
  * or a reconnect request; the engine reads the rest. */

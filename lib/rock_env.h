@@ -16,6 +16,9 @@
 #define ROCK_ENV_PROBE_TIMEOUT_MS	"ROCK_PROBE_TIMEOUT_MS"
 #define ROCK_ENV_LINGER_MS		"ROCK_LINGER_MS"
 #define ROCK_ENV_SUSPEND_TIMEOUT	"ROCK_SUSPEND_TIMEOUT"
+/* 1: a TCP listener accepts rocks itself (lib/shim/serve.c); 0 (default)
+ * until a forking server's children can keep them (issue 11, item 1). */
+#define ROCK_ENV_SERVE			"ROCK_SERVE"
 /* The probe cache shared by the user's processes ("": none); by default
  * in the runtime directory, else in /tmp/rock-UID. */
 #define ROCK_ENV_PROBE_CACHE		"ROCK_PROBE_CACHE"

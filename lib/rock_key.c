@@ -104,3 +104,20 @@ rock_key_load(const char *path, int create, struct rock_identity *id,
 	sodium_memzero(seed, sizeof(seed));
 	return r;
 }
+
+int
+rock_key_default_path(char *out, size_t n)
+{
+	const char *state = getenv("XDG_STATE_HOME"), *home = getenv("HOME");
+	int w;
+
+	if (state != NULL && state[0] == '/')
+		w = snprintf(out, n, "%s/rockd/key", state);
+	else if (geteuid() == 0)
+		w = snprintf(out, n, "/var/lib/rockd/key");
+	else if (home != NULL && home[0] == '/')
+		w = snprintf(out, n, "%s/.local/state/rockd/key", home);
+	else
+		return -1;
+	return w < 0 || (size_t)w >= n ? -1 : 0;
+}

@@ -20,4 +20,9 @@
 int rock_key_load(const char *path, int create, struct rock_identity *id,
     int *created, char *err, size_t errlen);
 
+/* Where rockd keeps its key, and a rock server under `rock` too:
+ * $XDG_STATE_HOME/rockd/key when set; as root /var/lib/rockd/key; else
+ * ~/.local/state/rockd/key. 0, or -1 when there is no home to put it in. */
+int rock_key_default_path(char *out, size_t n);
+
 #endif

@@ -186,7 +186,8 @@ enum rock_sniff {
 	ROCK_SNIFF_PLAIN = 0,
 	ROCK_SNIFF_MORE,
 	ROCK_SNIFF_ANNOUNCE,
-	ROCK_SNIFF_RECONNECT
+	ROCK_SNIFF_RECONNECT,
+	ROCK_SNIFF_PROBE	/* rock_sniff_read: end of file before any byte */
 };
 enum rock_sniff rock_sniff(const uint8_t *in, size_t n);
 

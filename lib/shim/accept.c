@@ -1,4 +1,4 @@
-/* accept.c: accept(), accept4(): accepted TCP sockets carry the options. */
+/* accept.c: accept(), accept4(): accepted TCP sockets carry the options; with ROCK_SERVE=1 they may be rocks (serve.c). */
 #include "config.h"
 
 #include <errno.h>
@@ -38,24 +38,38 @@ accepted(const struct shim_state *st, int lfd, int fd)
 	errno = saved;
 }
 
+/* Under ROCK_MODE=rock with ROCK_SERVE=1 the engine's connections (probes,
+ * reconnects) are taken here and the next is accepted: a blocking listener
+ * waits for one of the program's, a non-blocking one says EAGAIN
+ * (doc/transparency.md). Without ROCK_SERVE every connection is the
+ * program's, a probe too: a forking server's children cannot keep rocks. */
+static int
+accept_any(int lfd, struct sockaddr *addr, socklen_t *len, int flags)
+{
+	const struct shim_state *st = shim_state();
+	int fd;
+
+	for (;;) {
+		fd = shim_real.accept4(lfd, addr, len, flags);
+		if (fd < 0 || !st->active || shim_busy)
+			return fd;
+		accepted(st, lfd, fd);
+		if (st->cfg.mode != ROCK_MODE_ROCK || !st->cfg.serve ||
+		    shim_fd_state_of(shim_fd_get(fd)) != SHIM_FD_TCP_DONE)
+			return fd;
+		if ((fd = shim_serve(fd, flags)) >= 0)
+			return fd;
+	}
+}
+
 SHIM_EXPORT int
 accept(int lfd, struct sockaddr *addr, socklen_t *len)
 {
-	const struct shim_state *st = shim_state();
-	int fd = shim_real.accept(lfd, addr, len);
-
-	if (fd >= 0 && st->active && !shim_busy)
-		accepted(st, lfd, fd);
-	return fd;
+	return accept_any(lfd, addr, len, 0);
 }
 
 SHIM_EXPORT int
 accept4(int lfd, struct sockaddr *addr, socklen_t *len, int flags)
 {
-	const struct shim_state *st = shim_state();
-	int fd = shim_real.accept4(lfd, addr, len, flags);
-
-	if (fd >= 0 && st->active && !shim_busy)
-		accepted(st, lfd, fd);
-	return fd;
+	return accept_any(lfd, addr, len, flags);
 }

@@ -28,6 +28,7 @@ static struct {
 	int cmd_fd;			/* eventfd: commands are queued */
 	struct event *ev_cmd;
 	struct shim_rock *cmds;		/* rocks with commands pending */
+	struct shim_call *calls;	/* work for the loop's thread (serve.c) */
 	int state;			/* 0 not started, 1 running, -1 failed */
 	int stopping;			/* the thread's loop is asked to end */
 	int forking_keeper;		/* the fork under way is the keeper's */
@@ -266,10 +267,21 @@ shim_cmd_forget(struct shim_rock *r)
 	r->cmds = 0;
 }
 
+void
+shim_engine_call(struct shim_call *c)
+{
+	uint64_t one = 1;
+
+	c->next = eng.calls;
+	eng.calls = c;
+	(void)!shim_real.write(eng.cmd_fd, &one, sizeof(one));
+}
+
 static void
 on_cmd(evutil_socket_t fd, short what, void *arg)
 {
 	struct shim_rock *r;
+	struct shim_call *c;
 	uint64_t n;
 	int cmds;
 
@@ -282,6 +294,10 @@ on_cmd(evutil_socket_t fd, short what, void *arg)
 		cmds = r->cmds;
 		r->cmds = 0;
 		run_cmds(r, cmds);
+	}
+	while ((c = eng.calls) != NULL) {
+		eng.calls = c->next;
+		c->fn(eng.e, c->arg);	/* may free c */
 	}
 	shim_unlock();
 	/* A connect may have taken the X25519 pair made ahead: the next one
@@ -396,7 +412,20 @@ shim_engine(void)
 static void
 before_fork(void)
 {
+	static int warned;
+	int n;
+
 	shim_lock();
+	/* A forking server hands its accepted rocks to children, which
+	 * cannot keep them (issue 11, item 1): say so once. */
+	if (!warned && !eng.forking_keeper &&
+	    (n = shim_rock_accepted_count()) > 0) {
+		warned = 1;
+		rlog_warn(&shim_state()->log, "fork with %d accepted rocks: "
+		    "a child's copies are plain sockets and these rocks will "
+		    "break; run a forking server without ROCK_SERVE=1 (its "
+		    "connections then stay plain), or behind rockd", n);
+	}
 }
 
 static void

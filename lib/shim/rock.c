@@ -327,6 +327,17 @@ shim_rock_live_count(void)
 }
 
 int
+shim_rock_accepted_count(void)
+{
+	struct shim_rock *r;
+	int n = 0;
+
+	for (r = all; r != NULL; r = r->next)
+		n += r->s != NULL && r->accepted;
+	return n;
+}
+
+int
 shim_rock_writing(void)
 {
 	struct shim_rock *r;

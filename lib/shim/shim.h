@@ -190,6 +190,7 @@ struct shim_rock {
 	int holds;		/* program calls using this record */
 	int dead;		/* freed once holds drops to 0 */
 	int cmds;		/* SHIM_CMD_* for the engine's thread */
+	int accepted;		/* a server's (serve.c) */
 	int nfds;
 	int fds[SHIM_ROCK_FDS];
 	struct shim_opts opts;
@@ -244,6 +245,19 @@ void shim_engine_wake(void);
 struct rock_probe_file *shim_probe_file(void);
 const struct rock_session_cbs *shim_rock_cbs(void);
 void shim_post(struct shim_rock *r, int cmd);		/* lock held */
+/* Run fn(engine, arg) on the engine's thread, under the lock (what
+ * touches its event loop: a server's handshakes). Lock held. */
+struct shim_call {
+	void (*fn)(struct rock_engine *e, void *arg);
+	void *arg;
+	struct shim_call *next;
+};
+void shim_engine_call(struct shim_call *c);
+/* accept(): what the program gets for the connection fd from a TCP
+ * listener under ROCK_MODE=rock (serve.c): fd (a plain client), a rock's
+ * descriptor, or -1 when the connection was the engine's (a probe, a
+ * reconnect) or its handshake failed: the caller accepts the next. */
+int shim_serve(int fd, int flags);
 void shim_cmd_forget(struct shim_rock *r);		/* lock held */
 struct shim_rock *shim_rock_new(void);			/* lock held */
 void shim_rock_free(struct shim_rock *r);		/* lock held */
@@ -262,6 +276,7 @@ void shim_rock_orphan_all(void);			/* lock held */
 uint64_t shim_rock_unacked_all(void);			/* lock held */
 int shim_rock_any_suspended(void);			/* lock held */
 int shim_rock_live_count(void);			/* lock held; with a session */
+int shim_rock_accepted_count(void);		/* lock held; accepted ones */
 int shim_rock_writing(void);			/* lock held; a write under way */
 void shim_rock_abandon_connects(void);			/* lock held */
 /* A rock whose peer has had all of ours for after_ms (0: any rock). */

@@ -31,18 +31,51 @@ trap 'exit 129' HUP
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-# start_backend sink|echo|source: rock-bench's server of that kind ($bench)
-# on a free port, sets backend_port (not in a command substitution: the
-# exit must know its pid)
+# start_backend sink|echo|source [NAME [COMMAND...]]: rock-bench's server
+# of that kind ($bench) on a free port, run by COMMAND (a wrapper) if
+# given, its files $tmp/NAME.*; sets backend_port (not in a command
+# substitution: the exit must know its pid)
 start_backend() {
-	local i
+	local kind=$1 name=${2:-$1} i
+	shift $(($# < 2 ? $# : 2))
 	backend_port=
-	"$bench" "$1" 0 >"$tmp/$1.port" 2>"$tmp/$1.log" &
+	"$@" "$bench" "$kind" 0 >"$tmp/$name.port" 2>"$tmp/$name.log" &
 	pids+=($!)
 	for ((i = 0; i < 100; i++)); do
-		backend_port=$(awk '$1 == "port" { print $2 }' "$tmp/$1.port")
+		backend_port=$(awk '$1 == "port" { print $2 }' "$tmp/$name.port")
 		[ -n "$backend_port" ] && return 0
 		sleep 0.05
 	done
-	die "the $1 backend did not start: $(cat "$tmp/$1.log")"
+	die "the $name backend did not start: $(cat "$tmp/$name.log")"
+}
+
+# median NUMBER...: to one decimal
+median() {
+	printf '%s\n' "$@" | sort -g | awk '
+		{ v[NR] = $1 }
+		END {
+			if (NR % 2) m = v[(NR + 1) / 2]
+			else m = (v[NR / 2] + v[NR / 2 + 1]) / 2
+			printf "%.1f\n", m
+		}'
+}
+
+# bench_setup [ROUNDS]: the scripts' one argument, checked into rounds
+# (default 5), and builddir, bench (rock-bench) and wrapper (tools/rock),
+# as BUILDDIR, ROCK_BENCH and ROCK_WRAPPER say
+bench_setup() {
+	local script_dir
+	rounds=${1:-5}
+	case $rounds in
+	'' | *[!0-9]* | 0*) die "usage: $me [ROUNDS] (a positive integer)" ;;
+	*) ;;
+	esac
+	[ $# -le 1 ] || die "usage: $me [ROUNDS]"
+	script_dir=$(CDPATH='' cd -- "$(dirname -- "$0")" && pwd) ||
+		die "cannot locate the script directory"
+	builddir=${BUILDDIR:-$script_dir/../..}
+	bench=${ROCK_BENCH:-$builddir/tests/bench/rock-bench}
+	wrapper=${ROCK_WRAPPER:-$builddir/tools/rock}
+	[ -x "$bench" ] || die "$bench not built (make tests/bench/rock-bench, or set BUILDDIR/ROCK_BENCH)"
+	[ -x "$wrapper" ] || die "$wrapper not built (set BUILDDIR/ROCK_WRAPPER)"
 }

@@ -32,27 +32,14 @@
 set -u
 
 me=rock-bench.sh
-rounds=${1:-5}
 
-# die, tmp, pids and the exit trap
+# die, tmp, pids, bench_setup, start_backend, median and the exit trap
 # shellcheck source=bench-lib.sh
 . "$(dirname -- "$0")/bench-lib.sh"
 
-case $rounds in
-'' | *[!0-9]* | 0*) die "usage: $me [ROUNDS] (a positive integer)" ;;
-*) ;;
-esac
-[ $# -le 1 ] || die "usage: $me [ROUNDS]"
-
-script_dir=$(CDPATH='' cd -- "$(dirname -- "$0")" && pwd) ||
-	die "cannot locate the script directory"
-builddir=${BUILDDIR:-$script_dir/../..}
-bench=${ROCK_BENCH:-$builddir/tests/bench/rock-bench}
+bench_setup "$@"
 rockd=${ROCKD:-$builddir/daemon/rockd}
-wrapper=${ROCK_WRAPPER:-$builddir/tools/rock}
-[ -x "$bench" ] || die "$bench not built (make tests/bench/rock-bench, or set BUILDDIR/ROCK_BENCH)"
 [ -x "$rockd" ] || die "$rockd not built (set BUILDDIR/ROCKD)"
-[ -x "$wrapper" ] || die "$wrapper not built (set BUILDDIR/ROCK_WRAPPER)"
 
 kinds=(raw plain under-rock engine)
 if [ "${ROCK_BENCH_EXTRA:-0}" = 1 ]; then
@@ -157,16 +144,6 @@ run_one() {
 		awk -v w="$what" '$1 == w && $NF ~ /^[0-9]+(\.[0-9]+)?$/ { print $NF, $(NF - 1) }')
 	[ -n "$out" ] || die "unexpected output from 'rock-bench $what $mode'"
 	echo "$out"
-}
-
-median() {
-	printf '%s\n' "$@" | sort -g | awk '
-		{ v[NR] = $1 }
-		END {
-			if (NR % 2) m = v[(NR + 1) / 2]
-			else m = (v[NR / 2] + v[NR / 2 + 1]) / 2
-			printf "%.1f\n", m
-		}'
 }
 
 declare -A result	# "NAME/KIND" -> median, NAME as given to measure

@@ -93,6 +93,7 @@ START_TEST(test_defaults)
 	ck_assert_int_eq(cfg.debug, 0);
 	ck_assert_int_eq(cfg.eval_env_once, 1);
 	ck_assert_int_eq(cfg.log_sink, ROCK_LOG_SYSLOG);
+	ck_assert_int_eq(cfg.serve, 0);
 }
 END_TEST
 
@@ -101,7 +102,8 @@ START_TEST(test_good_values)
 	struct fake_env env = { { "ROCK_MODE=keepalive", "ROCK_KEEPALIVE_TIME=4",
 	    "ROCK_KEEPALIVE_INTVL=5", "ROCK_KEEPALIVE_PROBES=127",
 	    "ROCK_USER_TIMEOUT_MS=0", "ROCK_DEBUG=1", "ROCK_LOG=/tmp/x.log",
-	    "DD_USE_KEEPALIVE=0", "DD_EVAL_ENVIRONMENT_ONCE=0", NULL } };
+	    "DD_USE_KEEPALIVE=0", "DD_EVAL_ENVIRONMENT_ONCE=0", "ROCK_SERVE=1",
+	    NULL } };
 	struct rock_config cfg;
 
 	parse_env(&cfg, &env);
@@ -116,6 +118,7 @@ START_TEST(test_good_values)
 	ck_assert_str_eq(cfg.log_path, "/tmp/x.log");
 	ck_assert_int_eq(cfg.use_keepalive, 0);
 	ck_assert_int_eq(cfg.eval_env_once, 0);
+	ck_assert_int_eq(cfg.serve, 1);
 }
 END_TEST
 
@@ -220,6 +223,8 @@ static const struct bad_case bad_cases[] = {
 	{ "ROCK_LINGER_MS=-1", "too small", "milliseconds, 0 to 3600000" },
 	{ "ROCK_SUSPEND_TIMEOUT=3d", "not a decimal integer",
 	    "seconds, 0 (never) to 2147483647" },
+	{ "ROCK_SERVE=yes", "not a decimal integer", "0 or 1" },
+	{ "ROCK_SERVE=2", "too large", "0 or 1" },
 };
 
 /* Every bad value: one report naming variable, value, problem and range;

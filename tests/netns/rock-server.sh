@@ -1,0 +1,150 @@
+#!/usr/bin/env bash
+# rock-server.sh: python3's http.server run under rock with ROCK_SERVE=1, no rockd anywhere, serves rock curl byte-exact through an RST, a 15 s blackhole and a client address change; plain curl gets the same bytes at once; without ROCK_SERVE a rock client gets a plain connection.
+# shellcheck source-path=SCRIPTDIR
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=rock-lib.sh
+. "$here/rock-lib.sh"
+ROCK="$top_builddir/tools/rock"
+[ -x "$ROCK" ] || t_skip_all "tools/rock not built"
+for t in python3 curl sha256sum; do
+	command -v "$t" >/dev/null || t_skip_all "$t not installed"
+done
+rock_netns_up
+
+# ROCK_SERVER_MIB and ROCK_SERVER_MBIT (tbf rate, server to client) size
+# the download: long enough that every fault lands mid-stream.
+mib=${ROCK_SERVER_MIB:-16}
+mbit=${ROCK_SERVER_MBIT:-40}
+port=8080
+www="$t_tmp/www"
+mkdir -p "$www" "$t_tmp/state"
+head -c $((mib * 1048576)) /dev/urandom >"$www/f.bin"
+want=$(sha256sum <"$www/f.bin")
+# shellcheck disable=SC2317 # run by nn_cleanup
+rm_bins() { rm -f "$www/f.bin" "$t_tmp"/*.bin; }
+nn_on_cleanup rm_bins
+
+# The server's key is rockd's default file, made on first use: here, in
+# the test's own state directory.
+(cd "$www" && ROCK_SERVE=1 XDG_STATE_HOME="$t_tmp/state" ROCK_DEBUG=1 ROCK_LOG="$t_tmp/server.log" \
+	t_foreign nn_s "$ROCK" python3 -m http.server -b "$NN_S_ADDR" "$port" >"$t_tmp/http.log" 2>&1) &
+pids+=($!)
+nn_wait_port "$NN_S" "$NN_S_ADDR" "$port" 5 || t_skip_all "http.server did not start"
+url="http://$NN_S_ADDR:$port/f.bin"
+# fetch OUT URL: the rock client's download. curl hangs in setlocale() with
+# libasan preloaded (see ka-programs.sh): python3's urllib stands in there.
+if [ -n "${ROCK_SAN_PRELOAD:-}" ]; then
+	client=python3
+	fetch=(python3 -c 'import shutil, sys, urllib.request
+shutil.copyfileobj(urllib.request.urlopen(sys.argv[2]), open(sys.argv[1], "wb"))')
+else
+	client=curl
+	fetch=(curl -s -o)
+fi
+accepted() { grep -c 'an accepted rock' "$t_tmp/server.log"; }
+
+# Plain client first: its request is answered at once (no first-bytes
+# wait: an HTTP client speaks first), with the file's bytes.
+ttfb=$(nn_c curl -s -o "$t_tmp/plain.bin" -w '%{time_starttransfer}' "$url")
+t_eq "plain curl: byte-exact" "$(sha256sum <"$t_tmp/plain.bin")" "$want"
+t_check "plain curl: first byte in $ttfb s (< 0.25, the sniff floor is 0.3)" \
+	awk -v t="$ttfb" 'BEGIN { exit !(t < 0.25) }'
+t_eq "plain curl: no rock accepted" "$(accepted)" 0
+
+nn_r tc qdisc replace dev "$NN_R_CIF" root tbf rate "${mbit}mbit" burst 64kb latency 400ms ||
+	t_skip_all "tbf not available"
+size() { stat -c %s "$t_tmp/got.bin" 2>/dev/null || echo 0; }
+# BYTES TIMEOUT_S: wait until the download holds BYTES.
+# shellcheck disable=SC2317 # called through wait_for
+at_least() { [ "$(size)" -ge "$1" ]; }
+grown() { wait_for "$2" at_least "$1"; }
+
+start=$(now_ms)
+ROCK_DEBUG=1 ROCK_LOG="$t_tmp/client.log" t_foreign nn_c "$ROCK" "${fetch[@]}" "$t_tmp/got.bin" "$url" &
+cpid=$! pids+=("$cpid")
+grown 2097152 10 || t_bad "rock $client: 2 MiB did not arrive"
+nn_rst_inject both
+nap 1
+nn_restore
+grown $(($(size) + 2097152)) 10 || t_bad "rock $client: no progress after the RST"
+nn_blackhole both
+nap 5
+nn_change_client_addr >/dev/null
+nap 10
+nn_restore
+if wait_pid "$cpid" 30; then
+	t_eq "rock $client: exit status" "$waited" 0
+else
+	t_bad "rock $client: not done 30 s after the blackhole"
+fi
+echo "# download with the faults: $(($(now_ms) - start)) ms"
+t_eq "rock $client: $mib MiB byte-exact through RST, blackhole, new address" \
+	"$(sha256sum <"$t_tmp/got.bin")" "$want"
+t_eq "server: one rock accepted" "$(accepted)" 1
+t_check "server: the rock's reconnects reached it through its listener (RST, blackhole)" \
+	test "$(grep -c 'a reconnect: to the engine' "$t_tmp/server.log")" -ge 2 -a \
+	"$(grep -c 'client reconnected' "$t_tmp/server.log")" -ge 2
+t_eq "http.server: one GET each (no retry)" "$(grep -c '"GET /f.bin' "$t_tmp/http.log")" 2
+t_eq "server key: rockd's default file, mode 600" \
+	"$(stat -c %a "$t_tmp/state/rockd/key" 2>&1)" 600
+t_check "client: reconnected twice or more" \
+	test "$(grep -c 'reconnected; resending' "$t_tmp/client.log")" -ge 2
+t_check "no error in the server's log" \
+	sh -c "! grep -E 'error|warn|closed: [^b]' '$t_tmp/server.log'"
+
+# An asyncio server: non-blocking listeners in epoll, accept4 flags. A
+# probe makes the listener readable and its accept() says EAGAIN; both
+# programs' ports serve a plain client and a rock the same bytes. On the
+# second port the server speaks first: a plain client waits for the
+# first-bytes time (rockd's rule), a rock does not (its hello comes first).
+nn_r tc qdisc del dev "$NN_R_CIF" root
+head -c 1048576 /dev/urandom >"$www/small.bin"
+want=$(sha256sum <"$www/small.bin")
+ROCK_SERVE=1 XDG_STATE_HOME="$t_tmp/state" ROCK_DEBUG=1 ROCK_LOG="$t_tmp/aio.log" \
+	t_foreign nn_s "$ROCK" python3 "$here/rock-server.py" "$NN_S_ADDR" 8090 "$www/small.bin" \
+	>"$t_tmp/aio.out" 2>&1 &
+pids+=($!)
+# The same server without ROCK_SERVE (the default): its listeners are
+# plain, as before servers accepted rocks, so a forking server keeps working.
+XDG_STATE_HOME="$t_tmp/state" ROCK_DEBUG=1 ROCK_LOG="$t_tmp/noserve.log" \
+	t_foreign nn_s "$ROCK" python3 "$here/rock-server.py" "$NN_S_ADDR" 8092 "$www/small.bin" \
+	>"$t_tmp/noserve.out" 2>&1 &
+pids+=($!)
+nn_wait_port "$NN_S" "$NN_S_ADDR" 8091 5 || t_bad "asyncio server did not start"
+nn_wait_port "$NN_S" "$NN_S_ADDR" 8093 5 || t_bad "asyncio server (no ROCK_SERVE) did not start"
+# HOST PORT: the server's bytes on stdout, seconds to the first on stderr.
+read_all='import socket, sys, time
+s = socket.create_connection((sys.argv[1], int(sys.argv[2])))
+t = time.monotonic(); d = s.recv(65536); ttfb = time.monotonic() - t
+out = [d]
+while d:
+    d = s.recv(65536); out.append(d)
+sys.stdout.buffer.write(b"".join(out)); print("%.3f" % ttfb, file=sys.stderr)'
+got=$(nn_c curl -s "http://$NN_S_ADDR:8090/" | sha256sum)
+t_eq "asyncio, plain curl: byte-exact" "$got" "$want"
+ROCK_DEBUG=1 ROCK_LOG="$t_tmp/aio-client.log" t_foreign nn_c "$ROCK" "${fetch[@]}" "$t_tmp/aio.bin" "http://$NN_S_ADDR:8090/"
+got=$(sha256sum <"$t_tmp/aio.bin")
+t_eq "asyncio, rock $client: byte-exact" "$got" "$want"
+t_eq "asyncio: the rock accepted" "$(grep -c 'an accepted rock' "$t_tmp/aio.log")" 1
+got=$(nn_c python3 -c "$read_all" "$NN_S_ADDR" 8091 2>"$t_tmp/ttfb" | sha256sum)
+t_eq "server speaks first, plain client: byte-exact" "$got" "$want"
+t_check "server speaks first, plain client: first byte after $(cat "$t_tmp/ttfb") s (0.3 to 1)" \
+	awk -v t="$(cat "$t_tmp/ttfb")" 'BEGIN { exit !(t >= 0.3 && t < 1) }'
+got=$(ROCK_DEBUG=1 ROCK_LOG="$t_tmp/aio-client2.log" t_foreign nn_c "$ROCK" python3 -c "$read_all" \
+	"$NN_S_ADDR" 8091 2>"$t_tmp/ttfb" | sha256sum)
+t_eq "server speaks first, rock: byte-exact" "$got" "$want"
+t_check "server speaks first, rock: first byte after $(cat "$t_tmp/ttfb") s (< 0.25)" \
+	awk -v t="$(cat "$t_tmp/ttfb")" 'BEGIN { exit !(t < 0.25) }'
+t_check "asyncio: both ports answered a probe inside accept()" \
+	test "$(grep -c 'an EDP probe: announced' "$t_tmp/aio.log")" -eq 2
+t_eq "asyncio: two rocks accepted" "$(grep -c 'an accepted rock' "$t_tmp/aio.log")" 2
+t_check "asyncio: no error" sh -c "! grep -iE 'error|Traceback' '$t_tmp/aio.out' '$t_tmp/aio.log'"
+ROCK_DEBUG=1 ROCK_LOG="$t_tmp/noserve-client.log" t_foreign nn_c "$ROCK" "${fetch[@]}" \
+	"$t_tmp/noserve.bin" "http://$NN_S_ADDR:8092/"
+t_eq "no ROCK_SERVE, rock $client: byte-exact" "$(sha256sum <"$t_tmp/noserve.bin")" "$want"
+# The client's probe reached the program (a connection closed at once),
+# no announcement came back: the client's connection is plain TCP.
+t_eq "no ROCK_SERVE: the client's connection plain, the server's log has no rock" \
+	"$(grep -c "no rock (.*); plain TCP" "$t_tmp/noserve-client.log") $(grep -cE 'accepted rock|EDP probe' "$t_tmp/noserve.log")" "1 0"
+t_done
