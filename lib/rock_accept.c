@@ -474,6 +474,9 @@ take_over(struct rock_session *s, struct reconnect *rc,
 	rock_session_hold(s);
 	/* The client gave up on the old connection: so do we. */
 	rock_session_fail(s, "replaced by an authenticated reconnect");
+	/* The new connection's path, maybe not the old one's (0, a Fast Open
+	 * reconnect not yet acknowledged: TCP's first sample tells). */
+	rock_path_init(s, handshake_rtt_ms(fd));
 	/* The client takes the OK as the switch: a connection dropped after
 	 * it is reset, never ended with a FIN it could read as our end. */
 	if (rock_session_resume_counts(s, rq->consumed, rq->end,

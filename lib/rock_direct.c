@@ -269,6 +269,7 @@ rock_direct_resume(struct rock_session *s, int fd)
 	rock_direct_stop(s);
 	s->replay_fd = fd;
 	s->shut_sent = 0;
+	rock_path_bound_rto(s, fd);
 	s->ev_replay = event_new(s->e->base, fd, EV_WRITE, on_replay, s);
 	if (s->ev_replay == NULL) {
 		rock_direct_stop(s);

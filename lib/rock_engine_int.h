@@ -127,6 +127,8 @@ struct rock_session {
 	/* The path (rock_path.c): TCP's round trip estimate, the last sign
 	 * of life on the data connection, TCP's progress. */
 	int rtt_ms, rttvar_ms;
+	int rto_bound_ms;		/* TCP_RTO_MAX_MS set on fd; 0: none */
+	int rto_bound_rtt;		/* the bound is for a measured round trip */
 	int tcp_watched;		/* tcp_heard_ms and segs_in are set */
 	int64_t tcp_heard_ms;		/* a segment from the peer arrived */
 	uint32_t segs_in;
@@ -203,6 +205,7 @@ struct rock_engine {
 	struct rock_engine_config cfg;
 	int udp_fd;
 	int udp_family;
+	int tcp_rto_max_ms;		/* the system's (sysctl); 0: not read yet */
 	uint16_t udp_port;
 	struct event *ev_udp, *ev_tick;
 	int nl_fd;			/* rtnetlink: address and route changes */
@@ -363,6 +366,11 @@ int rock_handshake_ms(const struct rock_engine *e, int rtt_ms);
 void rock_path_init(struct rock_session *s, int rtt_ms);
 /* A new data connection: its signs of life and progress start afresh. */
 void rock_path_new_connection(struct rock_session *s);
+/* A connection handed over by a predecessor (rock_stream_adopt): the
+ * bound it set on it stays. */
+void rock_path_adopted_connection(struct rock_session *s);
+/* TCP's retransmission timeout on fd bounded for s's path (rock_path.c). */
+void rock_path_bound_rto(struct rock_session *s, int fd);
 /* TCP's retransmission timeout for this path (srtt + 4 rttvar). */
 int rock_path_rto_ms(const struct rock_session *s);
 /* No sign of life (record or segment) for this long: the path is dead. */

@@ -1,7 +1,10 @@
 /* rock_path.c: what a rock knows of its path (round trip, signs of life, progress) and the timers derived from it. */
 #include "config.h"
 
+#include <fcntl.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <sys/socket.h>
 #include <netinet/in.h>
 /* The kernel's tcp_info: glibc's copy stops before segs_in and bytes_acked. */
@@ -106,34 +109,86 @@ rock_path_init(struct rock_session *s, int rtt_ms)
 #define RTO_BOUND_FLOOR_MS 3000
 #define RTO_BOUND_CEIL_MS 120000	/* the kernel's own, and its limit */
 
+/* The system's bound (net.ipv4.tcp_rto_max_ms, Linux 6.15): ours never
+ * raises an administrator's lower one. */
+static int
+system_rto_max_ms(struct rock_engine *e)
+{
+	char buf[32];
+	ssize_t n;
+	int fd, v;
+
+	if (e->tcp_rto_max_ms > 0)
+		return e->tcp_rto_max_ms;
+	e->tcp_rto_max_ms = RTO_BOUND_CEIL_MS;
+	if ((fd = open("/proc/sys/net/ipv4/tcp_rto_max_ms",
+	    O_RDONLY | O_CLOEXEC)) < 0)
+		return e->tcp_rto_max_ms;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n > 0) {
+		buf[n] = '\0';
+		if ((v = atoi(buf)) >= 1000 && v < RTO_BOUND_CEIL_MS)
+			e->tcp_rto_max_ms = v;
+	}
+	return e->tcp_rto_max_ms;
+}
+
 /* TCP's retransmission timeout held to twice the path's first one, 3 s at
  * least. On a reordering path the ACK of new data after an idle gap can
  * echo the timestamp of a segment from before the gap; TCP takes the gap
  * for a round trip (seen on the cellular profile, plain TCP too: an RTT
  * sample of 19 s after 19 s idle, RTO 20-55 s), and the next lost tail
- * segment stalls the stream that long, a path otherwise healthy. Kernels
- * without the option keep TCP's own timeout. */
-static void
-bound_rto(struct rock_session *s)
+ * segment stalls the stream that long, a path otherwise healthy. The
+ * round trip is the new connection's handshake's; unknown (a Fast Open
+ * accept, a sub-millisecond path), the floor holds until TCP's first
+ * sample (take_rtt). Kernels without the option keep TCP's timeout. */
+void
+rock_path_bound_rto(struct rock_session *s, int fd)
 {
-	int ms = 2 * first_rto_ms(s->rtt_ms);
+	int rtt = s->rtt_ms < 60000 ? s->rtt_ms : 60000;
+	int ms = 2 * first_rto_ms(rtt), sys = system_rto_max_ms(s->e);
 
 	if (ms < RTO_BOUND_FLOOR_MS)
 		ms = RTO_BOUND_FLOOR_MS;
-	if (ms > RTO_BOUND_CEIL_MS)
-		ms = RTO_BOUND_CEIL_MS;
-	if (s->fd >= 0)
-		(void)setsockopt(s->fd, IPPROTO_TCP, TCP_RTO_MAX_MS, &ms,
-		    sizeof(ms));
+	if (ms > sys)
+		ms = sys;
+	s->rto_bound_rtt = s->rtt_ms > 0;
+	s->rto_bound_ms = fd >= 0 && setsockopt(fd, IPPROTO_TCP,
+	    TCP_RTO_MAX_MS, &ms, sizeof(ms)) == 0 ? ms : 0;
+}
+
+static void
+watch_anew(struct rock_session *s)
+{
+	s->tcp_watched = 0;
+	s->stall_since_ms = 0;
+	s->eof_unconfirmed_ms = 0;
 }
 
 void
 rock_path_new_connection(struct rock_session *s)
 {
-	bound_rto(s);
-	s->tcp_watched = 0;
-	s->stall_since_ms = 0;
-	s->eof_unconfirmed_ms = 0;
+	rock_path_bound_rto(s, s->fd);
+	watch_anew(s);
+}
+
+void
+rock_path_adopted_connection(struct rock_session *s)
+{
+	int ms = 0;
+	socklen_t len = sizeof(ms);
+
+	/* The record's round trip is TCP's last estimate, maybe the very
+	 * sample the bound is against: the predecessor's bound stays. */
+	if (getsockopt(s->fd, IPPROTO_TCP, TCP_RTO_MAX_MS, &ms, &len) == 0 &&
+	    ms < system_rto_max_ms(s->e)) {
+		s->rto_bound_ms = ms;
+		s->rto_bound_rtt = 1;
+	} else {
+		rock_path_bound_rto(s, s->fd);
+	}
+	watch_anew(s);
 }
 
 /* TCP's own estimate, whenever we read one: it follows the path as it
@@ -145,12 +200,18 @@ take_rtt(struct rock_session *s, const struct rock_tcp_sample *t)
 		return;
 	s->rtt_ms = (int)(t->rtt_us / 1000);
 	s->rttvar_ms = (int)(t->rttvar_us / 1000);
+	if (!s->rto_bound_rtt && s->rtt_ms > 0)
+		rock_path_bound_rto(s, s->fd);
 }
 
+/* As TCP retransmits: its estimate, under the bound it was given. */
 int
 rock_path_rto_ms(const struct rock_session *s)
 {
-	return s->rtt_ms + 4 * s->rttvar_ms;
+	int rto = s->rtt_ms + 4 * s->rttvar_ms;
+
+	return s->rto_bound_ms > 0 && rto > s->rto_bound_ms ?
+	    s->rto_bound_ms : rto;
 }
 
 /* The silence allowed on top of the LAN's: TCP's RTO, but its variance

@@ -132,7 +132,7 @@ rock_stream_adopt(struct rock_session *s, int fd, int fast_keepalive)
 		return r;
 	s->fd = fd;
 	s->fast_keepalive = fast_keepalive;
-	rock_path_new_connection(s);
+	rock_path_adopted_connection(s);
 	s->eof_unconfirmed_ms = eof;
 	/* Armed only: the loop writes and reads once it runs, which is
 	 * after the predecessor let go of the socket. */

@@ -645,6 +645,41 @@ static struct {
 };
 #define NWANT (sizeof(want) / sizeof(want[0]))
 
+/* TCP_RTO_MAX_MS (Linux 6.15): the program's value recorded and reported,
+ * checked as the kernel checks it; the data connection keeps the engine's
+ * bound, 3 s on this path (doc/paths.md). */
+#ifndef TCP_RTO_MAX_MS
+#define TCP_RTO_MAX_MS 44
+#endif
+static void
+check_rto_max(int fd)
+{
+	int v = -1, sys = -1;
+	socklen_t len = sizeof(v);
+	FILE *f;
+
+	if (syscall(SYS_getsockopt, fd, IPPROTO_TCP, TCP_RTO_MAX_MS, &v, &len) != 0)
+		return;	/* an older kernel: nothing to bound, nothing to report */
+	if ((f = fopen("/proc/sys/net/ipv4/tcp_rto_max_ms", "r")) == NULL ||
+	    fscanf(f, "%d", &sys) != 1)
+		die("/proc/sys/net/ipv4/tcp_rto_max_ms");
+	fclose(f);
+	if ((v = get_int(fd, IPPROTO_TCP, TCP_RTO_MAX_MS, 0)) != sys)
+		fail("getsockopt(TCP_RTO_MAX_MS) says %d before any set, the "
+		    "system's is %d", v, sys);
+	if (get_int(fd, IPPROTO_TCP, TCP_RTO_MAX_MS, 1) != (sys < 3000 ? sys : 3000))
+		fail("the data connection's TCP_RTO_MAX_MS is %d, want the "
+		    "engine's 3000", get_int(fd, IPPROTO_TCP, TCP_RTO_MAX_MS, 1));
+	if (setsockopt(fd, IPPROTO_TCP, TCP_RTO_MAX_MS, &(int){ 999 },
+	    sizeof(int)) == 0 || errno != EINVAL)
+		fail("TCP_RTO_MAX_MS 999: want EINVAL, as the kernel says");
+	set_int(fd, IPPROTO_TCP, TCP_RTO_MAX_MS, 5000, "TCP_RTO_MAX_MS");
+	if ((v = get_int(fd, IPPROTO_TCP, TCP_RTO_MAX_MS, 0)) != 5000 ||
+	    get_int(fd, IPPROTO_TCP, TCP_RTO_MAX_MS, 1) != (sys < 3000 ? sys : 3000))
+		fail("TCP_RTO_MAX_MS set to 5000: getsockopt says %d, the data "
+		    "connection's %d", v, get_int(fd, IPPROTO_TCP, TCP_RTO_MAX_MS, 1));
+}
+
 static void
 check_opts(int fd, const char *when, size_t upto)
 {
@@ -704,6 +739,7 @@ run_sockopts(void)
 	set_int(fd, SOL_SOCKET, SO_SNDBUF, 98304, "SO_SNDBUF");
 	set_int(fd, IPPROTO_TCP, TCP_KEEPCNT, 4, "TCP_KEEPCNT");
 	check_opts(fd, "connected", NWANT);
+	check_rto_max(fd);
 	for (off = 0; off < total; off += n) {
 		n = total - off < CHUNK ? total - off : CHUNK;
 		fill(out, off, n);

@@ -9,6 +9,12 @@
 #include "shim.h"
 
 #define KA_BITS (ROCK_KA_KEEPALIVE | ROCK_KA_IDLE | ROCK_KA_INTVL | ROCK_KA_CNT)
+/* Linux 6.15's bound on the retransmission timeout, and its range. */
+#ifndef TCP_RTO_MAX_MS
+#define TCP_RTO_MAX_MS 44
+#endif
+#define RTO_MAX_LOW 1000
+#define RTO_MAX_HIGH 120000
 
 /* The option's bit in shim_opts.set, its place in the record. */
 struct opt_slot {
@@ -30,6 +36,11 @@ slot_of(struct shim_opts *o, int level, int opt, struct opt_slot *slot)
 			*slot = (struct opt_slot){ bit, ints[i], sizeof(int) };
 			return 1;
 		}
+	if (level == IPPROTO_TCP && opt == TCP_RTO_MAX_MS && o->rto_max >= 0) {
+		*slot = (struct opt_slot){ SHIM_OPT_RTO_MAX, &o->rto_max,
+		    sizeof(int) };
+		return 1;
+	}
 	if (level != SOL_SOCKET)
 		return 0;
 	if (opt == SO_LINGER)
@@ -96,6 +107,11 @@ shim_opts_capture(struct shim_rock *r, int fd)
 	o->ka.intvl = get_int(fd, IPPROTO_TCP, TCP_KEEPINTVL);
 	o->ka.cnt = get_int(fd, IPPROTO_TCP, TCP_KEEPCNT);
 	o->user_timeout = get_int(fd, IPPROTO_TCP, TCP_USER_TIMEOUT);
+	len = sizeof(o->rto_max);
+	if (shim_real.getsockopt(fd, IPPROTO_TCP, TCP_RTO_MAX_MS, &o->rto_max,
+	    &len) != 0)
+		o->rto_max = -1;
+	len = sizeof(o->linger);
 	if (shim_real.getsockopt(fd, SOL_SOCKET, SO_LINGER, &o->linger, &len) == 0 &&
 	    o->linger.l_onoff)
 		o->set |= SHIM_OPT_LINGER;
@@ -114,17 +130,33 @@ shim_opts_apply(const struct shim_rock *r, int fd)
 		    &r->opts.rcvbuf, sizeof(int));
 }
 
+/* What the kernel says of a value for a recorded-only option. */
+static int
+recorded_valid(const struct opt_slot *slot, const void *val, socklen_t len)
+{
+	int v;
+
+	if (len < slot->size)
+		return 0;
+	if (slot->bit == SHIM_OPT_LINGER)
+		return 1;
+	memcpy(&v, val, sizeof(v));
+	if (slot->bit == SHIM_OPT_RTO_MAX)
+		return v >= RTO_MAX_LOW && v <= RTO_MAX_HIGH;
+	return v >= 0;	/* TCP_USER_TIMEOUT */
+}
+
 /* The kernel checks keepalive and buffer values on the data connection
- * (the engine then puts its merge back); a user timeout and a linger are
- * only recorded, checked as the kernel would: they must never reach a
- * data connection. */
+ * (the engine then puts its merge back); a user timeout, a linger and a
+ * retransmission bound are only recorded, checked as the kernel would:
+ * the data connection's are the engine's (its RTO bound, doc/paths.md). */
 static int
 set_slot(struct shim_rock *r, int fd, int level, int opt,
     const void *val, socklen_t len, const struct opt_slot *slot)
 {
-	if (slot->bit == ROCK_KA_USER_TIMEOUT || slot->bit == SHIM_OPT_LINGER) {
-		if (len < slot->size || (slot->bit == ROCK_KA_USER_TIMEOUT &&
-		    *(const int *)val < 0)) {
+	if (slot->bit == ROCK_KA_USER_TIMEOUT || slot->bit == SHIM_OPT_LINGER ||
+	    slot->bit == SHIM_OPT_RTO_MAX) {
+		if (!recorded_valid(slot, val, len)) {
 			errno = EINVAL;
 			return -1;
 		}

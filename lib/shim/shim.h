@@ -165,7 +165,8 @@ struct shim_reg;
 enum {
 	SHIM_OPT_LINGER = 1 << 5,
 	SHIM_OPT_SNDBUF = 1 << 6,
-	SHIM_OPT_RCVBUF = 1 << 7
+	SHIM_OPT_RCVBUF = 1 << 7,
+	SHIM_OPT_RTO_MAX = 1 << 8
 };
 struct shim_opts {
 	unsigned set;			/* ROCK_KA_* and SHIM_OPT_*: the program's */
@@ -173,6 +174,8 @@ struct shim_opts {
 	int user_timeout;		/* reported, never applied (PROTOCOL 3.4) */
 	struct linger linger;		/* reported; the engine closes its own */
 	int sndbuf, rcvbuf;		/* as asked for, before the doubling */
+	int rto_max;			/* TCP_RTO_MAX_MS, reported, never applied;
+					 * -1: the kernel has none */
 };
 
 /* What the shim knows of one rock; every field under shim_lock(). */

@@ -412,13 +412,32 @@ rto_max_ms(int fd)
 	return ms;
 }
 
+static int
+min(int a, int b)
+{
+	return a < b ? a : b;
+}
+
+static int
+system_rto_max(void)
+{
+	FILE *f = fopen("/proc/sys/net/ipv4/tcp_rto_max_ms", "r");
+	int v = 120000;
+
+	if (f != NULL) {
+		ck_assert_int_eq(fscanf(f, "%d", &v), 1);
+		fclose(f);
+	}
+	return v;
+}
+
 /* Every data connection has TCP's retransmission timeout bounded: twice
  * the path's first one (rtt + 2 rtt), 3 s at least, so that an RTT sample
  * as long as an idle gap cannot hold a lost segment for a minute. */
 START_TEST(test_tcp_rto_bounded)
 {
 	struct rock_session *s = suspended(64 * 1024);
-	int probe = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), ms = 0;
+	int probe = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), ms = 0, sys;
 	socklen_t len = sizeof(ms);
 	int fd, peer, peer2;
 
@@ -429,19 +448,35 @@ START_TEST(test_tcp_rto_bounded)
 		return;
 	}
 	close(probe);
-	ck_assert_int_eq(ms, 120000);	/* the kernel's own */
+	/* The system's bound (net.ipv4.tcp_rto_max_ms), ours never above. */
+	sys = system_rto_max();
+	ck_assert_int_eq(ms, sys);
 	fd = tcp_pair(&peer);
 	ck_assert_int_eq(rock_stream_attach(s, fd), 0);
-	ck_assert_int_eq(rto_max_ms(fd), 3000);
+	ck_assert_int_eq(rto_max_ms(fd), min(3000, sys));
+	/* The engine's timers take TCP's RTO as TCP retransmits: bounded. A
+	 * gap taken for a round trip: srtt 1.6 s, rttvar 2.5 s. */
+	s->rtt_ms = 1600;
+	s->rttvar_ms = 2500;
+	ck_assert_int_eq(rock_path_rto_ms(s), min(3000, sys));
+	s->rtt_ms = 300;
+	s->rttvar_ms = 50;
+	ck_assert_int_eq(rock_path_rto_ms(s), 500);
 	/* A satellite path with queues: 1.5 s round trips. */
 	s->rtt_ms = 1500;
 	fd = tcp_pair(&peer2);
 	ck_assert_int_eq(rock_stream_attach(s, fd), 0);
-	ck_assert_int_eq(rto_max_ms(fd), 2 * (1500 + 3000));
-	/* Beyond the kernel's own bound: the kernel's. */
+	ck_assert_int_eq(rto_max_ms(fd), min(2 * (1500 + 3000), sys));
+	/* Beyond the system's bound: the system's. */
 	s->rtt_ms = 100000;
 	rock_path_new_connection(s);
-	ck_assert_int_eq(rto_max_ms(fd), 120000);
+	ck_assert_int_eq(rto_max_ms(fd), sys);
+	/* Unknown (a Fast Open accept): the floor, then TCP's first sample
+	 * decides (take_rtt, through the liveness check's sample). */
+	s->rtt_ms = 0;
+	rock_path_new_connection(s);
+	ck_assert_int_eq(rto_max_ms(fd), min(3000, sys));
+	ck_assert_int_eq(s->rto_bound_rtt, 0);
 	close(peer);
 	close(peer2);
 }
