@@ -57,7 +57,7 @@ accept_any(int lfd, struct sockaddr *addr, socklen_t *len, int flags)
 		if (st->cfg.mode != ROCK_MODE_ROCK || !st->cfg.serve ||
 		    shim_fd_state_of(shim_fd_get(fd)) != SHIM_FD_TCP_DONE)
 			return fd;
-		if ((fd = shim_serve(fd, flags)) >= 0)
+		if ((fd = shim_serve(lfd, fd, flags)) >= 0)
 			return fd;
 	}
 }

@@ -9,10 +9,7 @@
 #include "shim.h"
 
 #define KA_BITS (ROCK_KA_KEEPALIVE | ROCK_KA_IDLE | ROCK_KA_INTVL | ROCK_KA_CNT)
-/* Linux 6.15's bound on the retransmission timeout, and its range. */
-#ifndef TCP_RTO_MAX_MS
-#define TCP_RTO_MAX_MS 44
-#endif
+/* TCP_RTO_MAX_MS's range, as the kernel checks it. */
 #define RTO_MAX_LOW 1000
 #define RTO_MAX_HIGH 120000
 

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -118,10 +119,21 @@ start_reconnect(struct rock_engine *e, void *arg)
 	free(sv);
 }
 
+/* TCP_RTO_MAX_MS of a socket (an accepted one inherits the listener's). */
+static int
+rto_max_of(int fd)
+{
+	int v = -1;
+	socklen_t len = sizeof(v);
+
+	(void)shim_real.getsockopt(fd, IPPROTO_TCP, TCP_RTO_MAX_MS, &v, &len);
+	return v;
+}
+
 /* Lock held. The program's descriptor for the accepted rock: its own
  * number on the engine's connection, which a reconnect replaces. */
 static int
-adopt(struct shim_rock *r, int flags)
+adopt(struct shim_rock *r, int lfd, int flags)
 {
 	int fd = rock_direct_fd(r->s);
 	int pfd = shim_real.fcntl(fd, (flags & SOCK_CLOEXEC) ?
@@ -137,6 +149,10 @@ adopt(struct shim_rock *r, int flags)
 	    &r->peer_len) != 0)
 		r->peer_len = 0;
 	shim_opts_capture(r, pfd);
+	/* What the program's own accepted socket would say: the listener's,
+	 * not the bound the engine put on its connection. */
+	if (r->opts.rto_max >= 0)
+		r->opts.rto_max = rto_max_of(lfd);
 	shim_rock_bind(pfd, r);
 	shim_rock_set_ready(r, 1);
 	rlog_debug(&shim_state()->log, "fd %d: an accepted rock", pfd);
@@ -146,7 +162,7 @@ adopt(struct shim_rock *r, int flags)
 /* The engine reads the rest of the hello and answers it; the program's
  * accept() waits for that (the engine bounds it: handshake_timeout_ms). */
 static int
-handshake(struct serve *sv, int flags)
+handshake(struct serve *sv, int lfd, int flags)
 {
 	struct shim_rock *r;
 	int pfd = -1;
@@ -162,7 +178,7 @@ handshake(struct serve *sv, int flags)
 	shim_engine_call(&sv->call);
 	while (sv->done == 0)
 		(void)shim_wait(-1);
-	if (sv->done > 0 && r->s != NULL && (pfd = adopt(r, flags)) < 0) {
+	if (sv->done > 0 && r->s != NULL && (pfd = adopt(r, lfd, flags)) < 0) {
 		r->nfds = 0;
 		shim_post(r, SHIM_CMD_RELEASE);
 		r->released = 1;
@@ -183,7 +199,7 @@ answer_probe(struct rock_engine *e, int fd)
 }
 
 static int
-serve(struct rock_engine *e, int fd, int flags)
+serve(struct rock_engine *e, int lfd, int fd, int flags)
 {
 	struct serve sv = { .fd = fd }, *rc;
 	enum rock_sniff kind = sniff(fd, sv.early, &sv.nearly);
@@ -205,7 +221,7 @@ serve(struct rock_engine *e, int fd, int flags)
 		return -1;
 	}
 	if (kind == ROCK_SNIFF_ANNOUNCE)
-		return handshake(&sv, flags);
+		return handshake(&sv, lfd, flags);
 	if ((rc = malloc(sizeof(*rc))) == NULL) {
 		shim_real.close(fd);
 		return -1;
@@ -221,14 +237,14 @@ serve(struct rock_engine *e, int fd, int flags)
 }
 
 int
-shim_serve(int fd, int flags)
+shim_serve(int lfd, int fd, int flags)
 {
 	struct rock_engine *e;
 	int busy = shim_busy, r, err = errno;
 
 	shim_busy = 1;
 	e = server_engine();
-	r = e == NULL ? fd : serve(e, fd, flags);
+	r = e == NULL ? fd : serve(e, lfd, fd, flags);
 	shim_busy = busy;
 	errno = err;
 	return r;

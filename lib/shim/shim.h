@@ -168,6 +168,11 @@ enum {
 	SHIM_OPT_RCVBUF = 1 << 7,
 	SHIM_OPT_RTO_MAX = 1 << 8
 };
+/* Linux 6.15's bound on the retransmission timeout (uapi linux/tcp.h). */
+#ifndef TCP_RTO_MAX_MS
+#define TCP_RTO_MAX_MS 44
+#endif
+
 struct shim_opts {
 	unsigned set;			/* ROCK_KA_* and SHIM_OPT_*: the program's */
 	struct rock_owner_ka ka;	/* the engine merges it with its backstop */
@@ -256,11 +261,11 @@ struct shim_call {
 	struct shim_call *next;
 };
 void shim_engine_call(struct shim_call *c);
-/* accept(): what the program gets for the connection fd from a TCP
- * listener under ROCK_MODE=rock (serve.c): fd (a plain client), a rock's
+/* accept(): what the program gets for the connection fd accepted from
+ * the TCP listener lfd under ROCK_MODE=rock (serve.c): fd (a plain client), a rock's
  * descriptor, or -1 when the connection was the engine's (a probe, a
  * reconnect) or its handshake failed: the caller accepts the next. */
-int shim_serve(int fd, int flags);
+int shim_serve(int lfd, int fd, int flags);
 void shim_cmd_forget(struct shim_rock *r);		/* lock held */
 struct shim_rock *shim_rock_new(void);			/* lock held */
 void shim_rock_free(struct shim_rock *r);		/* lock held */
