@@ -233,6 +233,19 @@ shim_post(struct shim_rock *r, int cmd)
 	(void)!shim_real.write(eng.cmd_fd, &one, sizeof(one));
 }
 
+/* An accepted rock a fork copied: the child's copy is a plain socket on
+ * the same connection, whose bytes the rock never counts. Its end here
+ * must not be the reliable close, which would give the client a clean
+ * end of stream short of what the child sends: the rock is killed (the
+ * connection reset under the child too, the client told in an
+ * authenticated record), so the client hears ECONNRESET. */
+static void
+abort_forked(struct shim_rock *r)
+{
+	rock_session_kill(r->s, "an accepted rock a fork copied: the "
+	    "child's bytes are not counted");
+}
+
 static void
 run_cmds(struct shim_rock *r, int cmds)
 {
@@ -244,7 +257,9 @@ run_cmds(struct shim_rock *r, int cmds)
 		rock_direct_eof(r->s);
 	if ((cmds & SHIM_CMD_EOF_WAIT) && r->s != NULL)
 		rock_direct_eof_unconfirmed(r->s);
-	if ((cmds & SHIM_CMD_RELEASE) && r->s != NULL)
+	if ((cmds & SHIM_CMD_RELEASE) && r->s != NULL && r->forked)
+		abort_forked(r);
+	else if ((cmds & SHIM_CMD_RELEASE) && r->s != NULL)
 		rock_direct_release(r->s, &released_cbs, r);
 	else if ((cmds & SHIM_CMD_FINISH) && r->s != NULL)
 		rock_direct_finish(r->s);
@@ -418,13 +433,14 @@ before_fork(void)
 	shim_lock();
 	/* A forking server hands its accepted rocks to children, which
 	 * cannot keep them (issue 11, item 1): say so once. */
-	if (!warned && !eng.forking_keeper &&
-	    (n = shim_rock_accepted_count()) > 0) {
+	if (!eng.forking_keeper && (n = shim_rock_mark_forked()) > 0 &&
+	    !warned) {
 		warned = 1;
 		rlog_warn(&shim_state()->log, "fork with %d accepted rocks: "
 		    "a child's copies are plain sockets and these rocks will "
-		    "break; run a forking server without ROCK_SERVE=1 (its "
-		    "connections then stay plain), or behind rockd", n);
+		    "end with a reset; run a forking server without "
+		    "ROCK_SERVE=1 (its connections then stay plain), or behind "
+		    "rockd", n);
 	}
 }
 

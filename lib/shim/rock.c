@@ -327,13 +327,16 @@ shim_rock_live_count(void)
 }
 
 int
-shim_rock_accepted_count(void)
+shim_rock_mark_forked(void)
 {
 	struct shim_rock *r;
 	int n = 0;
 
 	for (r = all; r != NULL; r = r->next)
-		n += r->s != NULL && r->accepted;
+		if (r->s != NULL && r->accepted) {
+			r->forked = 1;
+			n++;
+		}
 	return n;
 }
 
