@@ -233,17 +233,18 @@ shim_post(struct shim_rock *r, int cmd)
 	(void)!shim_real.write(eng.cmd_fd, &one, sizeof(one));
 }
 
-/* An accepted rock a fork copied: the child's copy is a plain socket on
- * the same connection, whose bytes the rock never counts. Its end here
- * must not be the reliable close, which would give the client a clean
- * end of stream short of what the child sends: the rock is killed (the
- * connection reset under the child too, the client told in an
- * authenticated record), so the client hears ECONNRESET. */
+/* An accepted rock a fork copied (the child's copy is a plain socket on
+ * the same connection, whose bytes the rock never counts), or one that
+ * never reached the program. Its end must not be the reliable close,
+ * which would give the client a clean end of stream short of what was
+ * sent: the rock is killed (the connection reset under any copy, the
+ * client told in an authenticated record), so the client hears
+ * ECONNRESET. */
 static void
-abort_forked(struct shim_rock *r)
+kill_at_release(struct shim_rock *r)
 {
-	rock_session_kill(r->s, "an accepted rock a fork copied: the "
-	    "child's bytes are not counted");
+	rock_session_kill(r->s, "an accepted rock a fork copied, or that "
+	    "never reached the program: ended with a reset");
 }
 
 static void
@@ -257,8 +258,8 @@ run_cmds(struct shim_rock *r, int cmds)
 		rock_direct_eof(r->s);
 	if ((cmds & SHIM_CMD_EOF_WAIT) && r->s != NULL)
 		rock_direct_eof_unconfirmed(r->s);
-	if ((cmds & SHIM_CMD_RELEASE) && r->s != NULL && r->forked)
-		abort_forked(r);
+	if ((cmds & SHIM_CMD_RELEASE) && r->s != NULL && r->kill_at_release)
+		kill_at_release(r);
 	else if ((cmds & SHIM_CMD_RELEASE) && r->s != NULL)
 		rock_direct_release(r->s, &released_cbs, r);
 	else if ((cmds & SHIM_CMD_FINISH) && r->s != NULL)
@@ -437,10 +438,11 @@ before_fork(void)
 	    !warned) {
 		warned = 1;
 		rlog_warn(&shim_state()->log, "fork with %d accepted rocks: "
-		    "a child's copies are plain sockets and these rocks will "
-		    "end with a reset; run a forking server without "
-		    "ROCK_SERVE=1 (its connections then stay plain), or behind "
-		    "rockd", n);
+		    "a child's copies are plain sockets, and these rocks will "
+		    "end with a reset when closed (any fork(); posix_spawn, "
+		    "system and popen do not fork so); run a server that forks "
+		    "without ROCK_SERVE=1 (its connections then stay plain), "
+		    "or behind rockd", n);
 	}
 }
 

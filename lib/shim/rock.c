@@ -334,7 +334,7 @@ shim_rock_mark_forked(void)
 
 	for (r = all; r != NULL; r = r->next)
 		if (r->s != NULL && r->accepted) {
-			r->forked = 1;
+			r->kill_at_release = 1;
 			n++;
 		}
 	return n;

@@ -179,7 +179,10 @@ handshake(struct serve *sv, int lfd, int flags)
 	while (sv->done == 0)
 		(void)shim_wait(-1);
 	if (sv->done > 0 && r->s != NULL && (pfd = adopt(r, lfd, flags)) < 0) {
+		/* The client's rock never reached the program: a reset, not
+		 * the reliable close's clean end after 0 bytes. */
 		r->nfds = 0;
+		r->kill_at_release = 1;
 		shim_post(r, SHIM_CMD_RELEASE);
 		r->released = 1;
 	} else if (pfd < 0) {
@@ -206,8 +209,10 @@ serve(struct rock_engine *e, int lfd, int fd, int flags)
 
 	if (kind == ROCK_SNIFF_PLAIN)
 		return fd;
-	/* From here the connection is the engine's, not the program's. */
+	/* From here the connection is the engine's, not the program's: no
+	 * program it execs inherits it (accept's flags were the program's). */
 	shim_fd_set(fd, SHIM_FD_UNKNOWN, 0);
+	(void)shim_real.fcntl(fd, F_SETFD, FD_CLOEXEC);
 	if (kind == ROCK_SNIFF_PROBE) {
 		rlog_debug(&shim_state()->log, "fd %d: an EDP probe: announced",
 		    fd);
@@ -240,12 +245,17 @@ int
 shim_serve(int lfd, int fd, int flags)
 {
 	struct rock_engine *e;
-	int busy = shim_busy, r, err = errno;
+	int busy = shim_busy, r, err = errno, cancel;
 
+	/* A thread cancelled in the wait for a hello would leave the lock
+	 * held and the engine writing to its stack: not a cancellation
+	 * point here, as the shim's other waits are not. */
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
 	shim_busy = 1;
 	e = server_engine();
 	r = e == NULL ? fd : serve(e, lfd, fd, flags);
 	shim_busy = busy;
+	pthread_setcancelstate(cancel, NULL);
 	errno = err;
 	return r;
 }

@@ -199,7 +199,7 @@ struct shim_rock {
 	int dead;		/* freed once holds drops to 0 */
 	int cmds;		/* SHIM_CMD_* for the engine's thread */
 	int accepted;		/* a server's (serve.c) */
-	int forked;		/* accepted, and a fork copied it: ends killed */
+	int kill_at_release;	/* its end is a reset, never the reliable close */
 	int nfds;
 	int fds[SHIM_ROCK_FDS];
 	struct shim_opts opts;
@@ -285,7 +285,8 @@ void shim_rock_orphan_all(void);			/* lock held */
 uint64_t shim_rock_unacked_all(void);			/* lock held */
 int shim_rock_any_suspended(void);			/* lock held */
 int shim_rock_live_count(void);			/* lock held; with a session */
-/* Lock held. Every accepted rock is marked forked; how many there are. */
+/* Lock held. Every accepted rock a fork copies is to end with a reset
+ * (kill_at_release); how many there are. */
 int shim_rock_mark_forked(void);
 int shim_rock_writing(void);			/* lock held; a write under way */
 void shim_rock_abandon_connects(void);			/* lock held */
