@@ -9,6 +9,15 @@
 
 #include <event2/event.h>
 
+/* Linux 6.15's bound on TCP's retransmission timeout (uapi linux/tcp.h),
+ * and the range the kernel takes for it: the engine's data connections
+ * get one (rock_path.c), a program's is only recorded (shim opts.c). */
+#ifndef TCP_RTO_MAX_MS
+#define TCP_RTO_MAX_MS 44
+#endif
+#define ROCK_TCP_RTO_MAX_LOW_MS 1000
+#define ROCK_TCP_RTO_MAX_HIGH_MS 120000
+
 #include "rock_crypto.h"
 #include "rock_known.h"
 #include "rock_log.h"

@@ -102,12 +102,7 @@ rock_path_init(struct rock_session *s, int rtt_ms)
 	rock_path_new_connection(s);
 }
 
-/* TCP's bound on its retransmission timeout, Linux 6.15 (uapi tcp.h). */
-#ifndef TCP_RTO_MAX_MS
-#define TCP_RTO_MAX_MS 44
-#endif
 #define RTO_BOUND_FLOOR_MS 3000
-#define RTO_BOUND_CEIL_MS 120000	/* the kernel's own, and its limit */
 
 /* The system's bound (net.ipv4.tcp_rto_max_ms, Linux 6.15): ours never
  * raises an administrator's lower one. */
@@ -120,7 +115,7 @@ system_rto_max_ms(struct rock_engine *e)
 
 	if (e->tcp_rto_max_ms > 0)
 		return e->tcp_rto_max_ms;
-	e->tcp_rto_max_ms = RTO_BOUND_CEIL_MS;
+	e->tcp_rto_max_ms = ROCK_TCP_RTO_MAX_HIGH_MS;
 	if ((fd = open("/proc/sys/net/ipv4/tcp_rto_max_ms",
 	    O_RDONLY | O_CLOEXEC)) < 0)
 		return e->tcp_rto_max_ms;
@@ -128,7 +123,7 @@ system_rto_max_ms(struct rock_engine *e)
 	close(fd);
 	if (n > 0) {
 		buf[n] = '\0';
-		if ((v = atoi(buf)) >= 1000 && v < RTO_BOUND_CEIL_MS)
+		if ((v = atoi(buf)) >= 1000 && v < ROCK_TCP_RTO_MAX_HIGH_MS)
 			e->tcp_rto_max_ms = v;
 	}
 	return e->tcp_rto_max_ms;

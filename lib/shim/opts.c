@@ -9,9 +9,6 @@
 #include "shim.h"
 
 #define KA_BITS (ROCK_KA_KEEPALIVE | ROCK_KA_IDLE | ROCK_KA_INTVL | ROCK_KA_CNT)
-/* TCP_RTO_MAX_MS's range, as the kernel checks it. */
-#define RTO_MAX_LOW 1000
-#define RTO_MAX_HIGH 120000
 
 /* The option's bit in shim_opts.set, its place in the record. */
 struct opt_slot {
@@ -66,8 +63,8 @@ tell_engine(struct shim_rock *r)
 	shim_busy = busy;
 }
 
-static int
-get_int(int fd, int level, int opt)
+int
+shim_getsockopt_int(int fd, int level, int opt)
 {
 	int v = 0;
 	socklen_t len = sizeof(v);
@@ -82,11 +79,11 @@ static void
 capture_buffers(struct shim_opts *o, int fd, unsigned set)
 {
 	if (set & SHIM_FD_SNDBUF_SET) {
-		o->sndbuf = get_int(fd, SOL_SOCKET, SO_SNDBUF) / 2;
+		o->sndbuf = shim_getsockopt_int(fd, SOL_SOCKET, SO_SNDBUF) / 2;
 		o->set |= SHIM_OPT_SNDBUF;
 	}
 	if (set & SHIM_FD_RCVBUF_SET) {
-		o->rcvbuf = get_int(fd, SOL_SOCKET, SO_RCVBUF) / 2;
+		o->rcvbuf = shim_getsockopt_int(fd, SOL_SOCKET, SO_RCVBUF) / 2;
 		o->set |= SHIM_OPT_RCVBUF;
 	}
 }
@@ -99,11 +96,12 @@ shim_opts_capture(struct shim_rock *r, int fd)
 	unsigned set = shim_fd_get(fd);
 
 	o->set = set & (KA_BITS | ROCK_KA_USER_TIMEOUT);
-	o->ka.on = get_int(fd, SOL_SOCKET, SO_KEEPALIVE) != 0;
-	o->ka.idle = get_int(fd, IPPROTO_TCP, TCP_KEEPIDLE);
-	o->ka.intvl = get_int(fd, IPPROTO_TCP, TCP_KEEPINTVL);
-	o->ka.cnt = get_int(fd, IPPROTO_TCP, TCP_KEEPCNT);
-	o->user_timeout = get_int(fd, IPPROTO_TCP, TCP_USER_TIMEOUT);
+	o->ka.on = shim_getsockopt_int(fd, SOL_SOCKET, SO_KEEPALIVE) != 0;
+	o->ka.idle = shim_getsockopt_int(fd, IPPROTO_TCP, TCP_KEEPIDLE);
+	o->ka.intvl = shim_getsockopt_int(fd, IPPROTO_TCP, TCP_KEEPINTVL);
+	o->ka.cnt = shim_getsockopt_int(fd, IPPROTO_TCP, TCP_KEEPCNT);
+	o->user_timeout = shim_getsockopt_int(fd, IPPROTO_TCP,
+	    TCP_USER_TIMEOUT);
 	len = sizeof(o->rto_max);
 	if (shim_real.getsockopt(fd, IPPROTO_TCP, TCP_RTO_MAX_MS, &o->rto_max,
 	    &len) != 0)
@@ -139,7 +137,7 @@ recorded_valid(const struct opt_slot *slot, const void *val, socklen_t len)
 		return 1;
 	memcpy(&v, val, sizeof(v));
 	if (slot->bit == SHIM_OPT_RTO_MAX)
-		return v >= RTO_MAX_LOW && v <= RTO_MAX_HIGH;
+		return v >= ROCK_TCP_RTO_MAX_LOW_MS && v <= ROCK_TCP_RTO_MAX_HIGH_MS;
 	return v >= 0;	/* TCP_USER_TIMEOUT */
 }
 

@@ -119,17 +119,6 @@ start_reconnect(struct rock_engine *e, void *arg)
 	free(sv);
 }
 
-/* TCP_RTO_MAX_MS of a socket (an accepted one inherits the listener's). */
-static int
-rto_max_of(int fd)
-{
-	int v = -1;
-	socklen_t len = sizeof(v);
-
-	(void)shim_real.getsockopt(fd, IPPROTO_TCP, TCP_RTO_MAX_MS, &v, &len);
-	return v;
-}
-
 /* Lock held. The program's descriptor for the accepted rock: its own
  * number on the engine's connection, which a reconnect replaces. */
 static int
@@ -149,10 +138,11 @@ adopt(struct shim_rock *r, int lfd, int flags)
 	    &r->peer_len) != 0)
 		r->peer_len = 0;
 	shim_opts_capture(r, pfd);
-	/* What the program's own accepted socket would say: the listener's,
-	 * not the bound the engine put on its connection. */
+	/* What the program's own accepted socket would say: the listener's
+	 * (accept inherits it), not the bound the engine put on its own. */
 	if (r->opts.rto_max >= 0)
-		r->opts.rto_max = rto_max_of(lfd);
+		r->opts.rto_max = shim_getsockopt_int(lfd,
+		    IPPROTO_TCP, TCP_RTO_MAX_MS);
 	shim_rock_bind(pfd, r);
 	shim_rock_set_ready(r, 1);
 	rlog_debug(&shim_state()->log, "fd %d: an accepted rock", pfd);

@@ -168,11 +168,6 @@ enum {
 	SHIM_OPT_RCVBUF = 1 << 7,
 	SHIM_OPT_RTO_MAX = 1 << 8
 };
-/* Linux 6.15's bound on the retransmission timeout (uapi linux/tcp.h). */
-#ifndef TCP_RTO_MAX_MS
-#define TCP_RTO_MAX_MS 44
-#endif
-
 struct shim_opts {
 	unsigned set;			/* ROCK_KA_* and SHIM_OPT_*: the program's */
 	struct rock_owner_ka ka;	/* the engine merges it with its backstop */
@@ -297,6 +292,8 @@ void shim_keeper_run(struct event_base *base, struct rock_engine *e,
     int keep_fd, int nrocks, pid_t program) __attribute__((noreturn));
 /* opts.c. Lock held: read the program's socket fd before a rock replaces
  * it; put the program's buffer sizes on a new data connection. */
+/* An int option of fd, from the kernel (0 when it has none). */
+int shim_getsockopt_int(int fd, int level, int opt);
 void shim_opts_capture(struct shim_rock *r, int fd);
 void shim_opts_apply(const struct shim_rock *r, int fd);
 /* Lock not held. 1: fd is a rock and the option is the record's (*ret
