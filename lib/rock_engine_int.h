@@ -177,6 +177,9 @@ struct rock_session {
 #define ROCK_UNPROVEN_MS 10000
 
 #define ROCK_SCOUTS 16
+/* Finished rocks' farewells held at most (rock_farewell.c): a bound on
+ * the memory strangers' closes can make us hold. A power of two. */
+#define ROCK_FAREWELL_MAX 4096
 #define PROBE_CACHE 16
 #define PROBE_CACHE_MS ROCK_PROBE_TTL_MS
 #define PROBE_CACHE_PLAIN_MS ROCK_PROBE_PLAIN_TTL_MS
@@ -237,7 +240,8 @@ struct rock_engine {
 	 * to that address wait until it finds the path up (rock_dial.c). */
 	struct rock_session *scouts[ROCK_SCOUTS];
 	/* Finished rocks whose last word is still repeated (rock_farewell.c). */
-	struct rock_farewell *farewells;
+	struct rock_farewell *farewells, *farewell_oldest;
+	struct rock_farewell **farewell_table;	/* by id; NULL until one */
 	size_t nfarewells;
 	void (*lock)(void *);		/* the owner's, when other threads */
 	void (*unlock)(void *);		/* touch sessions (the preload shim) */

@@ -11,9 +11,11 @@
 /* Long enough for the copies below and a few of the peer's heartbeats at
  * heavy loss, short of the 2 s within which a closed rock leaves nothing. */
 #define FAREWELL_MS 1500
-/* A bound on the memory strangers' closes can make us hold. */
-#define FAREWELL_MAX 4096
 #define FAREWELL_COPIES 6
+/* Every record and packet for an id no session has is looked up here: a
+ * list scanned per datagram cost a mass close seconds of CPU at 4,096
+ * farewells (and 7 % of a busy connect loop's). A power of two. */
+#define FAREWELL_BUCKETS (ROCK_FAREWELL_MAX / 4)
 
 struct rock_farewell {
 	uint8_t id[ROCK_ID_LEN];
@@ -28,15 +30,57 @@ struct rock_farewell {
 	/* Answered since the last tick: two farewells (both ends finished at
 	 * once) would otherwise answer each other at round-trip speed. */
 	int answered;
-	struct rock_farewell *next;
+	struct rock_farewell *next, *prev;	/* e->farewells, newest first */
+	struct rock_farewell *hnext;		/* its bucket of e->farewell_table */
 };
 
-static void
-drop(struct rock_engine *e, struct rock_farewell **p)
+static struct rock_farewell **
+bucket(struct rock_engine *e, const uint8_t id[ROCK_ID_LEN])
 {
-	struct rock_farewell *f = *p;
+	uint64_t h;
 
-	*p = f->next;
+	memcpy(&h, id, sizeof(h));	/* ids are random: any 8 bytes hash */
+	return &e->farewell_table[h & (FAREWELL_BUCKETS - 1)];
+}
+
+/* f goes in front of the list (the newest) or behind it (the oldest, as a
+ * hand-over's farewells arrive), and into its bucket. */
+static int
+link_farewell(struct rock_engine *e, struct rock_farewell *f, int oldest)
+{
+	struct rock_farewell **b;
+
+	if (e->farewell_table == NULL && (e->farewell_table =
+	    calloc(FAREWELL_BUCKETS, sizeof(*e->farewell_table))) == NULL)
+		return ROCK_ERR_NOMEM;
+	if (oldest) {
+		f->next = NULL;
+		f->prev = e->farewell_oldest;
+		*(f->prev != NULL ? &f->prev->next : &e->farewells) = f;
+		e->farewell_oldest = f;
+	} else {
+		f->prev = NULL;
+		f->next = e->farewells;
+		*(f->next != NULL ? &f->next->prev : &e->farewell_oldest) = f;
+		e->farewells = f;
+	}
+	b = bucket(e, f->id);
+	f->hnext = *b;
+	*b = f;
+	e->nfarewells++;
+	return 0;
+}
+
+static void
+drop(struct rock_engine *e, struct rock_farewell *f)
+{
+	struct rock_farewell **p;
+
+	*(f->prev != NULL ? &f->prev->next : &e->farewells) = f->next;
+	*(f->next != NULL ? &f->next->prev : &e->farewell_oldest) = f->prev;
+	for (p = bucket(e, f->id); *p != f; p = &(*p)->hnext)
+		ROCK_ASSERT(*p != NULL);
+	*p = f->hnext;
 	rock_keys_wipe(&f->keys);
 	free(f);
 	e->nfarewells--;
@@ -69,17 +113,13 @@ void
 rock_farewell_add(struct rock_session *s)
 {
 	struct rock_engine *e = s->e;
-	struct rock_farewell *f, **p;
+	struct rock_farewell *f;
 	int i;
 
 	if (s->udp_peer_len == 0 || !(s->features & ROCK_FEAT_UDP))
 		return;
-	if (e->nfarewells >= FAREWELL_MAX) {
-		/* The oldest is at the tail: the newest are pushed in front. */
-		for (p = &e->farewells; (*p)->next != NULL; p = &(*p)->next)
-			;
-		drop(e, p);
-	}
+	if (e->nfarewells >= ROCK_FAREWELL_MAX)
+		drop(e, e->farewell_oldest);
 	if ((f = calloc(1, sizeof(*f))) == NULL)
 		return;		/* the peer's fallback: silence after both ends shut */
 	memcpy(f->id, s->id, ROCK_ID_LEN);
@@ -94,9 +134,11 @@ rock_farewell_add(struct rock_session *s)
 	f->to = s->udp_peer;
 	f->tolen = s->udp_peer_len;
 	f->expires_ms = rock_now_ms() + FAREWELL_MS;
-	f->next = e->farewells;
-	e->farewells = f;
-	e->nfarewells++;
+	if (link_farewell(e, f, 0) != 0) {
+		rock_keys_wipe(&f->keys);
+		free(f);
+		return;
+	}
 	/* Copies now: the process may exit before the next tick, and a peer
 	 * that hears none waits for its dead time. Six make one rock in a
 	 * thousand of those closed at 20 % loss wait so (0.2^6 each). */
@@ -109,8 +151,12 @@ find(struct rock_engine *e, const uint8_t id[ROCK_ID_LEN])
 {
 	struct rock_farewell *f;
 
-	for (f = e->farewells; f != NULL; f = f->next)
-		if (rock_equal(f->id, id, ROCK_ID_LEN))
+	if (e->farewell_table == NULL)
+		return NULL;
+	/* Ids are public (every packet carries them): no need to compare
+	 * them in constant time, unlike the tags. */
+	for (f = *bucket(e, id); f != NULL; f = f->hnext)
+		if (memcmp(f->id, id, ROCK_ID_LEN) == 0)
 			break;
 	return f;
 }
@@ -168,16 +214,16 @@ rock_farewell_answer_packet(struct rock_engine *e,
 void
 rock_farewell_tick(struct rock_engine *e, int64_t now)
 {
-	struct rock_farewell **p = &e->farewells;
+	struct rock_farewell *f, *next;
 
-	while (*p != NULL) {
-		if (now >= (*p)->expires_ms) {
-			drop(e, p);
+	for (f = e->farewells; f != NULL; f = next) {
+		next = f->next;
+		if (now >= f->expires_ms) {
+			drop(e, f);
 			continue;
 		}
-		say(e, *p);
-		(*p)->answered = 0;
-		p = &(*p)->next;
+		say(e, f);
+		f->answered = 0;
 	}
 }
 
@@ -185,7 +231,9 @@ void
 rock_farewell_free_all(struct rock_engine *e)
 {
 	while (e->farewells != NULL)
-		drop(e, &e->farewells);
+		drop(e, e->farewells);
+	free(e->farewell_table);
+	e->farewell_table = NULL;
 }
 
 /* ---- hand-over (rock_handover.c): a farewell moves with its time left */
@@ -246,8 +294,11 @@ rock_farewell_get(struct rock_engine *e, struct rock_rec_in *r)
 	}
 	memcpy(&f->to, to, tolen);
 	f->tolen = (socklen_t)tolen;
-	f->next = e->farewells;
-	e->farewells = f;
-	e->nfarewells++;
+	/* They come newest first (rock_farewell_put_all); past the bound,
+	 * the oldest are not taken. */
+	if (e->nfarewells >= ROCK_FAREWELL_MAX || link_farewell(e, f, 1) != 0) {
+		rock_keys_wipe(&f->keys);
+		free(f);
+	}
 	return 0;
 }

@@ -311,6 +311,63 @@ START_TEST(test_farewell)
 }
 END_TEST
 
+/* Past the bound the oldest farewell goes, and each of thousands is found
+ * by its id (a bucket, not a scan of them all). */
+START_TEST(test_farewell_many)
+{
+	enum { N = ROCK_FAREWELL_MAX + 1 };
+	static uint8_t ids[N][ROCK_ID_LEN];
+	static struct rock_keys keys[N];
+	struct sockaddr_storage peer;
+	struct rock_hb_record r;
+	unsigned long unknown;
+	uint8_t junk[ROCK_HB_MAX_LEN];
+	int i, last = N - 1;
+
+	event_del(eng->ev_tick);
+	for (i = 0; i < N; i++) {
+		struct rock_session *s = add("done", "192.0.2.1", 0, rock_now_ms(), 1);
+
+		if (i == 0)
+			peer_open(s);
+		else
+			memcpy(&s->udp_peer, &peer, sizeof(peer));
+		memcpy(&peer, &s->udp_peer, sizeof(peer));
+		s->udp_peer_len = sizeof(struct sockaddr_in);
+		memcpy(ids[i], s->id, ROCK_ID_LEN);
+		keys[i] = s->keys;
+		s->features |= ROCK_FEAT_UDP;
+		s->flags = s->peer_flags = ROCK_FLAG_WR_SHUT | ROCK_FLAG_EOF_SEEN;
+		s->consumed = 0;
+		rock_session_maybe_finish(s);
+	}
+	ck_assert_int_eq(nclosed, N);
+	ck_assert_uint_eq(eng->nfarewells, ROCK_FAREWELL_MAX);
+	while (recv(peer_fd, junk, sizeof(junk), MSG_DONTWAIT) > 0)
+		;
+	/* The first is gone: its peer's record is a stranger's... */
+	unknown = eng->stats.hb_unknown;
+	peer_send(ids[0], 100, keys[0].rx);
+	ck_assert_int_eq(peer_read(&keys[0], &r, 100), -1);
+	ck_assert_uint_eq(eng->stats.hb_unknown, unknown + 1);
+	/* ...the second, now the oldest, and the last still answer. */
+	peer_send(ids[1], 100, keys[1].rx);
+	ck_assert_int_eq(peer_read(&keys[1], &r, 500), 0);
+	ck_assert_mem_eq(r.id, ids[1], ROCK_ID_LEN);
+	peer_send(ids[last], 100, keys[last].rx);
+	ck_assert_int_eq(peer_read(&keys[last], &r, 500), 0);
+	ck_assert_mem_eq(r.id, ids[last], ROCK_ID_LEN);
+	ck_assert_uint_eq(eng->stats.hb_unknown, unknown + 1);
+	/* Then they all expire, each out of its bucket. */
+	usleep(1600 * 1000);
+	rock_control_tick(eng);
+	ck_assert_uint_eq(eng->nfarewells, 0);
+	peer_send(ids[last], 101, keys[last].rx);
+	ck_assert_int_eq(peer_read(&keys[last], &r, 100), -1);
+	close(peer_fd);
+}
+END_TEST
+
 /* ---- groups: a UDP socket of ours plays the client's engine */
 
 /* The next packet within ms: its anchor (one of ours), its tag checked
@@ -896,6 +953,7 @@ evict_suite(void)
 	tcase_add_test(tc, test_unproven_expire);
 	tcase_add_test(tc, test_long_connection_proves);
 	tcase_add_test(tc, test_farewell);
+	tcase_add_test(tc, test_farewell_many);
 	tcase_add_test(tc, test_group);
 	tcase_add_test(tc, test_group_client);
 	tcase_add_test(tc, test_group_rotates);
