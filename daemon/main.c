@@ -512,6 +512,7 @@ static void
 teardown(struct rockd *d)
 {
 	rockd_metrics_stop(d);
+	rockd_heap_stop(d);
 	rockd_session_free(d);
 	rockd_control_stop(d);
 	rock_engine_free(d->engine);
@@ -549,6 +550,8 @@ run(struct rockd *d, const struct options *o)
 	    rockd_metrics_start(d, NULL, 0) != 0) {
 		goto out;
 	}
+	if (rockd_heap_start(d) != 0)
+		goto out;
 	if (rockd_control_start(d, o->control != NULL ? o->control :
 	    d->cfg.control[0] != '\0' ? d->cfg.control : NULL,
 	    o->takeover >= 0) != 0)

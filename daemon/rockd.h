@@ -93,6 +93,7 @@ struct rockd {
 	struct rock_identity ident;	/* from the key file, until the engine has it */
 	struct event *sig_term, *sig_int, *sig_hup, *sig_usr2;
 	struct event *drain;		/* SIGTERM: cuts what is left, in time */
+	struct event *heap_trim;	/* heap.c: freed pages back, now and then */
 	long drain_opt_s;		/* --drain-timeout; -1: the file's */
 	int64_t drain_deadline_ms;
 	size_t nsniffs;			/* connections whose first bytes are awaited */
@@ -242,6 +243,10 @@ int rockd_metrics_fd(const struct rockd *d);
 /* SIGHUP: move to next's address, or keep the socket if it is the same. */
 int rockd_metrics_reload(struct rockd *d, const struct rockd_config *next);
 void rockd_metrics_stop(struct rockd *d);
+
+/* heap.c */
+int rockd_heap_start(struct rockd *d);
+void rockd_heap_stop(struct rockd *d);
 
 /* --session: one service on an ephemeral port in front of backend
  * (NULL: the sshd of SSH_CONNECTION, else the default) (conf.c); the
