@@ -45,37 +45,57 @@ rss_of() {
 }
 
 # table LABEL: one row per N with $ROCK and $ROCKD.
+# rockd_restart: a fresh rockd, so that its RSS growth is one N's alone
+# (a rockd that held more before reuses what it freed).
+rockd_restart() {
+	if [ -n "${idle_rockd_pid:-}" ]; then
+		kill -TERM "$idle_rockd_pid"
+		wait_for 10 test ! -d "/proc/$idle_rockd_pid"
+	fi
+	idle_rockd
+}
+
+ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+
 table() {
-	local n dir rss rss1 plain plain1
-	idle_rockd || { echo "$1: rockd did not start"; return 1; }
+	local n dir rss rss1 plain plain1 drss0 drss dt0 dt1
+	idle_rockd_pid=
+	rockd_restart || { echo "$1: rockd did not start"; return 1; }
 	echo "$1 (rock $ROCK, rockd $ROCKD)"
-	printf '%7s | %-21s | %-21s | %-11s | %-18s | %-20s | %s\n' N \
+	printf '%7s | %-21s | %-21s | %-11s | %-18s | %-20s | %-23s | %s\n' N \
 		"udp pkt/s out/in" "udp B/s out/in" "tcp pkt/s" "v4 pkt/s (x)" \
-		"v4 B/s (x)" "RSS/rock KiB rock/plain"
+		"v4 B/s (x)" "RSS/rock KiB rock/plain" "rockd KiB/session, CPU"
 	rss1=$(rss_of rock 1) || rss1=0
 	plain1=$(rss_of plain 1) || plain1=0
 	for n in "${ns[@]}"; do
 		dir="$t_tmp/$IDLE_PORT-rock-$n"
+		rockd_restart || { echo "N=$n: rockd did not start"; continue; }
+		drss0=$(idle_rss "$idle_rockd_pid")
 		if ! idle_hold rock "$n" "$dir"; then
 			echo "N=$n: the client did not hold its rocks ($(head -c 300 "$dir/err"))"
 			continue
 		fi
 		sleep "${IDLE_SETTLE:-$((3 + n / 1000))}"
+		dt0=$(ticks "$idle_rockd_pid")
 		idle_window "$window"
+		dt1=$(ticks "$idle_rockd_pid")
 		rss=$(idle_rss "$idle_pid")
+		drss=$(idle_rss "$idle_rockd_pid")
 		idle_release "$dir"
 		plain=$(rss_of plain "$n") || plain=0
 		awk -v n="$n" -v w="$window" -v uop="$uo_p" -v uob="$uo_b" -v uip="$ui_p" \
 			-v uib="$ui_b" -v top="$to_p" -v tip="$ti_p" -v rss="$rss" \
-			-v rss1="$rss1" -v plain="$plain" -v plain1="$plain1" 'BEGIN {
+			-v rss1="$rss1" -v plain="$plain" -v plain1="$plain1" -v drss0="$drss0" \
+			-v drss="$drss" -v dt="$((dt1 - dt0))" -v hz="$(getconf CLK_TCK)" 'BEGIN {
 			pk = int((n + 18) / 19)
 			v4p = 2 * pk; v4b = 2 * (n * 60 + pk * (6 + 28))
 			per = n > 1 ? (rss - rss1) / (n - 1) : 0
 			pper = n > 1 ? (plain - plain1) / (n - 1) : 0
-			printf "%7d | %9.2f / %-9.2f | %9.0f / %-9.0f | %4.1f / %-4.1f | %6d (x%-8.1f) | %8d (x%-8.1f) | %.2f / %.2f\n",
+			printf "%7d | %9.2f / %-9.2f | %9.0f / %-9.0f | %4.1f / %-4.1f | %6d (x%-8.1f) | %8d (x%-8.1f) | %9.2f / %-9.2f | %6.2f, %.1f %%\n",
 			    n, uop / w, uip / w, uob / w, uib / w, top / w, tip / w,
 			    v4p, v4p / ((uop + uip) / 2 / w + 1e-9), v4b,
-			    v4b / ((uob + uib) / 2 / w + 1e-9), per, pper
+			    v4b / ((uob + uib) / 2 / w + 1e-9), per, pper,
+			    (drss - drss0) / n, dt / hz / w * 100
 		}'
 	done
 	kill -TERM "$idle_rockd_pid"

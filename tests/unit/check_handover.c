@@ -315,6 +315,84 @@ START_TEST(test_engine_announcement_moves)
 }
 END_TEST
 
+/* A finished rock's farewell in e, its id and keys from seed (random ones
+ * with seed 0). */
+static void
+farewell_of(struct rock_engine *e, uint8_t seed)
+{
+	static const struct rock_session_cbs none = { 0 };
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(9),
+	    .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	struct rock_session *s;
+	struct rock_keys k;
+	uint8_t id[ROCK_ID_LEN];
+
+	if (seed == 0) {
+		rock_random(id, sizeof(id));
+		rock_random(&k, sizeof(k));
+	} else {
+		pattern(id, sizeof(id), seed);
+		pattern(k.tx, sizeof(k.tx), (uint8_t)(seed + 50));
+		pattern(k.rx, sizeof(k.rx), (uint8_t)(seed + 100));
+	}
+	ck_assert_int_eq(rock_session_new(e, ROCK_ROLE_SERVER, id, &k, CAP,
+	    &none, NULL, &s), 0);
+	memcpy(&s->udp_peer, &a, sizeof(a));
+	s->udp_peer_len = sizeof(a);
+	s->features = ROCK_FEAT_ALL;
+	rock_farewell_add(s);
+	rock_session_free(s);
+}
+
+/* Whether e still holds seed's farewell: it takes an authentic record of
+ * the peer's for it. */
+static int
+farewell_answers(struct rock_engine *e, uint8_t seed)
+{
+	struct rock_hb_record r = { .seq = 1000 }, got;
+	struct sockaddr_storage a = { .ss_family = AF_INET };
+	uint8_t peer_tx[ROCK_KEY_LEN], buf[ROCK_HB_RECORD_LEN];
+
+	pattern(r.id, sizeof(r.id), seed);
+	memcpy(r.anchor, r.id, ROCK_ID_LEN);
+	pattern(peer_tx, sizeof(peer_tx), (uint8_t)(seed + 100));
+	rock_control_seal(&r, peer_tx, buf);
+	rock_hb_record_decode(&got, buf);
+	return rock_farewell_answer(e, &got, buf, &a, sizeof(struct sockaddr_in)) == 0;
+}
+
+/* Farewells move in their order: the successor exports what it took byte
+ * for byte, and past the bound it drops the predecessor's oldest first. */
+START_TEST(test_farewells_keep_their_order)
+{
+	struct evbuffer *out = evbuffer_new();
+	static uint8_t a[1 << 16], b[1 << 16];
+	size_t na, nb;
+	int i;
+
+	for (i = 0; i < 3; i++)
+		farewell_of(from, (uint8_t)(10 + i));	/* 10 the oldest */
+	ck_assert_int_eq(rock_engine_export(from, out), 0);
+	na = evbuffer_get_length(out);
+	ck_assert_uint_le(na, sizeof(a));
+	evbuffer_remove(out, a, na);
+	ck_assert_int_eq(rock_engine_import(to, a, na), 0);
+	ck_assert_uint_eq(rock_engine_nfarewells(to), 3);
+	ck_assert_int_eq(rock_engine_export(to, out), 0);
+	nb = evbuffer_get_length(out);
+	ck_assert_uint_eq(nb, na);
+	evbuffer_remove(out, b, nb);
+	ck_assert_mem_eq(a, b, na);
+	evbuffer_free(out);
+	for (i = 0; i < ROCK_FAREWELL_MAX - 2; i++)
+		farewell_of(to, 0);
+	ck_assert_uint_eq(rock_engine_nfarewells(to), ROCK_FAREWELL_MAX);
+	ck_assert(!farewell_answers(to, 10));
+	ck_assert(farewell_answers(to, 11));
+	ck_assert(farewell_answers(to, 12));
+}
+END_TEST
+
 Suite *
 handover_suite(void)
 {
@@ -328,6 +406,7 @@ handover_suite(void)
 	tcase_add_test(tc, test_oversized_refused);
 	tcase_add_test(tc, test_garbled_refused);
 	tcase_add_test(tc, test_engine_announcement_moves);
+	tcase_add_test(tc, test_farewells_keep_their_order);
 	suite_add_tcase(s, tc);
 	return s;
 }
