@@ -210,3 +210,15 @@ rock_equal(const void *a, const void *b, size_t n)
 {
 	return sodium_memcmp(a, b, n) == 0;
 }
+
+uint64_t
+rock_id_hash(const uint8_t key[ROCK_ID_HASH_KEY_LEN], const uint8_t *id,
+    size_t len)
+{
+	uint8_t out[crypto_shorthash_BYTES];
+	uint64_t h;
+
+	crypto_shorthash(out, id, len, key);
+	memcpy(&h, out, sizeof(h));
+	return h;
+}

@@ -84,4 +84,11 @@ int rock_answer_verify(const uint8_t sig[ROCK_SIG_LEN],
 /* Constant-time comparison: 1 when equal. */
 int rock_equal(const void *a, const void *b, size_t n);
 
+/* A rock id's hash under key (SipHash): the engine's tables bucket ids
+ * with it, so that a peer who chooses ids (a client's server does) cannot
+ * pile them into one bucket. */
+#define ROCK_ID_HASH_KEY_LEN 16
+uint64_t rock_id_hash(const uint8_t key[ROCK_ID_HASH_KEY_LEN],
+    const uint8_t *id, size_t len);
+
 #endif

@@ -95,6 +95,7 @@ engine_new(struct rock_engine **out, struct event_base *base,
 	e->stranger_log[ROCK_STRANGER_REFUSAL].what = "refusal";
 	e->stranger_log[ROCK_STRANGER_FORGED].what = "unsigned refusal";
 	rock_identity_new(&e->ident);
+	rock_random(e->id_hash_key, sizeof(e->id_hash_key));
 	e->udp_fd = e->nl_fd = -1;
 	if (cfg != NULL)
 		e->cfg = *cfg;

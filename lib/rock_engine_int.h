@@ -218,6 +218,7 @@ struct rock_engine {
 	struct rock_trust trust;	/* client: the server keys it takes */
 	struct rock_session **table;
 	size_t table_size, nsessions;
+	uint8_t id_hash_key[ROCK_ID_HASH_KEY_LEN];	/* table and farewells */
 	struct rock_session *all;
 	struct rock_engine_stats stats;
 	uint32_t rmem_max;		/* tcp_rmem's maximum, read once */

@@ -37,10 +37,8 @@ struct rock_farewell {
 static struct rock_farewell **
 bucket(struct rock_engine *e, const uint8_t id[ROCK_ID_LEN])
 {
-	uint64_t h;
-
-	memcpy(&h, id, sizeof(h));	/* ids are random: any 8 bytes hash */
-	return &e->farewell_table[h & (FAREWELL_BUCKETS - 1)];
+	return &e->farewell_table[rock_id_hash(e->id_hash_key, id,
+	    ROCK_ID_LEN) & (FAREWELL_BUCKETS - 1)];
 }
 
 /* f goes in front of the list (the newest) or behind it (the oldest, as a

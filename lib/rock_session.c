@@ -47,10 +47,8 @@ rock_state_name(enum rock_state st)
 static size_t
 bucket_of(const struct rock_engine *e, const uint8_t id[ROCK_ID_LEN])
 {
-	uint64_t h;
-
-	memcpy(&h, id, sizeof(h));	/* ids are random: any 8 bytes hash */
-	return (size_t)(h % e->table_size);
+	return (size_t)(rock_id_hash(e->id_hash_key, id, ROCK_ID_LEN) %
+	    e->table_size);
 }
 
 static int

@@ -311,6 +311,28 @@ START_TEST(test_farewell)
 }
 END_TEST
 
+/* Ids are bucketed by SipHash-2-4 under a key of the engine's own: the
+ * reference vector (key 00..0f, message 00..0f: bytes db 9b .. 2a 3f),
+ * and two engines hash the same id differently. */
+START_TEST(test_id_hash_keyed)
+{
+	uint8_t key[ROCK_ID_HASH_KEY_LEN], id[ROCK_ID_LEN];
+	struct rock_engine *other;
+	size_t i;
+
+	for (i = 0; i < sizeof(key); i++)
+		key[i] = (uint8_t)i;
+	for (i = 0; i < sizeof(id); i++)
+		id[i] = (uint8_t)i;
+	ck_assert_uint_eq(rock_id_hash(key, id, sizeof(id)), 0x3f2acc7f57c29bdbull);
+	ck_assert_int_eq(rock_engine_new(&other, base, &lg, NULL, NULL, 0), 0);
+	ck_assert_mem_ne(other->id_hash_key, eng->id_hash_key, ROCK_ID_HASH_KEY_LEN);
+	ck_assert_uint_ne(rock_id_hash(other->id_hash_key, id, sizeof(id)),
+	    rock_id_hash(eng->id_hash_key, id, sizeof(id)));
+	rock_engine_free(other);
+}
+END_TEST
+
 /* Past the bound the oldest farewell goes, and each of thousands is found
  * by its id (a bucket, not a scan of them all). */
 START_TEST(test_farewell_many)
@@ -954,6 +976,7 @@ evict_suite(void)
 	tcase_add_test(tc, test_long_connection_proves);
 	tcase_add_test(tc, test_farewell);
 	tcase_add_test(tc, test_farewell_many);
+	tcase_add_test(tc, test_id_hash_keyed);
 	tcase_add_test(tc, test_group);
 	tcase_add_test(tc, test_group_client);
 	tcase_add_test(tc, test_group_rotates);
