@@ -79,3 +79,20 @@ bench_setup() {
 	[ -x "$bench" ] || die "$bench not built (make tests/bench/rock-bench, or set BUILDDIR/ROCK_BENCH)"
 	[ -x "$wrapper" ] || die "$wrapper not built (set BUILDDIR/ROCK_WRAPPER)"
 }
+
+# bench_programs: sets builddir (BUILDDIR, else two levels above the
+# script) and the programs the many-connection benchmarks run: bench,
+# epollc, echod, rockd and wrapper; dies unless each is built.
+bench_programs() {
+	local script_dir f
+	script_dir=$(CDPATH='' cd -- "$(dirname -- "$0")" && pwd) || die "no script directory"
+	builddir=${BUILDDIR:-$script_dir/../..}
+	bench=$builddir/tests/bench/rock-bench
+	epollc=$builddir/tests/bench/write-bench-epoll
+	echod=$builddir/tests/echod
+	rockd=$builddir/daemon/rockd
+	wrapper=$builddir/tools/rock
+	for f in "$bench" "$epollc" "$echod" "$rockd" "$wrapper"; do
+		[ -x "$f" ] || die "$f not built"
+	done
+}

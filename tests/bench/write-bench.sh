@@ -34,16 +34,7 @@ conns=${2:-2000}
 # shellcheck source=bench-lib.sh
 . "$(dirname -- "$0")/bench-lib.sh"
 
-script_dir=$(CDPATH='' cd -- "$(dirname -- "$0")" && pwd) || die "no script directory"
-builddir=${BUILDDIR:-$script_dir/../..}
-bench=$builddir/tests/bench/rock-bench
-epollc=$builddir/tests/bench/write-bench-epoll
-echod=$builddir/tests/echod
-rockd=$builddir/daemon/rockd
-wrapper=$builddir/tools/rock
-for f in "$bench" "$epollc" "$echod" "$rockd" "$wrapper"; do
-	[ -x "$f" ] || die "$f not built"
-done
+bench_programs
 
 
 
