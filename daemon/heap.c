@@ -1,10 +1,9 @@
 /* heap.c: rockd hands the heap pages its sessions freed back to the system, so that its RSS follows the sessions it holds. */
 #include "config.h"
 
-#ifdef HAVE_MALLOC_H
+#ifdef HAVE_MALLOC_TRIM
 #include <malloc.h>
 #endif
-#include <time.h>
 
 #include <event2/event.h>
 
@@ -23,26 +22,17 @@
 #define HEAP_TRIM_S 10
 
 #ifdef HAVE_MALLOC_TRIM
-static int64_t
-mono_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
 static void
 heap_tick(evutil_socket_t fd, short what, void *arg)
 {
 	struct rockd *d = arg;
-	int64_t t0 = mono_us();
+	int64_t t0 = rockd_now_ms();
 	int gave = malloc_trim(0);
 
 	(void)fd;
 	(void)what;
-	rlog_debug(&d->log, "heap: %s in %lld us", gave ? "pages given back" :
-	    "nothing to give back", (long long)(mono_us() - t0));
+	rlog_debug(&d->log, "heap: %s in %lld ms", gave ? "pages given back" :
+	    "nothing to give back", (long long)(rockd_now_ms() - t0));
 }
 #endif
 

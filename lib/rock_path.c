@@ -123,7 +123,8 @@ system_rto_max_ms(struct rock_engine *e)
 	close(fd);
 	if (n > 0) {
 		buf[n] = '\0';
-		if ((v = atoi(buf)) >= 1000 && v < ROCK_TCP_RTO_MAX_HIGH_MS)
+		if ((v = atoi(buf)) >= ROCK_TCP_RTO_MAX_LOW_MS &&
+		    v < ROCK_TCP_RTO_MAX_HIGH_MS)
 			e->tcp_rto_max_ms = v;
 	}
 	return e->tcp_rto_max_ms;
