@@ -345,6 +345,29 @@ rock_engine_owns_fd(const struct rock_engine *e, int fd)
 	return 0;
 }
 
+void
+rock_engine_close_fds(const struct rock_engine *e, int (*close_fn)(int))
+{
+	const struct rock_session *s;
+	int i;
+
+	if (e->udp_fd >= 0)
+		close_fn(e->udp_fd);
+	if (e->nl_fd >= 0)
+		close_fn(e->nl_fd);
+	for (s = e->all; s != NULL; s = s->next) {
+		if (s->fd >= 0)
+			close_fn(s->fd);
+		if (s->replay_fd >= 0)
+			close_fn(s->replay_fd);
+		if (rock_status_fd(s) >= 0)
+			close_fn(rock_status_fd(s));
+		for (i = 0; s->dial != NULL && i < ROCK_DIAL_ATTEMPTS; i++)
+			if (s->dial->a[i].fd >= 0)
+				close_fn(s->dial->a[i].fd);
+	}
+}
+
 const struct rock_engine_stats *
 rock_engine_stats(const struct rock_engine *e)
 {

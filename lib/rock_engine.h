@@ -118,6 +118,9 @@ size_t rock_engine_nfarewells(const struct rock_engine *e);
 /* fd is one of the engine's: its control socket, a data connection, a
  * reconnect attempt, a status exchange (what a keeper must keep open). */
 int rock_engine_owns_fd(const struct rock_engine *e, int fd);
+/* In a forked child that will not run e: close every socket of its (the
+ * parent's engine runs them); e is not touched otherwise. */
+void rock_engine_close_fds(const struct rock_engine *e, int (*close_fn)(int));
 
 /* Why a server handshake ended without a session (rockd's metrics). */
 enum rock_hs_fail {

@@ -35,6 +35,13 @@
  *                                       on each, then all shut down, read to
  *                                       their end and closed at once; prints
  *                                       "closed N at MS" (wall clock)
+ * traffic forked ADDR PORT BYTES WHO    client: connects, then forks; WHO
+ *                                       (parent or child) writes BYTES of the
+ *                                       pattern for each line on stdin, then
+ *                                       its end, the other reads the echo:
+ *                                       "burst N ok", then "end N bytes";
+ *                                       WHO detach: the parent exits at
+ *                                       once, the child runs bursts
  * traffic pattern BYTES                 the pattern on stdout
  *
  * Exit 0 when every byte was exact; otherwise 1 with the reason on stderr.
@@ -53,6 +60,7 @@
 #include <limits.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 
 #include "testtool.h"
 
@@ -202,12 +210,11 @@ sink(char **av)
 	return 0;
 }
 
+/* For each line on stdin, len bytes out on fd and the same back. */
 static int
-bursts(char **av)
+bursts_on(int fd, size_t len)
 {
-	size_t len = (size_t)tt_number(av[2], LLONG_MAX);
 	uint8_t *out = malloc(len), *in = malloc(len);
-	int fd = tt_dial(av[0], av[1], SOCK_STREAM);
 	char line[256];
 	uint64_t off = 0;
 	unsigned k = 0;
@@ -243,6 +250,98 @@ bursts(char **av)
 	shutdown(fd, SHUT_WR);
 	read_to_end(fd);
 	return 0;
+}
+
+static int
+bursts(char **av)
+{
+	return bursts_on(tt_dial(av[0], av[1], SOCK_STREAM),
+	    (size_t)tt_number(av[2], LLONG_MAX));
+}
+
+/* forked: the writer's side. */
+static int
+forked_write(int fd, size_t len)
+{
+	uint8_t *out = malloc(len);
+	char line[256];
+	uint64_t off = 0;
+
+	if (out == NULL)
+		tt_die("malloc");
+	while (fgets(line, sizeof(line), stdin) != NULL) {
+		pattern(off, out, len);
+		write_all(fd, out, len);
+		off += len;
+	}
+	if (shutdown(fd, SHUT_WR) != 0)
+		tt_die("shutdown");
+	close(fd);
+	free(out);
+	return 0;
+}
+
+/* forked: the reader's side; every byte checked against the pattern. */
+static int
+forked_read(int fd, size_t len)
+{
+	uint8_t in[65536], want[65536];
+	uint64_t off = 0;
+	unsigned k = 0;
+	ssize_t n;
+
+	for (;;) {
+		if ((n = recv(fd, in, sizeof(in), 0)) < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			printf("error %s after %llu bytes\n", strerror(errno),
+			    (unsigned long long)off);
+			return 1;
+		}
+		if (n == 0)
+			break;
+		pattern(off, want, (size_t)n);
+		if (memcmp(in, want, (size_t)n) != 0) {
+			printf("MISMATCH at %llu\n", (unsigned long long)off);
+			return 1;
+		}
+		off += (uint64_t)n;
+		while (off >= (uint64_t)(k + 1) * len)
+			printf("burst %u ok\n", k++);
+	}
+	printf("end %llu bytes\n", (unsigned long long)off);
+	close(fd);
+	return 0;
+}
+
+static int
+forked(char **av)
+{
+	size_t len = (size_t)tt_number(av[2], 1 << 20);
+	int fd = tt_dial(av[0], av[1], SOCK_STREAM), child_writes, st, rc;
+	pid_t pid;
+
+	if (strcmp(av[3], "child") != 0 && strcmp(av[3], "parent") != 0 &&
+	    strcmp(av[3], "detach") != 0) {
+		fprintf(stderr, "traffic: forked: WHO is parent, child or detach\n");
+		return 2;
+	}
+	child_writes = strcmp(av[3], "child") == 0;
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	if ((pid = fork()) < 0)
+		tt_die("fork");
+	if (strcmp(av[3], "detach") == 0)
+		return pid == 0 ? bursts_on(fd, len) : 0;
+	if (pid == 0)
+		_exit(child_writes ? forked_write(fd, len) : forked_read(fd, len));
+	rc = child_writes ? forked_read(fd, len) : forked_write(fd, len);
+	if (waitpid(pid, &st, 0) != pid)
+		tt_die("waitpid");
+	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+		fprintf(stderr, "traffic: forked: the child failed (status %d)\n", st);
+		return 1;
+	}
+	return rc;
 }
 
 /* One echoed exchange on fd at off: "ok", or what went wrong. */
@@ -480,6 +579,8 @@ main(int argc, char **argv)
 		return push(argv + 2);
 	if (argc == 6 && strcmp(argv[1], "many") == 0)
 		return many(argv + 2);
+	if (argc == 6 && strcmp(argv[1], "forked") == 0)
+		return forked(argv + 2);
 	if (argc == 3 && strcmp(argv[1], "pattern") == 0)
 		return print_pattern(argv + 2);
 	if (argc == 6 && strcmp(argv[1], "write") == 0)
@@ -494,6 +595,6 @@ main(int argc, char **argv)
 	    "       bursts ADDR PORT BYTES | push ADDR PORT BYTES | pattern BYTES |\n"
 	    "       connect ADDR PORT N | many ADDR PORT N BYTES |\n"
 	    "       write ADDR PORT BYTES DIR | hold ADDR PORT N DIR |\n"
-	    "       rounds ADDR PORT N BYTES\n");
+	    "       rounds ADDR PORT N BYTES | forked ADDR PORT BYTES WHO\n");
 	return 2;
 }

@@ -80,8 +80,8 @@ on_suspend(struct rock_session *s, int old_fd, void *arg)
 }
 
 /* Options the program set on the old socket go to the new one. */
-static void
-copy_options(int from, int to)
+void
+shim_copy_options(int from, int to)
 {
 	static const int opts[][2] = {
 		{ IPPROTO_TCP, TCP_NODELAY }, { SOL_SOCKET, SO_PRIORITY },
@@ -107,7 +107,7 @@ shim_rock_install(struct shim_rock *r, int old_fd, int new_fd)
 	int fl = shim_real.fcntl(r->nfds > 0 ? r->fds[0] : old_fd, F_GETFL);
 	int i;
 
-	copy_options(old_fd, new_fd);
+	shim_copy_options(old_fd, new_fd);
 	shim_opts_apply(r, new_fd);
 	if (fl >= 0)
 		shim_real.fcntl(new_fd, F_SETFL, fl);
@@ -423,8 +423,9 @@ shim_engine(void)
 	return eng.state == 1 ? eng.e : NULL;
 }
 
-/* A forked child has no engine thread: its copies of the rocks are plain
- * sockets from now on (doc/transparency.md). */
+/* A forked child has no engine thread: the rocks it shares with this
+ * process become copies of a loopback connection that this process
+ * relays to each rock (fork.c). */
 static void
 before_fork(void)
 {
@@ -432,24 +433,30 @@ before_fork(void)
 	int n;
 
 	shim_lock();
-	/* A forking server hands its accepted rocks to children, which
-	 * cannot keep them (issue 11, item 1): say so once. */
-	if (!eng.forking_keeper && (n = shim_rock_mark_forked()) > 0 &&
-	    !warned) {
+	if (eng.forking_keeper || eng.state != 1)
+		return;
+	if ((n = shim_fork_relay_all()) > 0)
+		rlog_info(&shim_state()->log, "fork: %d rocks shared with the "
+		    "child, relayed by pid %d", n, (int)getpid());
+	/* A rock that could not be relayed (a call of the program's inside
+	 * the kernel on it, no loopback): the child's copy is a plain
+	 * socket. An accepted one then ends with a reset. */
+	if ((n = shim_rock_mark_forked()) > 0 && !warned) {
 		warned = 1;
-		rlog_warn(&shim_state()->log, "fork with %d accepted rocks: "
-		    "a child's copies are plain sockets, and these rocks will "
-		    "end with a reset when closed (any fork(); posix_spawn, "
-		    "system and popen do not fork so); run a server that forks "
-		    "without ROCK_SERVE=1 (its connections then stay plain), "
-		    "or behind rockd", n);
+		rlog_warn(&shim_state()->log, "fork with %d rocks this process "
+		    "could not relay: a child's copies are plain sockets, and "
+		    "accepted ones will end with a reset when closed", n);
 	}
 }
 
 static void
 after_fork_parent(void)
 {
+	int keeper = eng.forking_keeper;
+
 	shim_unlock();
+	if (!keeper)
+		shim_fork_relay_start();
 }
 
 static void
@@ -467,6 +474,11 @@ after_fork_child(void)
 		shim_reinit_after_fork();
 		return;
 	}
+	shim_fork_relay_child();
+	/* A copy of a data socket here would hold its connection open
+	 * after the parent's engine let go of it. */
+	if (eng.state == 1 && eng.e != NULL)
+		rock_engine_close_fds(eng.e, shim_real.close);
 	eng.state = -1;
 	rock_ctl_forget(eng.ctl);	/* the parent's, still answering */
 	eng.ctl = NULL;
@@ -507,6 +519,9 @@ hand_to_keeper(int nrocks)
 	while (shim_rock_writing() && shim_now_ms() < until)
 		(void)shim_wait(until);
 	shim_unlock();
+	if ((err = shim_fork_relay_stop()) != 0)
+		rlog_warn(&st->log, "the relay of rocks shared by a fork did not "
+		    "stop (%s): they are cut", strerror(err));
 	if ((err = engine_stop()) != 0) {
 		rlog_warn(&st->log, "the engine did not stop (%s): %d rocks not "
 		    "finished are cut", strerror(err), nrocks);
@@ -532,7 +547,7 @@ linger_at_exit(void)
 {
 	const struct shim_state *st = shim_state();
 	int64_t deadline, grace = -1, until;
-	int left;
+	int left, relays;
 
 	if (__atomic_load_n(&eng.state, __ATOMIC_ACQUIRE) != 1)
 		return;
@@ -550,9 +565,10 @@ linger_at_exit(void)
 			break;
 		(void)shim_wait(until);
 	}
+	relays = shim_fork_relay_count();
 	shim_unlock();
-	if (left > 0)
-		hand_to_keeper(left);
+	if (left > 0 || relays > 0)
+		hand_to_keeper(left + relays);
 	if (eng.ctl_path[0] != '\0')
 		(void)unlink(eng.ctl_path);
 }

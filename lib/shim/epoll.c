@@ -268,6 +268,26 @@ shim_epoll_resume(struct shim_rock *r)
 	}
 }
 
+/* Called once r's descriptors name another file (fork.c): its
+ * registrations go back into the kernel on that file, as the program's
+ * own, and the record forgets them. */
+void
+shim_epoll_give_up(struct shim_rock *r)
+{
+	struct shim_reg *g;
+
+	while ((g = r->regs) != NULL) {
+		struct epoll_event ev = g->ev;
+
+		if (g->in_kernel)
+			(void)kernel_ctl(g->epfd, EPOLL_CTL_DEL, g->fd, NULL);
+		if ((ev.events & EPOLLONESHOT) && !g->armed)
+			ev.events = EPOLLONESHOT;
+		(void)kernel_ctl(g->epfd, EPOLL_CTL_ADD, g->fd, &ev);
+		unlink_reg(g);
+	}
+}
+
 /* The ring has room again: an edge for writers waiting on EPOLLOUT. */
 void
 shim_epoll_kick(struct shim_rock *r)

@@ -1,4 +1,4 @@
-/* keeper.c: the detached process that finishes an exited program's rocks, as the kernel finishes an orphaned socket. */
+/* keeper.c: the detached process that finishes an exited program's rocks, as the kernel finishes an orphaned socket, and runs the relays of rocks its forks still share. */
 #include "config.h"
 
 #include <dirent.h>
@@ -32,7 +32,8 @@ struct keeper {
 static void
 close_unless_engine(const struct rock_engine *e, int keep_fd, int fd)
 {
-	if (fd >= 3 && fd != keep_fd && !rock_engine_owns_fd(e, fd))
+	if (fd >= 3 && fd != keep_fd && !rock_engine_owns_fd(e, fd) &&
+	    !shim_fork_relay_owns_fd(fd))
 		shim_real.close(fd);
 }
 
@@ -107,8 +108,9 @@ on_check(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	shim_lock();
 	abort_overdue(k, now);
+	/* Rocks relayed for a fork's holders live as long as they are used. */
 	done = (shim_rock_live_count() == 0 && rock_engine_nfarewells(k->e) == 0) ||
-	    now >= k->give_up_ms;
+	    (now >= k->give_up_ms && shim_fork_relay_count() == 0);
 	shim_unlock();
 	if (done)
 		event_base_loopbreak(k->base);
@@ -147,6 +149,7 @@ shim_keeper_run(struct event_base *base, struct rock_engine *e, int keep_fd,
 	}
 	rlog_info(&st->log, "keeper %d: finishing %d rocks of pid %d",
 	    (int)getpid(), nrocks, (int)program);
+	shim_fork_relay_start();
 	event_base_dispatch(base);
 	rlog_info(&st->log, "keeper %d: done", (int)getpid());
 	_exit(0);

@@ -11,8 +11,16 @@ SHIM_EXPORT int
 getpeername(int fd, struct sockaddr *addr, socklen_t *len)
 {
 	struct shim_rock *r;
-	int err = 0;
+	int err = 0, ok;
 
+	if (!shim_busy && addr != NULL && len != NULL &&
+	    shim_fd_state_of(shim_fd_get(fd)) == SHIM_FD_RELAYED) {
+		shim_lock();
+		ok = shim_fork_relay_peer(fd, addr, len);
+		shim_unlock();
+		if (ok)
+			return 0;
+	}
 	if (!shim_is_rock(fd) || addr == NULL || len == NULL)
 		return shim_real.getpeername(fd, addr, len);
 	shim_lock();

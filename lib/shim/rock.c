@@ -157,6 +157,12 @@ shim_rock_unbind(int fd)
 }
 
 struct shim_rock *
+shim_rock_first(void)
+{
+	return all;
+}
+
+struct shim_rock *
 shim_rock_new(void)
 {
 	struct shim_rock *r = calloc(1, sizeof(*r));
@@ -237,6 +243,7 @@ shim_rock_drop_fd(struct shim_rock *r, int fd)
 		}
 	if (r->nfds > 0)
 		return;
+	r->relayed = 0;		/* its relay let go: an ordinary close from here */
 	if (r->s == NULL && !r->connecting) {
 		shim_rock_free(r);
 		return;
@@ -255,8 +262,9 @@ shim_rock_release_all(void)
 
 	for (r = all; r != NULL; r = next) {
 		next = r->next;
-		/* Dropping the last descriptor may free r: stop touching it. */
-		while (!r->released && r->nfds > 0) {
+		/* Dropping the last descriptor may free r: stop touching it.
+		 * A relayed rock is its relay's, which the holders close. */
+		while (!r->released && !r->relayed && r->nfds > 0) {
 			int last = r->nfds == 1;
 
 			shim_rock_drop_fd(r, r->fds[r->nfds - 1]);
@@ -273,7 +281,7 @@ shim_rock_count(void)
 	int n = 0;
 
 	for (r = all; r != NULL; r = r->next)
-		n++;
+		n += !r->relayed;
 	return n;
 }
 
@@ -333,8 +341,8 @@ shim_rock_mark_forked(void)
 	int n = 0;
 
 	for (r = all; r != NULL; r = r->next)
-		if (r->s != NULL && r->accepted) {
-			r->kill_at_release = 1;
+		if (r->s != NULL && !r->relayed) {
+			r->kill_at_release |= r->accepted;
 			n++;
 		}
 	return n;
@@ -378,7 +386,8 @@ shim_rock_overdue(int64_t now, int64_t after_ms)
 	struct shim_rock *r;
 
 	for (r = all; r != NULL; r = r->next) {
-		if (r->s == NULL)
+		/* A relayed rock's holders may be in the middle of using it. */
+		if (r->s == NULL || r->relayed)
 			continue;
 		if (after_ms == 0)
 			return r;

@@ -110,7 +110,8 @@ enum shim_fd_state {
 	SHIM_FD_OTHER,		/* not TCP: never touched */
 	SHIM_FD_LISTEN_OURS,	/* TCP listener we configured: children inherit */
 	SHIM_FD_LISTEN_TCP,	/* TCP listener we did not configure */
-	SHIM_FD_ROCK		/* a rock, or a connect that may become one */
+	SHIM_FD_ROCK,		/* a rock, or a connect that may become one */
+	SHIM_FD_RELAYED		/* a copy of a rock a fork shared (fork.c) */
 };
 
 #define SHIM_FD_SNDBUF_SET (1u << 8)
@@ -195,6 +196,7 @@ struct shim_rock {
 	int cmds;		/* SHIM_CMD_* for the engine's thread */
 	int accepted;		/* a server's (serve.c) */
 	int kill_at_release;	/* its end is a reset, never the reliable close */
+	int relayed;		/* fork.c's: held by its relay, not the program */
 	int nfds;
 	int fds[SHIM_ROCK_FDS];
 	struct shim_opts opts;
@@ -280,8 +282,8 @@ void shim_rock_orphan_all(void);			/* lock held */
 uint64_t shim_rock_unacked_all(void);			/* lock held */
 int shim_rock_any_suspended(void);			/* lock held */
 int shim_rock_live_count(void);			/* lock held; with a session */
-/* Lock held. Every accepted rock a fork copies is to end with a reset
- * (kill_at_release); how many there are. */
+/* Lock held. A fork copies the rocks not relayed as plain sockets: the
+ * accepted ones are to end with a reset (kill_at_release); how many. */
 int shim_rock_mark_forked(void);
 int shim_rock_writing(void);			/* lock held; a write under way */
 void shim_rock_abandon_connects(void);			/* lock held */
@@ -303,6 +305,19 @@ int shim_opts_set(int fd, int level, int opt, const void *val, socklen_t len,
 int shim_opts_get(int fd, int level, int opt, void *val, socklen_t *len);
 /* Put new_fd under the rock's descriptors (connect and reconnect). */
 void shim_rock_install(struct shim_rock *r, int old_fd, int new_fd);
+/* Options the program set on the socket from go to the socket to. */
+void shim_copy_options(int from, int to);
+struct shim_rock *shim_rock_first(void);		/* lock held */
+
+/* fork.c: rocks shared by fork() are relayed by this process. */
+int shim_fork_relay_all(void);		/* lock held: how many now relayed */
+void shim_fork_relay_start(void);	/* lock not held */
+int shim_fork_relay_stop(void);		/* lock not held; 0 or an errno */
+int shim_fork_relay_count(void);	/* lock held */
+void shim_fork_relay_child(void);	/* after fork, in a plain child */
+int shim_fork_relay_owns_fd(int fd);
+/* Lock held: 1 and the rock's peer when fd is a copy of a relayed rock. */
+int shim_fork_relay_peer(int fd, struct sockaddr *addr, socklen_t *len);
 
 /* epoll bookkeeping (epoll.c), lock held. */
 void shim_epoll_suspend(struct shim_rock *r);
@@ -310,6 +325,8 @@ void shim_epoll_resume(struct shim_rock *r);
 void shim_epoll_forget_fd(struct shim_rock *r, int fd);
 void shim_epoll_kick(struct shim_rock *r);
 void shim_epoll_forget_epfd(int epfd);
+/* The descriptors no longer name r: their interest goes to the kernel as is. */
+void shim_epoll_give_up(struct shim_rock *r);
 /* poll.c: 1 if an error event on fd suspended its rock (hide it). */
 int shim_rock_error_event(int fd, int err, int hup);
 int shim_nregs_hint(void);

@@ -1,0 +1,515 @@
+/* fork.c: a rock that fork() shares: its descriptors become one end of a loopback connection whose other end this process relays to the rock. */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "shim.h"
+
+/*
+ * Every process holding a copy of a TCP socket reads from and writes to
+ * one stream; the kernel orders them. A rock's counts and ring live in the
+ * process whose engine runs it, so at fork every copy the program holds is
+ * replaced by one end of a loopback TCP connection, and the engine's
+ * process copies between its other end and the rock (issue 11, item 1).
+ * The kernel then orders the holders' reads and writes as for any shared
+ * socket, each byte is counted once, by the relay, and poll, epoll, exec
+ * and a static image all see an ordinary socket. When the program exits,
+ * its keeper (keeper.c) goes on relaying for the holders left.
+ *
+ * The holders see what TCP would show them: the peer's authenticated end
+ * is a FIN, a rock that failed is a reset (ECONNRESET, never end of file),
+ * and when every holder has closed, the rock is closed as the program
+ * would have closed it.
+ */
+
+#define RELAY_BUF 65536
+
+struct relay {
+	int prog;		/* ours of the holders' loopback connection */
+	int rock;		/* the rock, under a descriptor of the relay's */
+	in_port_t port;		/* prog's port: how a holder's copy is known */
+	struct sockaddr_storage peer;	/* what getpeername says to holders */
+	socklen_t peer_len;
+	size_t up_off, up_len;		/* holders -> rock */
+	size_t down_off, down_len;	/* rock -> holders */
+	int prog_eof, rock_eof, up_shut, down_shut, done;
+	struct relay *next;
+	char up[RELAY_BUF], down[RELAY_BUF];
+};
+
+/* Lists change under shim_lock(), so a fork's child sees them whole. */
+static struct {
+	struct relay *pending;	/* set up at a fork, not yet taken */
+	struct relay *running;	/* the thread's */
+	int wake_fd;		/* eventfd: a new relay, or stop */
+	int started, stopping;
+	pthread_t thread;
+} rl = { .wake_fd = -1 };
+
+static void
+wake(void)
+{
+	uint64_t one = 1;
+
+	if (rl.wake_fd >= 0)
+		(void)!shim_real.write(rl.wake_fd, &one, sizeof(one));
+}
+
+/* Two ends of a new loopback connection; prog is non-blocking. The
+ * accepted end must be our own connect's: anyone may connect meanwhile. */
+static int
+loopback_pair(int *prog, int *holder)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET,
+	    .sin_addr.s_addr = htonl(INADDR_LOOPBACK) }, mine, got;
+	socklen_t len = sizeof(sin);
+	int l, c = -1, s = -1, one = 1, tries;
+
+	if ((l = shim_real.socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0)
+		return -1;
+	if (bind(l, (struct sockaddr *)&sin, sizeof(sin)) != 0 ||
+	    shim_real.listen(l, 8) != 0 ||
+	    getsockname(l, (struct sockaddr *)&sin, &len) != 0 ||
+	    (c = shim_real.socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0 ||
+	    shim_real.connect(c, (struct sockaddr *)&sin, sizeof(sin)) != 0 ||
+	    getsockname(c, (struct sockaddr *)&mine, &(socklen_t){ sizeof(mine) }) != 0)
+		goto fail;
+	for (tries = 0; tries < 8; tries++) {
+		len = sizeof(got);
+		s = shim_real.accept4(l, (struct sockaddr *)&got, &len,
+		    SOCK_CLOEXEC | SOCK_NONBLOCK);
+		if (s < 0)
+			goto fail;
+		if (got.sin_port == mine.sin_port &&
+		    got.sin_addr.s_addr == mine.sin_addr.s_addr)
+			break;
+		shim_real.close(s);
+		s = -1;
+	}
+	if (s < 0)
+		goto fail;
+	shim_real.close(l);
+	(void)shim_real.setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	*prog = s;
+	*holder = c;
+	return 0;
+fail:
+	if (c >= 0)
+		shim_real.close(c);
+	shim_real.close(l);
+	return -1;
+}
+
+/* Lock held. r's descriptors become the holder end of a new loopback
+ * connection, r itself the relay's; 0 when it was set up. */
+static int
+relay_rock(struct shim_rock *r)
+{
+	struct relay *x;
+	struct sockaddr_in name;
+	int old = r->fds[0], holder, own, fl, i;
+
+	if ((x = calloc(1, sizeof(*x))) == NULL)
+		return -1;
+	if (loopback_pair(&x->prog, &holder) != 0) {
+		free(x);
+		return -1;
+	}
+	if ((own = shim_real.fcntl(old, F_DUPFD_CLOEXEC, 3)) < 0 ||
+	    getsockname(x->prog, (struct sockaddr *)&name,
+	    &(socklen_t){ sizeof(name) }) != 0) {
+		if (own >= 0)
+			shim_real.close(own);
+		shim_real.close(holder);
+		shim_real.close(x->prog);
+		free(x);
+		return -1;
+	}
+	shim_copy_options(old, holder);
+	shim_opts_apply(r, holder);
+	if ((fl = shim_real.fcntl(old, F_GETFL)) >= 0)
+		(void)shim_real.fcntl(holder, F_SETFL, fl);
+	/* The kernel keys epoll interest on the open file: out while the
+	 * numbers still name the rock's socket, back on the new one. */
+	shim_epoll_suspend(r);
+	for (i = 0; i < r->nfds; i++) {
+		int fdfl = shim_real.fcntl(r->fds[i], F_GETFD);
+
+		shim_rock_unbind(r->fds[i]);
+		(void)shim_real.dup3(holder, r->fds[i],
+		    fdfl >= 0 && (fdfl & FD_CLOEXEC) ? O_CLOEXEC : 0);
+		shim_fd_set(r->fds[i], SHIM_FD_RELAYED, 0);
+	}
+	shim_epoll_give_up(r);
+	shim_real.close(holder);
+	r->nfds = 1;
+	r->fds[0] = own;
+	shim_rock_bind(own, r);
+	r->relayed = 1;
+	x->rock = own;
+	x->port = name.sin_port;
+	memcpy(&x->peer, &r->peer, sizeof(x->peer));
+	x->peer_len = r->peer_len;
+	x->next = rl.pending;
+	rl.pending = x;
+	return 0;
+}
+
+int
+shim_fork_relay_all(void)
+{
+	struct shim_rock *r;
+	int n = 0;
+
+	if (rl.wake_fd < 0 &&
+	    (rl.wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0)
+		return 0;
+	for (r = shim_rock_first(); r != NULL; r = r->next) {
+		if (r->s == NULL || r->relayed || r->connecting || r->released ||
+		    r->nfds == 0 || r->inflight > 0 || r->writer)
+			continue;
+		if (relay_rock(r) == 0)
+			n++;
+	}
+	return n;
+}
+
+/* ---- the relay's thread: it uses the rock as the program would */
+
+/* The rock failed (reset, or the suspend timeout): so do the holders'
+ * copies, with a reset, which no holder can take for an end of file. */
+static void
+fail_holders(struct relay *x)
+{
+	struct linger lg = { 1, 0 };
+
+	(void)shim_real.setsockopt(x->prog, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+	x->done = 1;
+}
+
+/* Every holder has closed: the rock is closed as the program would. */
+static void
+holders_gone(struct relay *x)
+{
+	x->done = 1;
+}
+
+static void
+step_up(struct relay *x)
+{
+	ssize_t n;
+
+	if (!x->prog_eof && x->up_len == 0) {
+		n = shim_real.recv(x->prog, x->up, sizeof(x->up), MSG_DONTWAIT);
+		if (n > 0) {
+			x->up_off = 0;
+			x->up_len = (size_t)n;
+		} else if (n == 0) {
+			x->prog_eof = 1;
+		} else if (errno != EAGAIN && errno != EINTR) {
+			holders_gone(x);
+			return;
+		}
+	}
+	while (x->up_len > 0) {
+		n = send(x->rock, x->up + x->up_off, x->up_len,
+		    MSG_DONTWAIT | MSG_NOSIGNAL);
+		if (n < 0) {
+			if (errno != EAGAIN && errno != EINTR)
+				fail_holders(x);
+			return;
+		}
+		x->up_off += (size_t)n;
+		x->up_len -= (size_t)n;
+	}
+	if (x->prog_eof && !x->up_shut) {
+		(void)shutdown(x->rock, SHUT_WR);
+		x->up_shut = 1;
+	}
+}
+
+static void
+step_down(struct relay *x)
+{
+	ssize_t n;
+
+	if (!x->rock_eof && x->down_len == 0) {
+		n = recv(x->rock, x->down, sizeof(x->down), MSG_DONTWAIT);
+		if (n > 0) {
+			x->down_off = 0;
+			x->down_len = (size_t)n;
+		} else if (n == 0) {
+			x->rock_eof = 1;
+		} else if (errno != EAGAIN && errno != EINTR) {
+			fail_holders(x);
+			return;
+		}
+	}
+	while (x->down_len > 0) {
+		n = shim_real.send(x->prog, x->down + x->down_off, x->down_len,
+		    MSG_DONTWAIT | MSG_NOSIGNAL);
+		if (n < 0) {
+			if (errno != EAGAIN && errno != EINTR)
+				holders_gone(x);
+			return;
+		}
+		x->down_off += (size_t)n;
+		x->down_len -= (size_t)n;
+	}
+	if (x->rock_eof && !x->down_shut) {
+		(void)shim_real.shutdown(x->prog, SHUT_WR);
+		x->down_shut = 1;
+	}
+}
+
+static void
+step(struct relay *x)
+{
+	if (!x->done)
+		step_up(x);
+	if (!x->done)
+		step_down(x);
+	if (x->up_shut && x->down_shut)
+		x->done = 1;
+}
+
+static short
+prog_events(const struct relay *x)
+{
+	return (short)((!x->prog_eof && x->up_len == 0 ? POLLIN : 0) |
+	    (x->down_len > 0 ? POLLOUT : 0));
+}
+
+static short
+rock_events(const struct relay *x)
+{
+	return (short)((!x->rock_eof && x->down_len == 0 ? POLLIN : 0) |
+	    (x->up_len > 0 ? POLLOUT : 0));
+}
+
+/* Lock held: take new relays; drop finished ones. Their descriptors are
+ * closed by the caller, unlocked (the rock's close is the shim's). */
+static struct relay *
+update_lists(void)
+{
+	struct relay **p, *x, *gone = NULL;
+
+	while ((x = rl.pending) != NULL) {
+		rl.pending = x->next;
+		x->next = rl.running;
+		rl.running = x;
+	}
+	for (p = &rl.running; (x = *p) != NULL;) {
+		if (!x->done) {
+			p = &x->next;
+			continue;
+		}
+		*p = x->next;
+		x->next = gone;
+		gone = x;
+	}
+	return gone;
+}
+
+static void
+close_finished(struct relay *gone)
+{
+	struct relay *x;
+
+	while ((x = gone) != NULL) {
+		gone = x->next;
+		(void)close(x->rock);		/* the shim's: the rock's own close */
+		shim_real.close(x->prog);
+		free(x);
+	}
+}
+
+static int
+count_running(void)
+{
+	struct relay *x;
+	int n = 0;
+
+	for (x = rl.running; x != NULL; x = x->next)
+		n++;
+	return n;
+}
+
+static void *
+relay_main(void *arg)
+{
+	struct pollfd *pfd = NULL;
+	struct relay *x;
+	sigset_t all;
+	uint64_t v;
+	int n, i, cap = 0;
+
+	(void)arg;
+	/* The program's signals are for its own threads. */
+	sigfillset(&all);
+	(void)pthread_sigmask(SIG_BLOCK, &all, NULL);
+	for (;;) {
+		shim_lock();
+		x = update_lists();
+		n = count_running();
+		shim_unlock();
+		close_finished(x);
+		if (__atomic_load_n(&rl.stopping, __ATOMIC_ACQUIRE))
+			break;
+		if (1 + 2 * n > cap) {
+			struct pollfd *np = realloc(pfd, (size_t)(1 + 2 * n) * sizeof(*pfd));
+
+			if (np == NULL) {
+				(void)poll(NULL, 0, 100);	/* out of memory: later */
+				continue;
+			}
+			pfd = np;
+			cap = 1 + 2 * n;
+		}
+		pfd[0] = (struct pollfd){ rl.wake_fd, POLLIN, 0 };
+		for (x = rl.running, i = 1; x != NULL; x = x->next, i += 2) {
+			short pe = prog_events(x), re = rock_events(x);
+
+			pfd[i] = (struct pollfd){ pe != 0 ? x->prog : -1, pe, 0 };
+			pfd[i + 1] = (struct pollfd){ re != 0 ? x->rock : -1, re, 0 };
+		}
+		/* The shim's poll: a suspended rock is waited out, not seen. */
+		if (poll(pfd, (nfds_t)(1 + 2 * n), -1) < 0 && errno != EINTR)
+			(void)poll(NULL, 0, 10);
+		if (pfd[0].revents != 0)
+			(void)!shim_real.read(rl.wake_fd, &v, sizeof(v));
+		for (x = rl.running, i = 1; x != NULL; x = x->next, i += 2)
+			if (pfd[i].revents != 0 || pfd[i + 1].revents != 0)
+				step(x);
+	}
+	free(pfd);
+	return NULL;
+}
+
+/* Lock not held. After a fork in the parent, and in a keeper. */
+void
+shim_fork_relay_start(void)
+{
+	sigset_t all, old;
+
+	shim_lock();
+	if (rl.started || (rl.pending == NULL && rl.running == NULL)) {
+		shim_unlock();
+		wake();
+		return;
+	}
+	rl.started = 1;
+	rl.stopping = 0;
+	shim_unlock();
+	sigfillset(&all);
+	(void)pthread_sigmask(SIG_BLOCK, &all, &old);
+	if (pthread_create(&rl.thread, NULL, relay_main, NULL) != 0) {
+		rlog_warn(&shim_state()->log, "cannot start the relay of the rocks "
+		    "a fork shares (%s): their holders wait", strerror(errno));
+		rl.started = 0;
+	}
+	(void)pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+/* Lock not held. Before the program's exit hands its rocks to a keeper:
+ * the keeper restarts the thread (a fork takes one thread along). */
+int
+shim_fork_relay_stop(void)
+{
+	struct timespec until;
+	int err;
+
+	if (!rl.started)
+		return 0;
+	__atomic_store_n(&rl.stopping, 1, __ATOMIC_RELEASE);
+	wake();
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 1;
+	if ((err = pthread_timedjoin_np(rl.thread, NULL, &until)) != 0)
+		return err;
+	rl.started = 0;
+	return 0;
+}
+
+/* Lock held: relays running or about to. */
+int
+shim_fork_relay_count(void)
+{
+	return count_running() + (rl.pending != NULL);
+}
+
+/* After fork, in a child that is not a keeper: the relay's descriptors
+ * are the parent's (a copy here would keep its sockets open). The records
+ * stay, for getpeername on the holders' copies. */
+void
+shim_fork_relay_child(void)
+{
+	struct relay *x;
+
+	while ((x = rl.pending) != NULL) {
+		rl.pending = x->next;
+		x->next = rl.running;
+		rl.running = x;
+	}
+	for (x = rl.running; x != NULL; x = x->next) {
+		if (x->prog < 0)
+			continue;
+		shim_real.close(x->prog);
+		shim_fd_set(x->rock, SHIM_FD_UNKNOWN, 0);
+		shim_real.close(x->rock);
+		x->prog = x->rock = -1;
+		x->done = 1;
+	}
+	if (rl.wake_fd >= 0)
+		shim_real.close(rl.wake_fd);
+	rl.wake_fd = -1;
+	rl.started = 0;
+}
+
+int
+shim_fork_relay_owns_fd(int fd)
+{
+	struct relay *lists[2] = { rl.pending, rl.running }, *x;
+	int i;
+
+	if (fd == rl.wake_fd)
+		return 1;
+	for (i = 0; i < 2; i++)
+		for (x = lists[i]; x != NULL; x = x->next)
+			if (fd >= 0 && (fd == x->prog || fd == x->rock))
+				return 1;
+	return 0;
+}
+
+/* Lock held. The rock's peer for a holder's copy on fd (its peer is our
+ * loopback port); 0 when fd is not one. */
+int
+shim_fork_relay_peer(int fd, struct sockaddr *addr, socklen_t *len)
+{
+	struct relay *lists[2] = { rl.pending, rl.running }, *x;
+	struct sockaddr_in sin;
+	socklen_t sl = sizeof(sin);
+	int i;
+
+	if (shim_real.getpeername(fd, (struct sockaddr *)&sin, &sl) != 0 ||
+	    sin.sin_family != AF_INET)
+		return 0;
+	for (i = 0; i < 2; i++)
+		for (x = lists[i]; x != NULL; x = x->next)
+			if (x->port == sin.sin_port) {
+				memcpy(addr, &x->peer, *len < x->peer_len ?
+				    *len : x->peer_len);
+				*len = x->peer_len;
+				return 1;
+			}
+	return 0;
+}
