@@ -41,7 +41,9 @@
  *                                       its end, the other reads the echo:
  *                                       "burst N ok", then "end N bytes";
  *                                       WHO detach: the parent exits at
- *                                       once, the child runs bursts
+ *                                       once, the child runs bursts; WHO
+ *                                       daemon: so, by daemon(1, 1) (its
+ *                                       parent leaves by _exit)
  * traffic pattern BYTES                 the pattern on stdout
  *
  * Exit 0 when every byte was exact; otherwise 1 with the reason on stderr.
@@ -322,12 +324,17 @@ forked(char **av)
 	pid_t pid;
 
 	if (strcmp(av[3], "child") != 0 && strcmp(av[3], "parent") != 0 &&
-	    strcmp(av[3], "detach") != 0) {
-		fprintf(stderr, "traffic: forked: WHO is parent, child or detach\n");
+	    strcmp(av[3], "detach") != 0 && strcmp(av[3], "daemon") != 0) {
+		fprintf(stderr, "traffic: forked: WHO is parent, child, detach or daemon\n");
 		return 2;
 	}
 	child_writes = strcmp(av[3], "child") == 0;
 	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (strcmp(av[3], "daemon") == 0) {
+		if (daemon(1, 1) != 0)
+			tt_die("daemon");
+		return bursts_on(fd, len);
+	}
 	if ((pid = fork()) < 0)
 		tt_die("fork");
 	if (strcmp(av[3], "detach") == 0)

@@ -542,8 +542,8 @@ hand_to_keeper(int nrocks)
  * program itself waits only while the paths are up, ROCK_LINGER_MS at
  * most (once all is consumed, a moment for the ends to close); what is
  * left goes to a keeper, so a dead path never delays the exit. */
-__attribute__((destructor)) static void
-linger_at_exit(void)
+void
+shim_engine_leave(int flush)
 {
 	const struct shim_state *st = shim_state();
 	int64_t deadline, grace = -1, until;
@@ -553,7 +553,8 @@ linger_at_exit(void)
 		return;
 	/* stdio is flushed after the destructors: what the program wrote
 	 * through it to a rock must go before the rock is let go. */
-	(void)fflush(NULL);
+	if (flush)
+		(void)fflush(NULL);
 	deadline = shim_now_ms() + st->cfg.linger_ms;
 	shim_lock();
 	shim_rock_release_all();
@@ -571,6 +572,12 @@ linger_at_exit(void)
 		hand_to_keeper(left + relays);
 	if (eng.ctl_path[0] != '\0')
 		(void)unlink(eng.ctl_path);
+}
+
+__attribute__((destructor)) static void
+linger_at_exit(void)
+{
+	shim_engine_leave(1);
 }
 
 __attribute__((constructor)) static void

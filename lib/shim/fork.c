@@ -42,6 +42,7 @@ struct relay {
 	size_t up_off, up_len;		/* holders -> rock */
 	size_t down_off, down_len;	/* rock -> holders */
 	int prog_eof, rock_eof, up_shut, down_shut, done;
+	int down_dead;		/* no holder reads any more: the peer's bytes go */
 	struct relay *next;
 	char up[RELAY_BUF], down[RELAY_BUF];
 };
@@ -72,6 +73,7 @@ loopback_pair(int *prog, int *holder)
 	struct sockaddr_in sin = { .sin_family = AF_INET,
 	    .sin_addr.s_addr = htonl(INADDR_LOOPBACK) }, mine, got;
 	socklen_t len = sizeof(sin);
+	struct linger lg = { 1, 0 };
 	int l, c = -1, s = -1, one = 1, tries;
 
 	if ((l = shim_real.socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0)
@@ -99,6 +101,10 @@ loopback_pair(int *prog, int *holder)
 		goto fail;
 	shim_real.close(l);
 	(void)shim_real.setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	/* However the relay ends short of both ends (its process killed, a
+	 * failed rock), the holders hear a reset, never an end of file; once
+	 * both FINs have passed, a close sends none. */
+	(void)shim_real.setsockopt(s, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
 	*prog = s;
 	*holder = c;
 	return 0;
@@ -138,15 +144,22 @@ relay_rock(struct shim_rock *r)
 	shim_opts_apply(r, holder);
 	if ((fl = shim_real.fcntl(old, F_GETFL)) >= 0)
 		(void)shim_real.fcntl(holder, F_SETFL, fl);
+	/* The program's shutdown of its writing holds for the copies too. */
+	if (r->wr_shut) {
+		(void)shim_real.shutdown(holder, SHUT_WR);
+		x->prog_eof = x->up_shut = 1;
+	}
 	/* The kernel keys epoll interest on the open file: out while the
 	 * numbers still name the rock's socket, back on the new one. */
 	shim_epoll_suspend(r);
 	for (i = 0; i < r->nfds; i++) {
 		int fdfl = shim_real.fcntl(r->fds[i], F_GETFD);
 
-		shim_rock_unbind(r->fds[i]);
+		/* Replaced first: a call racing in finds the number a rock's
+		 * until it names the holder end. */
 		(void)shim_real.dup3(holder, r->fds[i],
 		    fdfl >= 0 && (fdfl & FD_CLOEXEC) ? O_CLOEXEC : 0);
+		shim_rock_unbind(r->fds[i]);
 		shim_fd_set(r->fds[i], SHIM_FD_RELAYED, 0);
 	}
 	shim_epoll_give_up(r);
@@ -175,7 +188,7 @@ shim_fork_relay_all(void)
 		return 0;
 	for (r = shim_rock_first(); r != NULL; r = r->next) {
 		if (r->s == NULL || r->relayed || r->connecting || r->released ||
-		    r->nfds == 0 || r->inflight > 0 || r->writer)
+		    r->nfds == 0 || r->inflight > 0 || r->writer || r->holds > 0)
 			continue;
 		if (relay_rock(r) == 0)
 			n++;
@@ -196,11 +209,21 @@ fail_holders(struct relay *x)
 	x->done = 1;
 }
 
-/* Every holder has closed: the rock is closed as the program would. */
+/* A holder reset the connection: the rock is closed as the program
+ * would, with what was relayed so far. */
 static void
 holders_gone(struct relay *x)
 {
 	x->done = 1;
+}
+
+/* No holder reads any more (all closed): what the peer sends is dropped,
+ * while what the holders wrote before closing still goes to the rock. */
+static void
+nobody_reads(struct relay *x)
+{
+	x->down_dead = 1;
+	x->down_len = 0;
 }
 
 static void
@@ -242,6 +265,8 @@ step_down(struct relay *x)
 {
 	ssize_t n;
 
+	if (x->down_dead)
+		return;
 	if (!x->rock_eof && x->down_len == 0) {
 		n = recv(x->rock, x->down, sizeof(x->down), MSG_DONTWAIT);
 		if (n > 0) {
@@ -259,7 +284,7 @@ step_down(struct relay *x)
 		    MSG_DONTWAIT | MSG_NOSIGNAL);
 		if (n < 0) {
 			if (errno != EAGAIN && errno != EINTR)
-				holders_gone(x);
+				nobody_reads(x);
 			return;
 		}
 		x->down_off += (size_t)n;
@@ -278,7 +303,7 @@ step(struct relay *x)
 		step_up(x);
 	if (!x->done)
 		step_down(x);
-	if (x->up_shut && x->down_shut)
+	if (x->up_shut && (x->down_shut || x->down_dead))
 		x->done = 1;
 }
 
@@ -292,16 +317,32 @@ prog_events(const struct relay *x)
 static short
 rock_events(const struct relay *x)
 {
-	return (short)((!x->rock_eof && x->down_len == 0 ? POLLIN : 0) |
+	return (short)((!x->rock_eof && !x->down_dead && x->down_len == 0 ?
+	    POLLIN : 0) |
 	    (x->up_len > 0 ? POLLOUT : 0));
 }
 
-/* Lock held: take new relays; drop finished ones. Their descriptors are
- * closed by the caller, unlocked (the rock's close is the shim's). */
-static struct relay *
+/* Lock held. A finished relay lets go of its rock as the program's close
+ * would (the reliable close, or the end of a failed one). Closed under
+ * the lock, so that no fork sees its descriptors on no list. */
+static void
+finish(struct relay *x)
+{
+	struct shim_rock *r = shim_rock_of(x->rock);
+
+	if (r != NULL)
+		shim_rock_drop_fd(r, x->rock);
+	shim_fd_set(x->rock, SHIM_FD_UNKNOWN, 0);
+	shim_real.close(x->rock);
+	shim_real.close(x->prog);
+	free(x);
+}
+
+/* Lock held: take new relays; finish those done. */
+static void
 update_lists(void)
 {
-	struct relay **p, *x, *gone = NULL;
+	struct relay **p, *x;
 
 	while ((x = rl.pending) != NULL) {
 		rl.pending = x->next;
@@ -314,22 +355,7 @@ update_lists(void)
 			continue;
 		}
 		*p = x->next;
-		x->next = gone;
-		gone = x;
-	}
-	return gone;
-}
-
-static void
-close_finished(struct relay *gone)
-{
-	struct relay *x;
-
-	while ((x = gone) != NULL) {
-		gone = x->next;
-		(void)close(x->rock);		/* the shim's: the rock's own close */
-		shim_real.close(x->prog);
-		free(x);
+		finish(x);
 	}
 }
 
@@ -359,10 +385,9 @@ relay_main(void *arg)
 	(void)pthread_sigmask(SIG_BLOCK, &all, NULL);
 	for (;;) {
 		shim_lock();
-		x = update_lists();
+		update_lists();
 		n = count_running();
 		shim_unlock();
-		close_finished(x);
 		if (__atomic_load_n(&rl.stopping, __ATOMIC_ACQUIRE))
 			break;
 		if (1 + 2 * n > cap) {

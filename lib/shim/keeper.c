@@ -109,8 +109,9 @@ on_check(evutil_socket_t fd, short what, void *arg)
 	shim_lock();
 	abort_overdue(k, now);
 	/* Rocks relayed for a fork's holders live as long as they are used. */
-	done = (shim_rock_live_count() == 0 && rock_engine_nfarewells(k->e) == 0) ||
-	    (now >= k->give_up_ms && shim_fork_relay_count() == 0);
+	done = shim_fork_relay_count() == 0 &&
+	    ((shim_rock_live_count() == 0 && rock_engine_nfarewells(k->e) == 0) ||
+	    now >= k->give_up_ms);
 	shim_unlock();
 	if (done)
 		event_base_loopbreak(k->base);

@@ -66,6 +66,7 @@ shim_resolve(void)
 	RESOLVE(epoll_wait);
 	RESOLVE(epoll_pwait);
 	RESOLVE(getaddrinfo);
+	RESOLVE(daemon);
 	/* Last: shim_state() uses it as the "all resolved" flag. */
 	RESOLVE(socket);
 }

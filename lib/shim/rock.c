@@ -341,7 +341,7 @@ shim_rock_mark_forked(void)
 	int n = 0;
 
 	for (r = all; r != NULL; r = r->next)
-		if (r->s != NULL && !r->relayed) {
+		if (r->s != NULL && !r->relayed && !r->released && r->nfds > 0) {
 			r->kill_at_release |= r->accepted;
 			n++;
 		}

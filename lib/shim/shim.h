@@ -66,6 +66,7 @@ struct shim_real {
 	    const sigset_t *);
 	int (*getaddrinfo)(const char *, const char *, const struct addrinfo *,
 	    struct addrinfo **);
+	int (*daemon)(int, int);
 };
 
 extern struct shim_real shim_real;
@@ -316,6 +317,9 @@ int shim_fork_relay_stop(void);		/* lock not held; 0 or an errno */
 int shim_fork_relay_count(void);	/* lock held */
 void shim_fork_relay_child(void);	/* after fork, in a plain child */
 int shim_fork_relay_owns_fd(int fd);
+/* The program leaves (engine.c): what its rocks are owed, and the relays
+ * of rocks its forks share, go to a keeper; flush: stdio first (exit). */
+void shim_engine_leave(int flush);
 /* Lock held: 1 and the rock's peer when fd is a copy of a relayed rock. */
 int shim_fork_relay_peer(int fd, struct sockaddr *addr, socklen_t *len);
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# rock-fork.sh: a rock that fork() shares stays one byte-exact stream through RSTs, a 15 s blackhole and a client address change: the child writes and the parent reads, the reverse, and a parent that exits at once (ssh -f) leaves its child a live rock; a plain connection is the control.
+# rock-fork.sh: a rock that fork() shares stays one byte-exact stream through RSTs, a 15 s blackhole and a client address change: the child writes and the parent reads, the reverse, and a parent that exits at once, by exit() or inside daemon(3) (ssh -f), leaves its child a live rock; a plain connection is the control.
 # shellcheck source-path=SCRIPTDIR
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -14,7 +14,7 @@ rock_netns_up
 nn_on_cleanup stop_detached
 
 LEN=65536
-CLIENTS="child parent detach"
+CLIENTS="child parent detach daemon"
 rtt=$(nn_profile_rtt_ms "${NN_PROFILE:-lan}")
 slow=$((10 + rtt / 20)) # seconds a burst may take on this path, faults aside
 
@@ -109,17 +109,20 @@ for c in child parent; do
 	t_check "$c writes: the reader read all $((4 * LEN)) bytes, then the end" \
 		grep -qx "end $((4 * LEN)) bytes" "$t_tmp/$c.out"
 done
-wait_for $((slow + 20)) sh -c "! pgrep -f '[t]raffic forked $NN_S_ADDR 7001 $LEN detach' >/dev/null"
-t_check "detach: the child finished and exited" \
-	sh -c "! pgrep -f '[t]raffic forked $NN_S_ADDR 7001 $LEN detach' >/dev/null"
-t_check "detach: the parent's exit left the rock to a keeper" grep -q "keeper .*: finishing" "$t_tmp/detach.log"
-wait_for 10 test "$(grep -c 'on_rock_closed: rock [0-9a-f]*: both ends closed' "$t_tmp/rockd.log")" -ge 3
-t_eq "rockd: the three rocks ended, closed by both ends" \
-	"$(grep -c 'on_rock_closed: rock [0-9a-f]*: both ends closed' "$t_tmp/rockd.log")" 3
+for c in detach daemon; do
+	wait_for $((slow + 20)) sh -c "! pgrep -f '[t]raffic forked $NN_S_ADDR 7001 $LEN $c' >/dev/null"
+	t_check "$c: the child finished and exited" \
+		sh -c "! pgrep -f '[t]raffic forked $NN_S_ADDR 7001 $LEN $c' >/dev/null"
+	t_check "$c: the parent's exit left the rock to a keeper" grep -q "keeper .*: finishing" "$t_tmp/$c.log"
+done
+wait_for 10 test "$(grep -c 'on_rock_closed: rock [0-9a-f]*: both ends closed' "$t_tmp/rockd.log")" -ge 4
+t_eq "rockd: the four rocks ended, closed by both ends" \
+	"$(grep -c 'on_rock_closed: rock [0-9a-f]*: both ends closed' "$t_tmp/rockd.log")" 4
 for c in $CLIENTS; do
 	t_check "$c: its rock was relayed for the fork" grep -q "fork: 1 rocks shared with the child" "$t_tmp/$c.log"
 done
 t_eq "no rock was reset or cut short" \
-	"$(cat "$t_tmp"/child.out "$t_tmp"/parent.out "$t_tmp"/detach.out | grep -c -i 'error\|MISMATCH\|end of stream after')" 0
+	"$(cat "$t_tmp"/child.out "$t_tmp"/parent.out "$t_tmp"/detach.out "$t_tmp"/daemon.out |
+		grep -c -i 'error\|MISMATCH\|end of stream after')" 0
 echo "measured: reconnects in rockd: $(grep -c 'SUSPENDED -> CONNECTED' "$t_tmp/rockd.log")"
 t_done
