@@ -317,15 +317,33 @@ rock_engine_nfarewells(const struct rock_engine *e)
 	return e->nfarewells;
 }
 
+#define SESSION_FDS_MAX (3 + ROCK_DIAL_ATTEMPTS)
+
+/* The session's descriptors, into fds; how many. */
+static int
+session_fds(const struct rock_session *s, int fds[SESSION_FDS_MAX])
+{
+	int n = 0, i;
+
+	if (s->fd >= 0)
+		fds[n++] = s->fd;
+	if (s->replay_fd >= 0)
+		fds[n++] = s->replay_fd;
+	if (rock_status_fd(s) >= 0)
+		fds[n++] = rock_status_fd(s);
+	for (i = 0; s->dial != NULL && i < ROCK_DIAL_ATTEMPTS; i++)
+		if (s->dial->a[i].fd >= 0)
+			fds[n++] = s->dial->a[i].fd;
+	return n;
+}
+
 static int
 session_owns_fd(const struct rock_session *s, int fd)
 {
-	int i;
+	int fds[SESSION_FDS_MAX], n = session_fds(s, fds), i;
 
-	if (fd == s->fd || fd == s->replay_fd || rock_status_fd(s) == fd)
-		return 1;
-	for (i = 0; s->dial != NULL && i < ROCK_DIAL_ATTEMPTS; i++)
-		if (s->dial->a[i].fd == fd)
+	for (i = 0; i < n; i++)
+		if (fds[i] == fd)
 			return 1;
 	return 0;
 }
@@ -349,23 +367,15 @@ void
 rock_engine_close_fds(const struct rock_engine *e, int (*close_fn)(int))
 {
 	const struct rock_session *s;
-	int i;
+	int fds[SESSION_FDS_MAX], n, i;
 
 	if (e->udp_fd >= 0)
 		close_fn(e->udp_fd);
 	if (e->nl_fd >= 0)
 		close_fn(e->nl_fd);
-	for (s = e->all; s != NULL; s = s->next) {
-		if (s->fd >= 0)
-			close_fn(s->fd);
-		if (s->replay_fd >= 0)
-			close_fn(s->replay_fd);
-		if (rock_status_fd(s) >= 0)
-			close_fn(rock_status_fd(s));
-		for (i = 0; s->dial != NULL && i < ROCK_DIAL_ATTEMPTS; i++)
-			if (s->dial->a[i].fd >= 0)
-				close_fn(s->dial->a[i].fd);
-	}
+	for (s = e->all; s != NULL; s = s->next)
+		for (n = session_fds(s, fds), i = 0; i < n; i++)
+			close_fn(fds[i]);
 }
 
 const struct rock_engine_stats *

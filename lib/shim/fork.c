@@ -33,18 +33,24 @@
 
 #define RELAY_BUF 65536
 
+/* One direction: what was read and is not yet written on. */
+struct flow {
+	size_t off, len;
+	int eof;		/* its source ended */
+	int shut;		/* and that end was passed on */
+	char buf[RELAY_BUF];
+};
+
 struct relay {
 	int prog;		/* ours of the holders' loopback connection */
 	int rock;		/* the rock, under a descriptor of the relay's */
 	in_port_t port;		/* prog's port: how a holder's copy is known */
 	struct sockaddr_storage peer;	/* what getpeername says to holders */
 	socklen_t peer_len;
-	size_t up_off, up_len;		/* holders -> rock */
-	size_t down_off, down_len;	/* rock -> holders */
-	int prog_eof, rock_eof, up_shut, down_shut, done;
+	int done;
 	int down_dead;		/* no holder reads any more: the peer's bytes go */
 	struct relay *next;
-	char up[RELAY_BUF], down[RELAY_BUF];
+	struct flow up, down;	/* holders -> rock, rock -> holders */
 };
 
 /* Lists change under shim_lock(), so a fork's child sees them whole. */
@@ -147,7 +153,7 @@ relay_rock(struct shim_rock *r)
 	/* The program's shutdown of its writing holds for the copies too. */
 	if (r->wr_shut) {
 		(void)shim_real.shutdown(holder, SHUT_WR);
-		x->prog_eof = x->up_shut = 1;
+		x->up.eof = x->up.shut = 1;
 	}
 	/* The kernel keys epoll interest on the open file: out while the
 	 * numbers still name the rock's socket, back on the new one. */
@@ -198,128 +204,91 @@ shim_fork_relay_all(void)
 
 /* ---- the relay's thread: it uses the rock as the program would */
 
-/* The rock failed (reset, or the suspend timeout): so do the holders'
- * copies, with a reset, which no holder can take for an end of file. */
-static void
-fail_holders(struct relay *x)
-{
-	struct linger lg = { 1, 0 };
-
-	(void)shim_real.setsockopt(x->prog, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
-	x->done = 1;
-}
-
-/* A holder reset the connection: the rock is closed as the program
- * would, with what was relayed so far. */
-static void
-holders_gone(struct relay *x)
-{
-	x->done = 1;
-}
-
 /* No holder reads any more (all closed): what the peer sends is dropped,
  * while what the holders wrote before closing still goes to the rock. */
 static void
 nobody_reads(struct relay *x)
 {
 	x->down_dead = 1;
-	x->down_len = 0;
+	x->down.len = 0;
 }
 
-static void
-step_up(struct relay *x)
+enum { FLOW_OK, FLOW_RECV_FAILED, FLOW_SEND_FAILED };
+
+/* Move what one direction can: a read when its buffer is empty, writes
+ * while the far side takes them, the end once all is written. The hooked
+ * calls (the rock's side) and the kernel's have the same shape. */
+static int
+pump(struct flow *f, int from, int to,
+    ssize_t (*rcv)(int, void *, size_t, int),
+    ssize_t (*snd)(int, const void *, size_t, int), int (*shut)(int, int))
 {
 	ssize_t n;
 
-	if (!x->prog_eof && x->up_len == 0) {
-		n = shim_real.recv(x->prog, x->up, sizeof(x->up), MSG_DONTWAIT);
+	if (!f->eof && f->len == 0) {
+		n = rcv(from, f->buf, sizeof(f->buf), MSG_DONTWAIT);
 		if (n > 0) {
-			x->up_off = 0;
-			x->up_len = (size_t)n;
+			f->off = 0;
+			f->len = (size_t)n;
 		} else if (n == 0) {
-			x->prog_eof = 1;
+			f->eof = 1;
 		} else if (errno != EAGAIN && errno != EINTR) {
-			holders_gone(x);
-			return;
+			return FLOW_RECV_FAILED;
 		}
 	}
-	while (x->up_len > 0) {
-		n = send(x->rock, x->up + x->up_off, x->up_len,
-		    MSG_DONTWAIT | MSG_NOSIGNAL);
-		if (n < 0) {
-			if (errno != EAGAIN && errno != EINTR)
-				fail_holders(x);
-			return;
-		}
-		x->up_off += (size_t)n;
-		x->up_len -= (size_t)n;
+	while (f->len > 0) {
+		if ((n = snd(to, f->buf + f->off, f->len,
+		    MSG_DONTWAIT | MSG_NOSIGNAL)) < 0)
+			return errno == EAGAIN || errno == EINTR ? FLOW_OK :
+			    FLOW_SEND_FAILED;
+		f->off += (size_t)n;
+		f->len -= (size_t)n;
 	}
-	if (x->prog_eof && !x->up_shut) {
-		(void)shutdown(x->rock, SHUT_WR);
-		x->up_shut = 1;
+	if (f->eof && !f->shut) {
+		(void)shut(to, SHUT_WR);
+		f->shut = 1;
 	}
+	return FLOW_OK;
 }
 
-static void
-step_down(struct relay *x)
-{
-	ssize_t n;
-
-	if (x->down_dead)
-		return;
-	if (!x->rock_eof && x->down_len == 0) {
-		n = recv(x->rock, x->down, sizeof(x->down), MSG_DONTWAIT);
-		if (n > 0) {
-			x->down_off = 0;
-			x->down_len = (size_t)n;
-		} else if (n == 0) {
-			x->rock_eof = 1;
-		} else if (errno != EAGAIN && errno != EINTR) {
-			fail_holders(x);
-			return;
-		}
-	}
-	while (x->down_len > 0) {
-		n = shim_real.send(x->prog, x->down + x->down_off, x->down_len,
-		    MSG_DONTWAIT | MSG_NOSIGNAL);
-		if (n < 0) {
-			if (errno != EAGAIN && errno != EINTR)
-				nobody_reads(x);
-			return;
-		}
-		x->down_off += (size_t)n;
-		x->down_len -= (size_t)n;
-	}
-	if (x->rock_eof && !x->down_shut) {
-		(void)shim_real.shutdown(x->prog, SHUT_WR);
-		x->down_shut = 1;
-	}
-}
-
+/* The rock's side through the shim (send, recv, shutdown are its hooks),
+ * the holders' straight to the kernel. A holder's reset, or a rock that
+ * failed (the peer lost it, the suspend timeout), ends the relay: the
+ * holders' end was set to reset (loopback_pair), never an end of file. */
 static void
 step(struct relay *x)
 {
-	if (!x->done)
-		step_up(x);
-	if (!x->done)
-		step_down(x);
-	if (x->up_shut && (x->down_shut || x->down_dead))
+	if (pump(&x->up, x->prog, x->rock, shim_real.recv, send, shutdown) !=
+	    FLOW_OK) {
+		x->done = 1;
+		return;
+	}
+	if (!x->down_dead)
+		switch (pump(&x->down, x->rock, x->prog, recv, shim_real.send,
+		    shim_real.shutdown)) {
+		case FLOW_RECV_FAILED:
+			x->done = 1;
+			return;
+		case FLOW_SEND_FAILED:
+			nobody_reads(x);
+			break;
+		}
+	if (x->up.shut && (x->down.shut || x->down_dead))
 		x->done = 1;
 }
 
 static short
 prog_events(const struct relay *x)
 {
-	return (short)((!x->prog_eof && x->up_len == 0 ? POLLIN : 0) |
-	    (x->down_len > 0 ? POLLOUT : 0));
+	return (short)((!x->up.eof && x->up.len == 0 ? POLLIN : 0) |
+	    (x->down.len > 0 ? POLLOUT : 0));
 }
 
 static short
 rock_events(const struct relay *x)
 {
-	return (short)((!x->rock_eof && !x->down_dead && x->down_len == 0 ?
-	    POLLIN : 0) |
-	    (x->up_len > 0 ? POLLOUT : 0));
+	return (short)((!x->down.eof && !x->down_dead && x->down.len == 0 ?
+	    POLLIN : 0) | (x->up.len > 0 ? POLLOUT : 0));
 }
 
 /* Lock held. A finished relay lets go of its rock as the program's close
@@ -338,17 +307,27 @@ finish(struct relay *x)
 	free(x);
 }
 
-/* Lock held: take new relays; finish those done. */
+/* Lock held: the relays a fork set up join the thread's list (which
+ * only the thread changes, so that it can walk it unlocked). */
 static void
-update_lists(void)
+take_pending(void)
 {
-	struct relay **p, *x;
+	struct relay *x;
 
 	while ((x = rl.pending) != NULL) {
 		rl.pending = x->next;
 		x->next = rl.running;
 		rl.running = x;
 	}
+}
+
+/* Lock held: take new relays; finish those done. */
+static void
+update_lists(void)
+{
+	struct relay **p, *x;
+
+	take_pending();
 	for (p = &rl.running; (x = *p) != NULL;) {
 		if (!x->done) {
 			p = &x->next;
@@ -360,12 +339,11 @@ update_lists(void)
 }
 
 static int
-count_running(void)
+count(const struct relay *x)
 {
-	struct relay *x;
 	int n = 0;
 
-	for (x = rl.running; x != NULL; x = x->next)
+	for (; x != NULL; x = x->next)
 		n++;
 	return n;
 }
@@ -386,7 +364,7 @@ relay_main(void *arg)
 	for (;;) {
 		shim_lock();
 		update_lists();
-		n = count_running();
+		n = count(rl.running);
 		shim_unlock();
 		if (__atomic_load_n(&rl.stopping, __ATOMIC_ACQUIRE))
 			break;
@@ -469,7 +447,7 @@ shim_fork_relay_stop(void)
 int
 shim_fork_relay_count(void)
 {
-	return count_running() + (rl.pending != NULL);
+	return count(rl.running) + count(rl.pending);
 }
 
 /* After fork, in a child that is not a keeper: the relay's descriptors
@@ -480,11 +458,7 @@ shim_fork_relay_child(void)
 {
 	struct relay *x;
 
-	while ((x = rl.pending) != NULL) {
-		rl.pending = x->next;
-		x->next = rl.running;
-		rl.running = x;
-	}
+	take_pending();
 	for (x = rl.running; x != NULL; x = x->next) {
 		if (x->prog < 0)
 			continue;
