@@ -43,7 +43,13 @@
  *                                       WHO detach: the parent exits at
  *                                       once, the child runs bursts; WHO
  *                                       daemon: so, by daemon(1, 1) (its
- *                                       parent leaves by _exit)
+ *                                       parent leaves by _exit); WHO exec:
+ *                                       no fork, the program executes itself
+ *                                       as `traffic inherited FD BYTES`, which
+ *                                       runs the bursts on the rock; WHO
+ *                                       exec-bare: so, without LD_PRELOAD in
+ *                                       the new image's environment
+ * traffic inherited FD BYTES            bursts (as above) on descriptor FD
  * traffic pattern BYTES                 the pattern on stdout
  *
  * Exit 0 when every byte was exact; otherwise 1 with the reason on stderr.
@@ -316,18 +322,61 @@ forked_read(int fd, size_t len)
 	return 0;
 }
 
+/* forked exec and exec-bare: this program again, on the rock it inherits
+ * (bare: an environment without LD_PRELOAD, so no librock there). */
+static int
+exec_self(int fd, const char *len, int bare)
+{
+	extern char **environ;
+	char self[] = "traffic", cmd[] = "inherited", fdstr[16], lenstr[32];
+	char *argv[] = { self, cmd, fdstr, lenstr, NULL };
+	char **env = environ, **bare_env;
+	size_t n = 0, i, j;
+
+	snprintf(fdstr, sizeof(fdstr), "%d", fd);
+	snprintf(lenstr, sizeof(lenstr), "%s", len);
+	if (bare) {
+		while (environ[n] != NULL)
+			n++;
+		if ((bare_env = calloc(n + 1, sizeof(*bare_env))) == NULL)
+			tt_die("calloc");
+		for (i = j = 0; i < n; i++)
+			if (strncmp(environ[i], "LD_PRELOAD=", 11) != 0)
+				bare_env[j++] = environ[i];
+		env = bare_env;
+	}
+	execve("/proc/self/exe", argv, env);
+	tt_die("execve");
+	return 1;
+}
+
+static int
+inherited(char **av)
+{
+	return bursts_on((int)tt_number(av[0], INT_MAX),
+	    (size_t)tt_number(av[1], 1 << 20));
+}
+
 static int
 forked(char **av)
 {
-	size_t len = (size_t)tt_number(av[2], 1 << 20);
-	int fd = tt_dial(av[0], av[1], SOCK_STREAM), child_writes, st, rc;
+	static const char *const whos[] = { "child", "parent", "detach",
+	    "daemon", "exec", "exec-bare" };
+	size_t len = (size_t)tt_number(av[2], 1 << 20), i;
+	int fd, child_writes, st, rc;
 	pid_t pid;
 
-	if (strcmp(av[3], "child") != 0 && strcmp(av[3], "parent") != 0 &&
-	    strcmp(av[3], "detach") != 0 && strcmp(av[3], "daemon") != 0) {
-		fprintf(stderr, "traffic: forked: WHO is parent, child, detach or daemon\n");
+	for (i = 0; i < sizeof(whos) / sizeof(whos[0]); i++)
+		if (strcmp(av[3], whos[i]) == 0)
+			break;
+	if (i == sizeof(whos) / sizeof(whos[0])) {
+		fprintf(stderr, "traffic: forked: WHO is parent, child, detach, "
+		    "daemon, exec or exec-bare\n");
 		return 2;
 	}
+	fd = tt_dial(av[0], av[1], SOCK_STREAM);
+	if (strncmp(av[3], "exec", 4) == 0)
+		return exec_self(fd, av[2], strcmp(av[3], "exec-bare") == 0);
 	child_writes = strcmp(av[3], "child") == 0;
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	if (strcmp(av[3], "daemon") == 0) {
@@ -588,6 +637,8 @@ main(int argc, char **argv)
 		return many(argv + 2);
 	if (argc == 6 && strcmp(argv[1], "forked") == 0)
 		return forked(argv + 2);
+	if (argc == 4 && strcmp(argv[1], "inherited") == 0)
+		return inherited(argv + 2);
 	if (argc == 3 && strcmp(argv[1], "pattern") == 0)
 		return print_pattern(argv + 2);
 	if (argc == 6 && strcmp(argv[1], "write") == 0)
@@ -602,6 +653,7 @@ main(int argc, char **argv)
 	    "       bursts ADDR PORT BYTES | push ADDR PORT BYTES | pattern BYTES |\n"
 	    "       connect ADDR PORT N | many ADDR PORT N BYTES |\n"
 	    "       write ADDR PORT BYTES DIR | hold ADDR PORT N DIR |\n"
-	    "       rounds ADDR PORT N BYTES | forked ADDR PORT BYTES WHO\n");
+	    "       rounds ADDR PORT N BYTES | forked ADDR PORT BYTES WHO |\n"
+	    "       inherited FD BYTES\n");
 	return 2;
 }

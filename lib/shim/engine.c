@@ -32,6 +32,7 @@ static struct {
 	int state;			/* 0 not started, 1 running, -1 failed */
 	int stopping;			/* the thread's loop is asked to end */
 	int forking_keeper;		/* the fork under way is the keeper's */
+	pid_t owner;			/* the process the engine runs in */
 	struct rock_ctl *ctl;		/* rock ls and rock kill; NULL: none */
 	char ctl_path[PATH_MAX];
 	pthread_t thread;
@@ -369,6 +370,7 @@ engine_start(const struct shim_state *st)
 {
 	struct rock_engine_config cfg;
 
+	eng.owner = getpid();
 	rock_engine_config_defaults(&cfg);
 	cfg.suspend_timeout_s = st->cfg.suspend_timeout_s;
 	if ((eng.base = event_base_new()) == NULL)
@@ -423,6 +425,22 @@ shim_engine(void)
 	return eng.state == 1 ? eng.e : NULL;
 }
 
+/* Lock held. This process keeps no part of the engine that runs (or ran)
+ * elsewhere: a copy of a data socket here would hold its connection open
+ * after that engine let go of it. sockets: its descriptors are still
+ * open here. */
+static void
+let_go_of_engine(int sockets)
+{
+	shim_fork_relay_child();
+	if (sockets && eng.e != NULL)
+		rock_engine_close_fds(eng.e, shim_real.close);
+	eng.state = -1;
+	rock_ctl_forget(eng.ctl);	/* the other process's, still answering */
+	eng.ctl = NULL;
+	shim_rock_orphan_all();
+}
+
 /* A forked child has no engine thread: the rocks it shares with this
  * process become copies of a loopback connection that this process
  * relays to each rock (fork.c). */
@@ -469,20 +487,13 @@ after_fork_child(void)
 		rock_ctl_free(eng.ctl, 0);
 		eng.ctl = NULL;
 		eng.stopping = 0;
+		eng.owner = getpid();
 		shim_waiters_forget();
 		shim_unlock();
 		shim_reinit_after_fork();
 		return;
 	}
-	shim_fork_relay_child();
-	/* A copy of a data socket here would hold its connection open
-	 * after the parent's engine let go of it. */
-	if (eng.state == 1 && eng.e != NULL)
-		rock_engine_close_fds(eng.e, shim_real.close);
-	eng.state = -1;
-	rock_ctl_forget(eng.ctl);	/* the parent's, still answering */
-	eng.ctl = NULL;
-	shim_rock_orphan_all();
+	let_go_of_engine(eng.state == 1);
 	shim_unlock();
 	shim_reinit_after_fork();
 }
@@ -572,6 +583,36 @@ shim_engine_leave(int flush)
 		hand_to_keeper(left + relays);
 	if (eng.ctl_path[0] != '\0')
 		(void)unlink(eng.ctl_path);
+}
+
+/* exec ends the engine's thread with the image: what the new image
+ * inherits of a rock becomes a relay's holder end (fork.c), the rocks
+ * left behind close on exec and are finished as at exit, and a keeper
+ * runs both; this image then holds nothing of the engine. A vfork child
+ * shares the engine's memory, not its process: it leaves all alone. */
+void
+shim_engine_exec(void)
+{
+	int relayed, busy;
+
+	if (shim_engine_running() == NULL || eng.owner != getpid())
+		return;
+	shim_lock();
+	relayed = shim_fork_relay_all();
+	busy = shim_fork_relay_count() + shim_rock_live_count();
+	shim_unlock();
+	if (busy == 0)
+		return;
+	if (relayed > 0)
+		rlog_info(&shim_state()->log, "exec: %d rocks passed to the new "
+		    "image, relayed by a keeper", relayed);
+	shim_engine_leave(0);
+	/* All was finished in time: the engine ends with the image. */
+	if (__atomic_load_n(&eng.state, __ATOMIC_ACQUIRE) == 1)
+		return;
+	shim_lock();
+	let_go_of_engine(1);
+	shim_unlock();
 }
 
 __attribute__((destructor)) static void

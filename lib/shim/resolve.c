@@ -67,6 +67,10 @@ shim_resolve(void)
 	RESOLVE(epoll_pwait);
 	RESOLVE(getaddrinfo);
 	RESOLVE(daemon);
+	RESOLVE(execve);
+	RESOLVE(execvp);
+	RESOLVE(execvpe);
+	RESOLVE(fexecve);
 	/* Last: shim_state() uses it as the "all resolved" flag. */
 	RESOLVE(socket);
 }

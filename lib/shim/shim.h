@@ -67,6 +67,10 @@ struct shim_real {
 	int (*getaddrinfo)(const char *, const char *, const struct addrinfo *,
 	    struct addrinfo **);
 	int (*daemon)(int, int);
+	int (*execve)(const char *, char *const[], char *const[]);
+	int (*execvp)(const char *, char *const[]);
+	int (*execvpe)(const char *, char *const[], char *const[]);
+	int (*fexecve)(int, char *const[], char *const[]);
 };
 
 extern struct shim_real shim_real;
@@ -320,6 +324,9 @@ int shim_fork_relay_owns_fd(int fd);
 /* The program leaves (engine.c): what its rocks are owed, and the relays
  * of rocks its forks share, go to a keeper; flush: stdio first (exit). */
 void shim_engine_leave(int flush);
+/* Before exec (exec.c): the rocks the new image inherits are relayed by
+ * a keeper, the others finished as at exit. */
+void shim_engine_exec(void);
 /* Lock held: 1 and the rock's peer when fd is a copy of a relayed rock. */
 int shim_fork_relay_peer(int fd, struct sockaddr *addr, socklen_t *len);
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# rock-fork.sh: a rock that fork() shares stays one byte-exact stream through RSTs, a 15 s blackhole and a client address change: the child writes and the parent reads, the reverse, and a parent that exits at once, by exit() or inside daemon(3) (ssh -f), leaves its child a live rock; a plain connection is the control.
+# rock-fork.sh: a rock that fork() shares or exec passes on stays one byte-exact stream through RSTs, a 15 s blackhole and a client address change: the child writes and the parent reads, the reverse, a parent that exits at once, by exit() or inside daemon(3) (ssh -f), leaves its child a live rock, and a new image reads and writes the rock it inherits, with librock or without; a plain connection is the control.
 # shellcheck source-path=SCRIPTDIR
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -14,12 +14,14 @@ rock_netns_up
 nn_on_cleanup stop_detached
 
 LEN=65536
-CLIENTS="child parent detach daemon"
+FORKS="child parent detach daemon"
+EXECS="exec exec_bare"
+CLIENTS="$FORKS $EXECS"
 rtt=$(nn_profile_rtt_ms "${NN_PROFILE:-lan}")
 slow=$((10 + rtt / 20)) # seconds a burst may take on this path, faults aside
 
 # shellcheck disable=SC2317 # run by nn_cleanup
-stop_detached() { pkill -f "traffic forked $NN_S_ADDR" 2>/dev/null; }
+stop_detached() { pkill -f "traffic (forked $NN_S_ADDR|inherited)" 2>/dev/null; }
 
 nn_s "$ECHOD" 9000 &
 pids+=($!)
@@ -46,7 +48,7 @@ start_client() {
 	eval "${name}_pid=\$!"
 	pids+=($!)
 }
-for c in $CLIENTS; do start_client "$c" 7001 "$c" rock; done
+for c in $CLIENTS; do start_client "$c" 7001 "${c/_/-}" rock; done
 start_client plain 9001 child
 for c in $CLIENTS plain; do
 	exec {fd}>"$t_tmp/$c.in"
@@ -115,14 +117,23 @@ for c in detach daemon; do
 		sh -c "! pgrep -f '[t]raffic forked $NN_S_ADDR 7001 $LEN $c' >/dev/null"
 	t_check "$c: the parent's exit left the rock to a keeper" grep -q "keeper .*: finishing" "$t_tmp/$c.log"
 done
-wait_for 10 test "$(grep -c 'on_rock_closed: rock [0-9a-f]*: both ends closed' "$t_tmp/rockd.log")" -ge 4
-t_eq "rockd: the four rocks ended, closed by both ends" \
-	"$(grep -c 'on_rock_closed: rock [0-9a-f]*: both ends closed' "$t_tmp/rockd.log")" 4
-for c in $CLIENTS; do
+for c in $EXECS; do
+	eval "pid=\$${c}_pid"
+	if wait_pid "$pid" $((slow + 20)); then rc=$waited; else rc=124; fi
+	t_eq "$c: the new image ran every burst and exited 0 ($(tail -n 1 "$t_tmp/$c.out"))" "$rc" 0
+	t_check "$c: the rock went to the new image through a keeper's relay" \
+		grep -q "exec: 1 rocks passed to the new image, relayed by a keeper" "$t_tmp/$c.log"
+done
+wait_for 10 test "$(grep -c 'on_rock_closed: rock [0-9a-f]*: both ends closed' "$t_tmp/rockd.log")" -ge 6
+t_eq "rockd: the six rocks ended, closed by both ends" \
+	"$(grep -c 'on_rock_closed: rock [0-9a-f]*: both ends closed' "$t_tmp/rockd.log")" 6
+for c in $FORKS; do
 	t_check "$c: its rock was relayed for the fork" grep -q "fork: 1 rocks shared with the child" "$t_tmp/$c.log"
 done
 t_eq "no rock was reset or cut short" \
-	"$(cat "$t_tmp"/child.out "$t_tmp"/parent.out "$t_tmp"/detach.out "$t_tmp"/daemon.out |
+	"$(for c in $CLIENTS; do cat "$t_tmp/$c.out"; done |
 		grep -c -i 'error\|MISMATCH\|end of stream after')" 0
-echo "measured: reconnects in rockd: $(grep -c 'SUSPENDED -> CONNECTED' "$t_tmp/rockd.log")"
+echo "measured: data connections per rock in rockd (the first included):" \
+	"$(grep 'on_rock_state: .*SUSPENDED -> CONNECTED' "$t_tmp/rockd.log" | grep -o 'rock [0-9a-f]*' |
+		sort | uniq -c | awk '{ print $1 }' | tr '\n' ' ')"
 t_done
