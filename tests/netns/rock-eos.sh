@@ -71,7 +71,6 @@ sink() {
 	rc=124
 	if wait_pid "$pid" 120; then rc=$waited; fi
 }
-size() { stat -c %s "$1" 2>/dev/null || echo 0; }
 # FILE: its bytes are the pattern's first bytes (nothing out of order).
 prefix_ok() { cmp -s -n "$(size "$1")" "$1" "$t_tmp/pattern"; }
 

@@ -44,7 +44,6 @@ fetch() {
 		>"$t_tmp/$name.out" 2>"$t_tmp/$name.err"
 	rc=$?
 }
-size() { stat -c %s "$1" 2>/dev/null || echo 0; }
 mode() { stat -c %a "$1" 2>/dev/null; }
 
 nn_s socat -t 30 "TCP4-LISTEN:9000,bind=127.0.0.1,reuseaddr,fork" \

@@ -32,7 +32,6 @@ rock_netns_up() {
 # broke the others' logins ("chroot(/run/sshd): No such file or directory").
 run_sshd_dir() { [ -d /run/sshd ] || mkdir -p /run/sshd; }
 
-# NUMBERS...: their median (the lower middle one).
 # TIMEOUT_S CMD...: wait until CMD succeeds; 1 if it did not in time.
 wait_for() {
 	local end=$(($(now_ms) + $1 * 1000))
@@ -42,7 +41,11 @@ wait_for() {
 		sleep 0.1
 	done
 }
+# NUMBERS...: their median (the lower middle one).
 median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+
+# FILE: its size in bytes, 0 while it does not exist.
+size() { stat -c %s "$1" 2>/dev/null || echo 0; }
 
 nap() {
 	sleep "$1" &

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# rock-renumber.sh: a rock that found its server by name follows it to a new IPv4 address and from IPv4 to IPv6 (looked up again, dialed byte-exact), and never resumes at another rockd the name points to.
+# rock-renumber.sh: a rock that found its server by name rides out RSTs, a 15 s blackhole and a client address change, follows its server to a new IPv4 address and from IPv4 to IPv6 (looked up again, dialed byte-exact), and never resumes at another rockd the name points to; a plain download by the same name is the control.
 # shellcheck source-path=SCRIPTDIR
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -17,20 +17,19 @@ HOSTS_DIR=/etc/netns/$NN_C
 mkdir -p "$HOSTS_DIR" || t_skip_all "cannot make $HOSTS_DIR"
 nn_on_cleanup "rm -rf '$HOSTS_DIR'"
 hosts() { printf '%s\n' "$@" | sed "s/\$/ $NAME/" >"$HOSTS_DIR/hosts"; }
-size() { stat -c %s "$1" 2>/dev/null || echo 0; }
 log="$t_tmp/client.log"
 # PATTERN AFTER_LINE: the log has a line matching PATTERN past line AFTER_LINE.
 logged_after() { tail -n +"$(($2 + 1))" "$log" | grep -q -- "$1"; }
 lines() { wc -l <"$log"; }
-# WHAT: after an address change at $t0, wait for the log to say the rock
-# reconnected and for new bytes to arrive; print the time it took.
+# AFTER_LINE WHAT: after a fault that ended at $t0, wait for the log to
+# say the rock reconnected and for new bytes to arrive; print the time it took.
 resumed() {
 	local from=$1 what=$2 before
 	before=$(size "$t_tmp/got")
 	if wait_for 10 eval 'logged_after "reconnected; resending" "$from" && [ "$(size "$t_tmp/got")" -gt "$before" ]'; then
-		t_ok "$what: data flows again $(($(now_ms) - t0)) ms after the address change"
+		t_ok "$what: data flows again $(($(now_ms) - t0)) ms after it"
 	else
-		t_bad "$what: no data 10 s after the address change"
+		t_bad "$what: no data 10 s after it"
 	fi
 }
 
@@ -46,8 +45,39 @@ nn_r ip addr add "$NEW4_GW/24" dev "$NN_R_SIF"
 ROCK_DEBUG=1 ROCK_LOG="$log" t_foreign nn_c "$ROCK" "$TRAFFIC" sink "$NAME" 7000 \
 	"$t_tmp/got" >"$t_tmp/sink.out" 2>"$t_tmp/sink.err" &
 sink_pid=$! pids+=($!)
+# The control: a plain download by the same name, through socat.
+nn_s "$TRAFFIC" source 9002 400000 60 "$t_tmp/plain-sent" 2>/dev/null &
+pids+=($!)
+nn_s socat TCP4-LISTEN:7002,reuseaddr TCP4:127.0.0.1:9002 2>/dev/null &
+pids+=($!)
+nn_wait_port "$NN_S" 127.0.0.1 9002 5 && nn_wait_port "$NN_S" "$NN_S_ADDR" 7002 5 ||
+	t_skip_all "the plain server did not start"
+nn_c "$TRAFFIC" sink "$NAME" 7002 "$t_tmp/plain-got" >"$t_tmp/plain.out" 2>&1 &
+pids+=($!)
 wait_for 10 eval '[ "$(size "$t_tmp/got")" -gt 100000 ]' || t_bad "no data over the rock"
 t_check "the rock knows its server by name" grep -q "the server is $NAME by name" "$log"
+
+# ---- 0. the client's path: RSTs, a 15 s blackhole, a new client address
+at=$(lines)
+nn_rst_inject both
+nap 1
+nn_restore
+t0=$(now_ms)
+resumed "$at" "RSTs for 1 s"
+plain_then=$(size "$t_tmp/plain-got")
+at=$(lines)
+nn_blackhole both
+nap 15
+nn_restore
+t0=$(now_ms)
+resumed "$at" "a 15 s blackhole"
+at=$(lines) t0=$(now_ms)
+nn_change_client_addr >/dev/null
+resumed "$at" "a client address change"
+# The RSTs reached the plain server (the client, only reading, sent
+# nothing to be answered): its download stops there, without an error.
+t_eq "control: the plain download died at the RSTs (no byte since)" \
+	"$(size "$t_tmp/plain-got")" "$plain_then"
 
 # ---- 1. IPv4 renumbering: the old address goes, a new one in another subnet
 at=$(lines) t0=$(now_ms)

@@ -14,8 +14,8 @@ rock_netns_up
 
 # ROCK_SERVER_MIB and ROCK_SERVER_MBIT (tbf rate, server to client) size
 # the download: long enough that every fault lands mid-stream.
-mib=${ROCK_SERVER_MIB:-16}
-mbit=${ROCK_SERVER_MBIT:-40}
+mib=${ROCK_SERVER_MIB:-100}
+mbit=${ROCK_SERVER_MBIT:-100}
 port=8080
 www="$t_tmp/www"
 mkdir -p "$www" "$t_tmp/state"
@@ -54,10 +54,9 @@ t_eq "plain curl: no rock accepted" "$(accepted)" 0
 
 nn_r tc qdisc replace dev "$NN_R_CIF" root tbf rate "${mbit}mbit" burst 64kb latency 400ms ||
 	t_skip_all "tbf not available"
-size() { stat -c %s "$t_tmp/got.bin" 2>/dev/null || echo 0; }
 # BYTES TIMEOUT_S: wait until the download holds BYTES.
 # shellcheck disable=SC2317 # called through wait_for
-at_least() { [ "$(size)" -ge "$1" ]; }
+at_least() { [ "$(size "$t_tmp/got.bin")" -ge "$1" ]; }
 grown() { wait_for "$2" at_least "$1"; }
 
 start=$(now_ms)
@@ -67,7 +66,7 @@ grown 2097152 10 || t_bad "rock $client: 2 MiB did not arrive"
 nn_rst_inject both
 nap 1
 nn_restore
-grown $(($(size) + 2097152)) 10 || t_bad "rock $client: no progress after the RST"
+grown $(($(size "$t_tmp/got.bin") + 2097152)) 10 || t_bad "rock $client: no progress after the RST"
 nn_blackhole both
 nap 5
 nn_change_client_addr >/dev/null

@@ -63,7 +63,6 @@ pace() {
 		sleep 0.15
 	done
 }
-size() { stat -c %s "$1" 2>/dev/null || echo 0; }
 # NAME KIND CHUNKS: a client (KIND rock or plain) sends NAME.in paced and
 # keeps the echo in NAME.out; its pid in $client.
 stream() {

@@ -15,17 +15,30 @@ ssh_require() {
 # [SSHD_CONFIG_LINE...]: a host key, a client key ($t_tmp/id) authorized
 # as root, and sshd on port 22 of the server namespace; its pid in pids.
 sshd_up() {
-	local line
 	run_sshd_dir || t_skip_all "cannot make /run/sshd"
 	ssh-keygen -q -t ed25519 -N '' -f "$t_tmp/host_key" || t_skip_all "ssh-keygen failed"
 	ssh-keygen -q -t ed25519 -N '' -f "$t_tmp/id" || t_skip_all "ssh-keygen failed"
 	cp "$t_tmp/id.pub" "$t_tmp/authorized_keys"
 	chmod 700 "$t_tmp"
-	cat >"$t_tmp/sshd_config" <<EOC
-ListenAddress 0.0.0.0:22
+	sshd_run sshd 22 "" "$@"
+	# shellcheck disable=SC2034 # used by the sourcing tests
+	ssh_opts=(-F /dev/null -i "$t_tmp/id" -o BatchMode=yes -o StrictHostKeyChecking=no
+		-o UserKnownHostsFile="$t_tmp/known_hosts" -o LogLevel=ERROR)
+}
+
+# NAME PORT WRAPPER [SSHD_CONFIG_LINE...]: one more sshd with sshd_up's
+# keys, on PORT, run under WRAPPER (a command and its words, or ""):
+# $t_tmp/NAME_config, NAME.log, NAME.pid.
+sshd_run() {
+	local name=$1 port=$2 line
+	local -a wrap
+	read -r -a wrap <<<"$3"
+	shift 3
+	cat >"$t_tmp/${name}_config" <<EOC
+ListenAddress 0.0.0.0:$port
 HostKey $t_tmp/host_key
 AuthorizedKeysFile $t_tmp/authorized_keys
-PidFile $t_tmp/sshd.pid
+PidFile $t_tmp/$name.pid
 PermitRootLogin prohibit-password
 PasswordAuthentication no
 KbdInteractiveAuthentication no
@@ -33,10 +46,7 @@ UsePAM no
 StrictModes no
 LogLevel VERBOSE
 EOC
-	for line in "$@"; do echo "$line" >>"$t_tmp/sshd_config"; done
-	nn_s "$SSHD" -D -e -f "$t_tmp/sshd_config" 2>"$t_tmp/sshd.log" &
+	for line in "$@"; do echo "$line" >>"$t_tmp/${name}_config"; done
+	nn_s "${wrap[@]}" "$SSHD" -D -e -f "$t_tmp/${name}_config" 2>"$t_tmp/$name.log" &
 	pids+=($!)
-	# shellcheck disable=SC2034 # used by the sourcing tests
-	ssh_opts=(-F /dev/null -i "$t_tmp/id" -o BatchMode=yes -o StrictHostKeyChecking=no
-		-o UserKnownHostsFile="$t_tmp/known_hosts" -o LogLevel=ERROR)
 }
