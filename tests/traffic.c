@@ -48,7 +48,9 @@
  *                                       as `traffic inherited FD BYTES`, which
  *                                       runs the bursts on the rock; WHO
  *                                       exec-bare: so, without LD_PRELOAD in
- *                                       the new image's environment
+ *                                       the new image's environment; WHO
+ *                                       exec-closed: BYTES out, then an exec
+ *                                       of /bin/true, the rock FD_CLOEXEC
  * traffic inherited FD BYTES            bursts (as above) on descriptor FD
  * traffic pattern BYTES                 the pattern on stdout
  *
@@ -350,6 +352,24 @@ exec_self(int fd, const char *len, int bare)
 	return 1;
 }
 
+/* forked exec-closed: len bytes of the pattern on a rock that closes on
+ * exec, then an exec of /bin/true: the rock is to end as at exit. */
+static int
+exec_closing(int fd, size_t len)
+{
+	uint8_t *out = malloc(len);
+
+	if (out == NULL)
+		tt_die("malloc");
+	if (fcntl(fd, F_SETFD, FD_CLOEXEC) != 0)
+		tt_die("fcntl");
+	pattern(0, out, len);
+	write_all(fd, out, len);
+	execl("/bin/true", "true", (char *)NULL);
+	tt_die("execl");
+	return 1;
+}
+
 static int
 inherited(char **av)
 {
@@ -361,7 +381,7 @@ static int
 forked(char **av)
 {
 	static const char *const whos[] = { "child", "parent", "detach",
-	    "daemon", "exec", "exec-bare" };
+	    "daemon", "exec", "exec-bare", "exec-closed" };
 	size_t len = (size_t)tt_number(av[2], 1 << 20), i;
 	int fd, child_writes, st, rc;
 	pid_t pid;
@@ -371,10 +391,12 @@ forked(char **av)
 			break;
 	if (i == sizeof(whos) / sizeof(whos[0])) {
 		fprintf(stderr, "traffic: forked: WHO is parent, child, detach, "
-		    "daemon, exec or exec-bare\n");
+		    "daemon, exec, exec-bare or exec-closed\n");
 		return 2;
 	}
 	fd = tt_dial(av[0], av[1], SOCK_STREAM);
+	if (strcmp(av[3], "exec-closed") == 0)
+		return exec_closing(fd, len);
 	if (strncmp(av[3], "exec", 4) == 0)
 		return exec_self(fd, av[2], strcmp(av[3], "exec-bare") == 0);
 	child_writes = strcmp(av[3], "child") == 0;

@@ -18,6 +18,8 @@ daemon(int nochdir, int noclose)
 	pid_t pid;
 	int fd;
 
+	if (shim_real.daemon == NULL)	/* before librock's constructor */
+		shim_resolve();
 	if (shim_busy || shim_engine_running() == NULL)
 		return shim_real.daemon(nochdir, noclose);
 	if ((pid = fork()) < 0)

@@ -13,6 +13,7 @@
 #include <sys/eventfd.h>
 #include <sys/syscall.h>
 #include <time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <event2/event.h>
@@ -33,6 +34,10 @@ static struct {
 	int stopping;			/* the thread's loop is asked to end */
 	int forking_keeper;		/* the fork under way is the keeper's */
 	pid_t owner;			/* the process the engine runs in */
+	int leaving;			/* a hand-over is under way (lock) */
+	pthread_t leaver;		/* by this thread */
+	int nested;			/* from a handler on a shim_lock(): no
+					 * condition wait inside an interrupted one */
 	struct rock_ctl *ctl;		/* rock ls and rock kill; NULL: none */
 	char ctl_path[PATH_MAX];
 	pthread_t thread;
@@ -244,8 +249,9 @@ shim_post(struct shim_rock *r, int cmd)
 static void
 kill_at_release(struct shim_rock *r)
 {
-	rock_session_kill(r->s, "an accepted rock a fork copied, or that "
-	    "never reached the program: ended with a reset");
+	rock_session_kill(r->s, "its plain copies outlived it (an accepted "
+	    "rock a fork copied, one an exec left to the new image, or one "
+	    "that never reached the program): ended with a reset");
 }
 
 static void
@@ -513,6 +519,22 @@ engine_stop(void)
 	return pthread_timedjoin_np(eng.thread, NULL, &until);
 }
 
+/* Lock held. shim_wait, or, in a hand-over from a signal handler (which
+ * may have interrupted a condition wait of this thread's), a short nap. */
+static void
+leave_wait(int64_t until)
+{
+	struct timespec tick = { 0, 5 * 1000000L };
+
+	if (!eng.nested) {
+		(void)shim_wait(until);
+		return;
+	}
+	shim_unlock();
+	nanosleep(&tick, NULL);
+	shim_lock();
+}
+
 /* What the peers are still owed is finished by a keeper process, which
  * inherits the engine whole (sockets, rings, keys); the program goes on
  * exiting at once. */
@@ -528,7 +550,7 @@ hand_to_keeper(int nrocks)
 	shim_lock();
 	until = shim_now_ms() + 1000;
 	while (shim_rock_writing() && shim_now_ms() < until)
-		(void)shim_wait(until);
+		leave_wait(until);
 	shim_unlock();
 	if ((err = shim_fork_relay_stop()) != 0)
 		rlog_warn(&st->log, "the relay of rocks shared by a fork did not "
@@ -541,27 +563,37 @@ hand_to_keeper(int nrocks)
 	__atomic_store_n(&eng.state, -1, __ATOMIC_RELEASE);
 	eng.forking_keeper = 1;
 	pid = fork();
-	if (pid == 0)
+	if (pid == 0) {
+		/* The keeper is nobody's child: after an exec it would be the
+		 * new image's (its wait() would wait for it, its SIGCHLD
+		 * come), and the program waits here for this one to go. */
+		if ((pid = fork()) < 0)
+			rlog_warn(&st->log, "cannot start a keeper (%s): %d rocks "
+			    "not finished are cut", strerror(errno), nrocks);
+		if (pid != 0)
+			_exit(0);
 		shim_keeper_run(eng.base, eng.e, eng.cmd_fd, nrocks, program);
+	}
 	eng.forking_keeper = 0;
 	if (pid < 0)
 		rlog_warn(&st->log, "cannot start a keeper (%s): %d rocks not "
 		    "finished are cut", strerror(errno), nrocks);
+	else
+		while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+			;
 }
 
 /* Decision 8: at exit the peer gets every byte written and our end. The
  * program itself waits only while the paths are up, ROCK_LINGER_MS at
  * most (once all is consumed, a moment for the ends to close); what is
  * left goes to a keeper, so a dead path never delays the exit. */
-void
-shim_engine_leave(int flush)
+static int
+hand_over(int flush)
 {
 	const struct shim_state *st = shim_state();
 	int64_t deadline, grace = -1, until;
 	int left, relays;
 
-	if (__atomic_load_n(&eng.state, __ATOMIC_ACQUIRE) != 1)
-		return;
 	/* stdio is flushed after the destructors: what the program wrote
 	 * through it to a rock must go before the rock is let go. */
 	if (flush)
@@ -575,43 +607,92 @@ shim_engine_leave(int flush)
 		until = grace >= 0 && grace < deadline ? grace : deadline;
 		if (shim_now_ms() >= until)
 			break;
-		(void)shim_wait(until);
+		leave_wait(until);
 	}
 	relays = shim_fork_relay_count();
 	shim_unlock();
 	if (left > 0 || relays > 0)
 		hand_to_keeper(left + relays);
+	return __atomic_load_n(&eng.state, __ATOMIC_ACQUIRE) != 1;
+}
+
+/* 1 when this thread may hand the engine over: it runs, here (a vfork
+ * child shares its memory, not its process), and no other thread hands
+ * it over (this one waits for that to end). A signal handler that exits
+ * or executes where this thread holds the shim's lock hands nothing over. */
+static int
+may_leave(void)
+{
+	struct timespec tick = { 0, 10 * 1000000L };
+	int ok, nested;
+
+	if (shim_engine_running() == NULL || eng.owner != getpid() ||
+	    shim_lock_within(1000, &nested) != 0)
+		return 0;
+	/* Another thread's hand-over is under way: when it ends (an exec
+	 * that failed) the engine is gone or free again. */
+	while (eng.leaving && !pthread_equal(eng.leaver, pthread_self())) {
+		shim_unlock();
+		nanosleep(&tick, NULL);
+		shim_lock();
+	}
+	/* Not twice in one thread (a handler on top of its own hand-over). */
+	if ((ok = eng.state == 1 && !eng.leaving)) {
+		eng.leaving = 1;
+		eng.leaver = pthread_self();
+		eng.nested = nested;
+	}
+	shim_unlock();
+	return ok;
+}
+
+void
+shim_engine_leave(int flush)
+{
+	if (!may_leave())
+		return;
+	(void)hand_over(flush);
 	if (eng.ctl_path[0] != '\0')
 		(void)unlink(eng.ctl_path);
 }
 
 /* exec ends the engine's thread with the image: what the new image
  * inherits of a rock becomes a relay's holder end (fork.c), the rocks
- * left behind close on exec and are finished as at exit, and a keeper
- * runs both; this image then holds nothing of the engine. A vfork child
- * shares the engine's memory, not its process: it leaves all alone. */
+ * that close on exec are finished as at exit, and a keeper runs both;
+ * this image then holds nothing of the engine. */
 void
 shim_engine_exec(void)
 {
-	int relayed, busy;
+	const struct shim_state *st = shim_state();
+	int relayed, cut, busy;
 
-	if (shim_engine_running() == NULL || eng.owner != getpid())
+	if (!may_leave())
 		return;
 	shim_lock();
 	relayed = shim_fork_relay_all();
+	cut = shim_rock_mark_exec();
 	busy = shim_fork_relay_count() + shim_rock_live_count();
 	shim_unlock();
-	if (busy == 0)
-		return;
 	if (relayed > 0)
-		rlog_info(&shim_state()->log, "exec: %d rocks passed to the new "
-		    "image, relayed by a keeper", relayed);
-	shim_engine_leave(0);
-	/* All was finished in time: the engine ends with the image. */
-	if (__atomic_load_n(&eng.state, __ATOMIC_ACQUIRE) == 1)
+		rlog_info(&st->log, "exec: %d rocks passed to the new image, "
+		    "relayed by a keeper", relayed);
+	if (cut > 0)
+		rlog_warn(&st->log, "exec with %d rocks in use by a call of the "
+		    "program's: the new image's copies are plain sockets, and "
+		    "the rocks end with a reset", cut);
+	if (busy == 0 || !hand_over(0)) {
+		/* Nothing to hand over, or all finished in time: the engine
+		 * ends with the image (or goes on, if the exec fails). */
+		shim_lock();
+		eng.leaving = 0;
+		shim_unlock();
 		return;
+	}
+	if (eng.ctl_path[0] != '\0')
+		(void)unlink(eng.ctl_path);
 	shim_lock();
 	let_go_of_engine(1);
+	eng.leaving = 0;	/* a thread waiting may go on, if the exec fails */
 	shim_unlock();
 }
 

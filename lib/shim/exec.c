@@ -1,13 +1,17 @@
-/* exec.c: execve and its family: the engine does not survive exec, so the rocks the new image inherits are handed to a keeper that relays them (engine.c). */
+/* exec.c: execve and its family (execveat, fexecve, the exec[lv]* forms): the engine does not survive exec, so the rocks the new image inherits are handed to a keeper that relays them (engine.c). */
 #include "config.h"
 
 #include <alloca.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "shim.h"
@@ -17,14 +21,31 @@ extern char **environ;
 /*
  * Only an exec that will run is worth the hand-over: after one, this image
  * goes on without an engine (its rocks relayed, its new connections plain),
- * so a search that fails (execvp's PATH walk, a missing file) must not
- * start one. The checks race with the file system; losing the race costs
- * only that.
+ * so a search that fails (execvp's PATH walk, a missing file, a directory)
+ * must not start one. The checks race with the file system; losing the
+ * race costs only that.
  */
+static int
+runnable_at(int dirfd, const char *path, int flags)
+{
+	struct stat st;
+
+	if (path == NULL || (path[0] == '\0' && !(flags & AT_EMPTY_PATH)) ||
+	    fstatat(dirfd, path, &st, flags) != 0)
+		return 0;
+	if (!S_ISREG(st.st_mode))
+		return 0;
+	if (faccessat(dirfd, path, X_OK, AT_EACCESS | (flags & AT_EMPTY_PATH)) == 0)
+		return 1;
+	/* Without faccessat2 (Linux before 5.8) glibc cannot check an empty
+	 * path: the mode bits say enough. */
+	return (errno == EINVAL || errno == ENOSYS) && (st.st_mode & 0111) != 0;
+}
+
 static int
 runnable(const char *path)
 {
-	return access(path, X_OK) == 0;
+	return runnable_at(AT_FDCWD, path, 0);
 }
 
 /* execvp's search: some directory of PATH holds file, executable. */
@@ -35,6 +56,8 @@ found_in_path(const char *file)
 	char cand[PATH_MAX];
 	int len;
 
+	if (file[0] == '\0')
+		return 0;
 	if (strchr(file, '/') != NULL)
 		return runnable(file);
 	if (path == NULL)
@@ -51,9 +74,13 @@ found_in_path(const char *file)
 	}
 }
 
+/* An exec from another library's constructor may come before ours,
+ * which resolves the real calls. */
 static void
 before_exec(int will_run)
 {
+	if (shim_real.execve == NULL)
+		shim_resolve();
 	if (will_run && !shim_busy)
 		shim_engine_exec();
 }
@@ -63,6 +90,17 @@ execve(const char *path, char *const argv[], char *const envp[])
 {
 	before_exec(runnable(path));
 	return shim_real.execve(path, argv, envp);
+}
+
+SHIM_EXPORT int
+execveat(int dirfd, const char *path, char *const argv[], char *const envp[],
+    int flags)
+{
+	before_exec(runnable_at(dirfd, path, flags &
+	    (AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW)));
+	if (shim_real.execveat == NULL)		/* an older libc's */
+		return (int)syscall(SYS_execveat, dirfd, path, argv, envp, flags);
+	return shim_real.execveat(dirfd, path, argv, envp, flags);
 }
 
 SHIM_EXPORT int
@@ -88,7 +126,7 @@ execvp(const char *file, char *const argv[])
 SHIM_EXPORT int
 fexecve(int fd, char *const argv[], char *const envp[])
 {
-	before_exec(1);
+	before_exec(runnable_at(fd, "", AT_EMPTY_PATH));
 	return shim_real.fexecve(fd, argv, envp);
 }
 
@@ -117,17 +155,22 @@ collect_args(char **argv, size_t n, const char *arg, va_list *ap)
 		argv[i] = va_arg(*ap, char *);
 }
 
+/* argv: the list from arg on, in the caller's frame. */
+#define ARGV_FROM_LIST(argv, arg, ap) do {				\
+	size_t n_ = count_args((arg), (ap));				\
+									\
+	(argv) = alloca(n_ * sizeof(*(argv)));				\
+	collect_args((argv), n_, (arg), &(ap));				\
+} while (0)
+
 SHIM_EXPORT int
 execl(const char *path, const char *arg, ...)
 {
 	va_list ap;
 	char **argv;
-	size_t n;
 
 	va_start(ap, arg);
-	n = count_args(arg, ap);
-	argv = alloca(n * sizeof(*argv));
-	collect_args(argv, n, arg, &ap);
+	ARGV_FROM_LIST(argv, arg, ap);
 	va_end(ap);
 	return execve(path, argv, environ);
 }
@@ -137,12 +180,9 @@ execlp(const char *file, const char *arg, ...)
 {
 	va_list ap;
 	char **argv;
-	size_t n;
 
 	va_start(ap, arg);
-	n = count_args(arg, ap);
-	argv = alloca(n * sizeof(*argv));
-	collect_args(argv, n, arg, &ap);
+	ARGV_FROM_LIST(argv, arg, ap);
 	va_end(ap);
 	return execvp(file, argv);
 }
@@ -153,12 +193,9 @@ execle(const char *path, const char *arg, ...)
 {
 	va_list ap;
 	char **argv, *const *envp;
-	size_t n;
 
 	va_start(ap, arg);
-	n = count_args(arg, ap);
-	argv = alloca(n * sizeof(*argv));
-	collect_args(argv, n, arg, &ap);
+	ARGV_FROM_LIST(argv, arg, ap);
 	envp = va_arg(ap, char *const *);
 	va_end(ap);
 	return execve(path, argv, envp);

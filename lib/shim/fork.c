@@ -7,9 +7,11 @@
 #include <netinet/tcp.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "shim.h"
@@ -32,6 +34,10 @@
  */
 
 #define RELAY_BUF 65536
+/* Whether holders that shut their writing closed: first look, and the
+ * longest gap between two (doubling from the first). */
+#define HOLDERS_LOOK_MS		1000
+#define HOLDERS_LOOK_MAX_MS	8000
 
 /* One direction: what was read and is not yet written on. */
 struct flow {
@@ -49,6 +55,9 @@ struct relay {
 	socklen_t peer_len;
 	int done;
 	int down_dead;		/* no holder reads any more: the peer's bytes go */
+	int64_t check_ms;	/* half closed by the holders: when to look
+				 * whether they all closed, */
+	int check_gap_ms;	/* and how long after the last look */
 	struct relay *next;
 	struct flow up, down;	/* holders -> rock, rock -> holders */
 };
@@ -277,6 +286,78 @@ step(struct relay *x)
 		x->done = 1;
 }
 
+/* The holders' end of the loopback connection is an orphan: every copy
+ * closed (the kernel lists such a socket with inode 0 in this thread's
+ * network namespace's /proc/net/tcp until it times out). Their end of
+ * stream alone does not say so: shutdown(SHUT_WR) sends the same FIN as
+ * the last close. The table is read in pieces and may skip an entry, so
+ * only a holders' entry seen orphaned in a scan that also saw ours (the
+ * same socket, by inode) counts; anything else is "cannot tell", 0. */
+static int
+holders_gone(const struct relay *x)
+{
+	struct sockaddr_in me, them;
+	unsigned int la, lp, ra, rp;
+	unsigned long inode;
+	struct stat st;
+	char line[256];
+	FILE *f;
+	int ours = 0, orphan = 0;
+
+	if (fstat(x->prog, &st) != 0 ||
+	    getsockname(x->prog, (struct sockaddr *)&me,
+	    &(socklen_t){ sizeof(me) }) != 0 ||
+	    shim_real.getpeername(x->prog, (struct sockaddr *)&them,
+	    &(socklen_t){ sizeof(them) }) != 0 ||
+	    (f = fopen("/proc/thread-self/net/tcp", "re")) == NULL)
+		return 0;
+	while (fgets(line, sizeof(line), f) != NULL) {
+		if (sscanf(line, " %*d: %x:%x %x:%x %*x %*x:%*x %*x:%*x %*x %*u "
+		    "%*d %lu", &la, &lp, &ra, &rp, &inode) != 5)
+			continue;
+		if (la == me.sin_addr.s_addr && lp == ntohs(me.sin_port) &&
+		    ra == them.sin_addr.s_addr && rp == ntohs(them.sin_port))
+			ours |= inode == (unsigned long)st.st_ino;
+		else if (la == them.sin_addr.s_addr && lp == ntohs(them.sin_port) &&
+		    ra == me.sin_addr.s_addr && rp == ntohs(me.sin_port))
+			orphan |= inode == 0;
+	}
+	fclose(f);
+	return ours && orphan;
+}
+
+/* A relay whose holders shut their writing keeps reading for them until
+ * they close it, which shows no event: it is looked at after a second,
+ * then less often (a scan costs milliseconds: the kernel walks its whole
+ * table). A finished one lets go of its rock as their close would, so an
+ * exec that closed the rock's copies, or holders that closed after a
+ * shutdown, end it as at exit (the keeper's minute, for a peer that keeps
+ * its end). Returns the poll timeout: -1, or ms to the next look. */
+static int
+look_at_half_closed(int64_t now, int *finished)
+{
+	struct relay *x;
+	int64_t next = -1;
+
+	for (x = rl.running; x != NULL; x = x->next) {
+		if (x->done || !x->up.shut)
+			continue;
+		if (now >= x->check_ms) {
+			x->check_gap_ms = x->check_gap_ms == 0 ? HOLDERS_LOOK_MS :
+			    x->check_gap_ms * 2 > HOLDERS_LOOK_MAX_MS ?
+			    HOLDERS_LOOK_MAX_MS : x->check_gap_ms * 2;
+			x->check_ms = now + x->check_gap_ms;
+			if (holders_gone(x)) {
+				x->done = *finished = 1;
+				continue;
+			}
+		}
+		if (next < 0 || x->check_ms - now < next)
+			next = x->check_ms - now;
+	}
+	return (int)next;
+}
+
 static short
 prog_events(const struct relay *x)
 {
@@ -355,7 +436,7 @@ relay_main(void *arg)
 	struct relay *x;
 	sigset_t all;
 	uint64_t v;
-	int n, i, cap = 0;
+	int n, i, cap = 0, timeout, finished;
 
 	(void)arg;
 	/* The program's signals are for its own threads. */
@@ -368,6 +449,10 @@ relay_main(void *arg)
 		shim_unlock();
 		if (__atomic_load_n(&rl.stopping, __ATOMIC_ACQUIRE))
 			break;
+		finished = 0;
+		timeout = look_at_half_closed(shim_now_ms(), &finished);
+		if (finished)
+			continue;
 		if (1 + 2 * n > cap) {
 			struct pollfd *np = realloc(pfd, (size_t)(1 + 2 * n) * sizeof(*pfd));
 
@@ -386,7 +471,7 @@ relay_main(void *arg)
 			pfd[i + 1] = (struct pollfd){ re != 0 ? x->rock : -1, re, 0 };
 		}
 		/* The shim's poll: a suspended rock is waited out, not seen. */
-		if (poll(pfd, (nfds_t)(1 + 2 * n), -1) < 0 && errno != EINTR)
+		if (poll(pfd, (nfds_t)(1 + 2 * n), timeout) < 0 && errno != EINTR)
 			(void)poll(NULL, 0, 10);
 		if (pfd[0].revents != 0)
 			(void)!shim_real.read(rl.wake_fd, &v, sizeof(v));

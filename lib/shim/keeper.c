@@ -93,7 +93,11 @@ abort_overdue(struct keeper *k, int64_t now)
 		    (int)getpid(), rock_session_name(r->s), now >= k->give_up_ms ?
 		    "not finished within the suspend timeout" :
 		    "the peer has had our end for a minute and keeps its own");
-		rock_session_abort(r->s);
+		/* The peer is told: a reset alone would read as a path
+		 * failure, and it would keep the rock for its own timeout. */
+		rock_session_kill(r->s, now >= k->give_up_ms ? "its keeper's "
+		    "suspend timeout" : "its keeper waited a minute for the "
+		    "peer's end");
 	}
 }
 

@@ -27,6 +27,9 @@ must_resolve(const char *name)
 
 #define RESOLVE(f) \
 	__atomic_store_n((void **)&shim_real.f, must_resolve(#f), __ATOMIC_RELEASE)
+/* A call libc may lack (glibc before 2.34 has no execveat): NULL then. */
+#define RESOLVE_OPTIONAL(f) \
+	__atomic_store_n((void **)&shim_real.f, dlsym(RTLD_NEXT, #f), __ATOMIC_RELEASE)
 
 void
 shim_resolve(void)
@@ -71,6 +74,7 @@ shim_resolve(void)
 	RESOLVE(execvp);
 	RESOLVE(execvpe);
 	RESOLVE(fexecve);
+	RESOLVE_OPTIONAL(execveat);
 	/* Last: shim_state() uses it as the "all resolved" flag. */
 	RESOLVE(socket);
 }

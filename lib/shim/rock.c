@@ -1,6 +1,8 @@
 /* rock.c: the shim's rocks: one lock, one condition, and the descriptor-to-rock map. */
 #include "config.h"
 
+#include <fcntl.h>
+
 #include <errno.h>
 #include <stdlib.h>
 #include <time.h>
@@ -27,6 +29,7 @@
  * 100,000 under rock against 150 ms plain, of which the two lock round
  * trips are about 3 %; the rest was the kernel's sendmsg path (io.c). */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static __thread int lock_held __attribute__((tls_model("initial-exec")));
 static pthread_cond_t changed;
 static pthread_once_t cond_once = PTHREAD_ONCE_INIT;
 /* Threads in shim_wait(): every write ends with a wake, which is skipped
@@ -60,6 +63,8 @@ shim_now_ms(void)
 void
 shim_lock(void)
 {
+	lock_held++;
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
 	pthread_mutex_lock(&lock);
 }
 
@@ -67,6 +72,36 @@ void
 shim_unlock(void)
 {
 	pthread_mutex_unlock(&lock);
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	lock_held--;
+}
+
+/* From a signal handler that may have interrupted this thread taking,
+ * holding, releasing or waiting on the lock (lock_held counts all of
+ * those, from before the lock is taken to after it is released): a try
+ * bounded by ms; *nested says whether it was so. 0 once held. */
+int
+shim_lock_within(int ms, int *nested)
+{
+	struct timespec until;
+	int err;
+
+	if ((*nested = lock_held > 0) == 0) {
+		shim_lock();
+		return 0;
+	}
+	clock_gettime(CLOCK_MONOTONIC, &until);
+	until.tv_sec += ms / 1000;
+	until.tv_nsec += (ms % 1000) * 1000000L;
+	if (until.tv_nsec >= 1000000000L) {
+		until.tv_sec++;
+		until.tv_nsec -= 1000000000L;
+	}
+	lock_held++;
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	if ((err = pthread_mutex_clocklock(&lock, CLOCK_MONOTONIC, &until)) != 0)
+		lock_held--;
+	return err;
 }
 
 /* The parent's waiters are not the child's. */
@@ -343,6 +378,38 @@ shim_rock_mark_forked(void)
 	for (r = all; r != NULL; r = r->next)
 		if (r->s != NULL && !r->relayed && !r->released && r->nfds > 0) {
 			r->kill_at_release |= r->accepted;
+			n++;
+		}
+	return n;
+}
+
+/* Every descriptor of r closes on exec. Lock held. */
+int
+shim_rock_cloexec(const struct shim_rock *r)
+{
+	int i, fl;
+
+	for (i = 0; i < r->nfds; i++)
+		if ((fl = shim_real.fcntl(r->fds[i], F_GETFD)) < 0 ||
+		    !(fl & FD_CLOEXEC))
+			return 0;
+	return 1;
+}
+
+/* Lock held. Before exec, after the relays: a rock left (a call of the
+ * program's inside the shim or the kernel on it) whose descriptor the new
+ * image inherits is that image's plain socket now, and ends with a reset,
+ * never the clean end of a stream the image may still be using. */
+int
+shim_rock_mark_exec(void)
+{
+	struct shim_rock *r;
+	int n = 0;
+
+	for (r = all; r != NULL; r = r->next)
+		if (r->s != NULL && !r->relayed && !r->released && r->nfds > 0 &&
+		    !shim_rock_cloexec(r)) {
+			r->kill_at_release = 1;
 			n++;
 		}
 	return n;

@@ -71,6 +71,7 @@ struct shim_real {
 	int (*execvp)(const char *, char *const[]);
 	int (*execvpe)(const char *, char *const[], char *const[]);
 	int (*fexecve)(int, char *const[], char *const[]);
+	int (*execveat)(int, const char *, char *const[], char *const[], int);
 };
 
 extern struct shim_real shim_real;
@@ -223,6 +224,7 @@ enum {
 
 void shim_lock(void);
 void shim_unlock(void);
+int shim_lock_within(int ms, int *nested);	/* 0 once held; from a handler */
 /* Wait for any change of any rock; deadline_ms < 0: no limit. 0 on a
  * change (or a spurious wake), ETIMEDOUT. */
 int shim_wait(int64_t deadline_ms);
@@ -290,6 +292,8 @@ int shim_rock_live_count(void);			/* lock held; with a session */
 /* Lock held. A fork copies the rocks not relayed as plain sockets: the
  * accepted ones are to end with a reset (kill_at_release); how many. */
 int shim_rock_mark_forked(void);
+int shim_rock_mark_exec(void);
+int shim_rock_cloexec(const struct shim_rock *r);	/* lock held */
 int shim_rock_writing(void);			/* lock held; a write under way */
 void shim_rock_abandon_connects(void);			/* lock held */
 /* A rock whose peer has had all of ours for after_ms (0: any rock). */

@@ -50,6 +50,10 @@ start_client() {
 }
 for c in $CLIENTS; do start_client "$c" 7001 "${c/_/-}" rock; done
 start_client plain 9001 child
+# A rock that closes on exec: the exec is its close, finished as at exit.
+ROCK_DEBUG=1 ROCK_LOG="$t_tmp/exec_closed.log" t_foreign nn_c "$ROCK" "$TRAFFIC" forked \
+	"$NN_S_ADDR" 7001 "$LEN" exec-closed </dev/null >"$t_tmp/exec_closed.out" 2>&1 &
+pids+=($!)
 for c in $CLIENTS plain; do
 	exec {fd}>"$t_tmp/$c.in"
 	eval "${c}_fd=\$fd"
@@ -72,6 +76,8 @@ check_burst() {
 burst $CLIENTS plain
 echoed 0 "$slow" $CLIENTS plain
 check_burst "before any fault" 0
+images=$(pgrep -d, -f '[t]raffic inherited')
+t_eq "exec: the keepers are no new image's children" "$(pgrep -P "${images:-0}" | wc -l)" 0
 sleep 2 # heartbeats prove the rocks
 
 # ---- RSTs: the router answers every TCP segment with a reset -------------
@@ -104,9 +110,14 @@ for c in $CLIENTS plain; do
 	eval "fd=\$${c}_fd"
 	exec {fd}>&-
 done
-for c in child parent; do
-	eval "pid=\$${c}_pid"
+# NAME: wait for that client to exit; its status in rc (124: still running).
+client_exit() {
+	local pid
+	eval "pid=\$${1}_pid"
 	if wait_pid "$pid" $((slow + 20)); then rc=$waited; else rc=124; fi
+}
+for c in child parent; do
+	client_exit "$c"
 	t_eq "$c writes: both processes exited 0 ($(tail -n 2 "$t_tmp/$c.out" | tr '\n' ' '))" "$rc" 0
 	t_check "$c writes: the reader read all $((4 * LEN)) bytes, then the end" \
 		grep -qx "end $((4 * LEN)) bytes" "$t_tmp/$c.out"
@@ -118,15 +129,16 @@ for c in detach daemon; do
 	t_check "$c: the parent's exit left the rock to a keeper" grep -q "keeper .*: finishing" "$t_tmp/$c.log"
 done
 for c in $EXECS; do
-	eval "pid=\$${c}_pid"
-	if wait_pid "$pid" $((slow + 20)); then rc=$waited; else rc=124; fi
+	client_exit "$c"
 	t_eq "$c: the new image ran every burst and exited 0 ($(tail -n 1 "$t_tmp/$c.out"))" "$rc" 0
 	t_check "$c: the rock went to the new image through a keeper's relay" \
 		grep -q "exec: 1 rocks passed to the new image, relayed by a keeper" "$t_tmp/$c.log"
 done
-wait_for 10 test "$(grep -c 'on_rock_closed: rock [0-9a-f]*: both ends closed' "$t_tmp/rockd.log")" -ge 6
-t_eq "rockd: the six rocks ended, closed by both ends" \
-	"$(grep -c 'on_rock_closed: rock [0-9a-f]*: both ends closed' "$t_tmp/rockd.log")" 6
+t_check "exec-closed: rockd had all $LEN bytes, then the rock's end" \
+	grep -q "peer's end of stream after $LEN bytes" "$t_tmp/rockd.log"
+wait_for 10 test "$(grep -c 'on_rock_closed: rock [0-9a-f]*: both ends closed' "$t_tmp/rockd.log")" -ge 7
+t_eq "rockd: the seven rocks ended, closed by both ends" \
+	"$(grep -c 'on_rock_closed: rock [0-9a-f]*: both ends closed' "$t_tmp/rockd.log")" 7
 for c in $FORKS; do
 	t_check "$c: its rock was relayed for the fork" grep -q "fork: 1 rocks shared with the child" "$t_tmp/$c.log"
 done

@@ -23,6 +23,9 @@ nn_wait_port "$NN_S" 127.0.0.1 22 5 && nn_wait_port "$NN_S" "$NN_S_ADDR" 4022 5 
 
 RATE=2000000 # bytes/s the forwarded source sends, for
 SECS=26      # seconds: 52 MB, across every fault
+# On a path profile with a rate limit, half of it.
+mbit=$(nn_profile_netem "$(nn_profile_base "${NN_PROFILE:-lan}")" | sed -n 's/.*rate \([0-9]*\)mbit.*/\1/p')
+[ -z "$mbit" ] || RATE=$((mbit * 1000000 / 16))
 LINES=300    # a session's lines, one per 0.1 s
 cm="$t_tmp/cm"
 # shellcheck disable=SC2317 # run by nn_cleanup
