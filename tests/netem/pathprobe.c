@@ -3,6 +3,8 @@
  * pathprobe udp-send ADDR PORT COUNT INTERVAL_US
  * pathprobe udp-recv PORT QUIET_MS        prints: received N distinct D
  *                                         duplicates X reordered R lost L
+ *                                         (ends QUIET_MS after the last
+ *                                         datagram, 5 s later with none)
  * pathprobe tcp-send ADDR PORT SECONDS
  * pathprobe tcp-recv PORT SKIP_S          prints: bytes B seconds S mbit M
  *                                         (goodput after the first SKIP_S)
@@ -83,6 +85,8 @@ count_early(const uint32_t *order, unsigned long n)
 	return early;
 }
 
+#define FIRST_WAIT_MS 5000
+
 static int
 udp_recv(char **av)
 {
@@ -93,9 +97,11 @@ udp_recv(char **av)
 	unsigned char *seen = NULL;
 	struct pollfd p = { .fd = fd, .events = POLLIN };
 
-	/* The first datagram may take long; after it, QUIET_MS of silence
-	 * ends the count. */
-	while (poll(&p, 1, received == 0 ? 60000 : quiet) > 0) {
+	/* The first datagram comes within the path's delay of the sender's
+	 * start (300 ms one way on the slowest profile): FIRST_WAIT_MS more
+	 * than QUIET_MS bounds it, and a blocked path counts 0 then. After
+	 * it, QUIET_MS of silence ends the count. */
+	while (poll(&p, 1, received == 0 ? FIRST_WAIT_MS + quiet : quiet) > 0) {
 		if (recv(fd, msg, sizeof(msg), 0) != (ssize_t)sizeof(msg))
 			continue;
 		seq = ntohl(msg[0]);
