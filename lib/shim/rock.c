@@ -51,6 +51,14 @@ cond_init(void)
 	pthread_condattr_destroy(&a);
 }
 
+/* A CLOCK_MONOTONIC time of shim_now_ms() as the pthread calls take it. */
+static struct timespec
+monotonic_ts(int64_t ms)
+{
+	return (struct timespec){ .tv_sec = ms / 1000,
+	    .tv_nsec = (long)(ms % 1000) * 1000000 };
+}
+
 int64_t
 shim_now_ms(void)
 {
@@ -90,13 +98,7 @@ shim_lock_within(int ms, int *nested)
 		shim_lock();
 		return 0;
 	}
-	clock_gettime(CLOCK_MONOTONIC, &until);
-	until.tv_sec += ms / 1000;
-	until.tv_nsec += (ms % 1000) * 1000000L;
-	if (until.tv_nsec >= 1000000000L) {
-		until.tv_sec++;
-		until.tv_nsec -= 1000000000L;
-	}
+	until = monotonic_ts(shim_now_ms() + ms);
 	lock_held++;
 	__atomic_signal_fence(__ATOMIC_SEQ_CST);
 	if ((err = pthread_mutex_clocklock(&lock, CLOCK_MONOTONIC, &until)) != 0)
@@ -163,8 +165,7 @@ shim_wait(int64_t deadline_ms)
 	if (deadline_ms < 0) {
 		r = pthread_cond_wait(&changed, &lock);
 	} else {
-		ts.tv_sec = deadline_ms / 1000;
-		ts.tv_nsec = (long)(deadline_ms % 1000) * 1000000;
+		ts = monotonic_ts(deadline_ms);
 		r = pthread_cond_timedwait(&changed, &lock, &ts);
 	}
 	sleepers--;
