@@ -39,18 +39,20 @@ if [ "${1:-}" != --lane ]; then
 		bash "$0" --lane "${l%%:*}" "${l#*:}" >"$t_tmp/$l" 2>"$t_tmp/$l.err" &
 		lane_pids+=($!)
 	done
+	lane_rc=()
+	for p in "${lane_pids[@]}"; do
+		wait "$p"
+		lane_rc+=($?)
+	done
+	# The failures first: a log cut short still names them.
 	i=0
 	for l in "${lanes[@]}"; do
-		wait "${lane_pids[$i]}"
-		rc=$?
-		echo "== $l"
-		cat "$t_tmp/$l"
+		rc=${lane_rc[$i]}
+		grep '^FAIL: ' "$t_tmp/$l" | sed "s/^/== $l: /"
 		if [ "$rc" -ne 0 ] && [ "$rc" -ne 77 ]; then
 			t_bad "$l: the lane failed (exit $rc)"
 			tail -5 "$t_tmp/$l.err" | sed 's/^/    /'
 		fi
-		t_pass=$((t_pass + $(grep -c '^PASS: ' "$t_tmp/$l")))
-		t_fail=$((t_fail + $(grep -c '^FAIL: ' "$t_tmp/$l")))
 		i=$((i + 1))
 	done
 	echo "== the matrix: suspensions in the fault-free minute (client/rockd), ms from"
@@ -63,6 +65,12 @@ if [ "${1:-}" != --lane ]; then
 		udp=$(sed -n 's/^udp-row: //p' "$t_tmp/udp:$(nn_profile_base "${p%+udp-blocked}")" 2>/dev/null)
 		[ -n "$row" ] || row="$(printf '%-16s' "$p") (no figures)"
 		echo "$row ${udp:--}"
+	done
+	for l in "${lanes[@]}"; do
+		echo "== $l"
+		cat "$t_tmp/$l"
+		t_pass=$((t_pass + $(grep -c '^PASS: ' "$t_tmp/$l")))
+		t_fail=$((t_fail + $(grep -c '^FAIL: ' "$t_tmp/$l")))
 	done
 	echo "matrix wall time: $((($(now_ms) - start) / 1000)) s"
 	t_done
