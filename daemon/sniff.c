@@ -19,6 +19,7 @@ struct sniff {
 	evutil_socket_t fd;
 	uint8_t buf[ROCK_MAGIC_LEN];
 	size_t have;
+	int wait_ms;		/* for the first bytes */
 	struct event *ev;
 };
 
@@ -120,8 +121,13 @@ on_sniff(evutil_socket_t fd, short what, void *arg)
 	enum rock_sniff kind;
 
 	/* Silent: a client of a server-speaks-first protocol. */
-	kind = (what & EV_TIMEOUT) ? ROCK_SNIFF_PLAIN :
-	    rock_sniff_read(fd, sn->buf, &sn->have, 0);
+	if (what & EV_TIMEOUT) {
+		rlog_debug(&sn->d->log, "no byte in %d ms: a plain client",
+		    sn->wait_ms);
+		kind = ROCK_SNIFF_PLAIN;
+	} else {
+		kind = rock_sniff_read(fd, sn->buf, &sn->have, 0);
+	}
 	if (kind == ROCK_SNIFF_MORE)
 		return;
 	if (kind == ROCK_SNIFF_PROBE)
@@ -148,6 +154,7 @@ rockd_sniff_start(struct rockd *d, const struct rockd_service *svc,
 	sn->d = d;
 	sn->backend = svc->backend;
 	sn->fd = client;
+	sn->wait_ms = ms;
 	sn->ev = event_new(d->base, client, EV_READ | EV_PERSIST, on_sniff, sn);
 	if (sn->ev == NULL || event_add(sn->ev, &tv) != 0) {
 		if (sn->ev != NULL)

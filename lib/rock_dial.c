@@ -139,45 +139,87 @@ read_exact(int fd, uint8_t *p, size_t n, int64_t deadline)
 	return 0;
 }
 
-/* How long a probe waits for the announcement: two lost segments
- * survive (our FIN resent after our RTO, rockd's answer after its own, its
- * round trip maybe longer than ours by the path's jitter). R is the SYN's
- * round trip as TCP measured it (timestamps make it valid even when the
- * SYN went twice), else the connect's time. At least 500 ms: what a silent
- * ordinary server costs on first contact. */
+/* The probe's round trip: the SYN's as TCP measured it (timestamps make
+ * it valid even when the SYN went twice), else the connect's time. */
 static int
-announce_wait_ms(int fd, int connect_ms)
+probe_rtt_ms(int fd, int connect_ms)
 {
 	struct rock_tcp_sample t;
-	int rtt = connect_ms, ms;
 
 	if (rock_tcp_sample(fd, &t) == 0 && t.rtt_us > 0)
-		rtt = (int)(t.rtt_us / 1000);
-	ms = 2 * rock_exchange_ms(rtt);
+		return (int)(t.rtt_us / 1000);
+	return connect_ms;
+}
+
+/* How long a probe waits for the announcement: two lost segments
+ * survive (our FIN resent after our RTO, rockd's answer after its own, its
+ * round trip maybe longer than ours by the path's jitter). At least
+ * 500 ms: what a silent ordinary server costs on first contact. */
+static int
+announce_wait_ms(int rtt)
+{
+	int ms = 2 * rock_exchange_ms(rtt);
+
 	return ms < 500 ? 500 : ms;
+}
+
+/* Whether a probe's end (FIN) is still unacknowledged: a probe sends no
+ * byte, so past the SYN, the FIN is all there is to acknowledge. */
+static int
+fin_unacked(int fd)
+{
+	struct rock_tcp_sample t;
+
+	return rock_tcp_sample(fd, &t) == 0 && t.bytes_acked < 2;
+}
+
+/* A rockd that has not had our FIN when its wait for a silent client's
+ * first bytes ends (at least ROCK_FIRST_BYTES_MS after the handshake)
+ * takes the probe for a plain client and relays it to its backend. Seen
+ * on the cellular profile: a handshake round trip shortened by reordering
+ * made that wait 800 ms, and the FIN was lost. An answer that is not an
+ * announcement may then be rockd's, and the probe went unheard: when it
+ * is silence with our FIN unacknowledged, or when it came as late as that
+ * wait, while an ordinary server answers within a round trip or so. */
+static int
+went_unheard(int fd, int r, int64_t waited_ms, int rtt)
+{
+	int late_ms = 2 * rtt + 100;
+
+	if (late_ms < ROCK_FIRST_BYTES_MS - 50)
+		late_ms = ROCK_FIRST_BYTES_MS - 50;
+	if (r == ROCK_ERR_TIMEOUT)
+		return fin_unacked(fd);
+	return waited_ms >= late_ms;
 }
 
 /* EDP probe: connect, shut our side, read to EOF. Exactly an announcement
  * means enhanced; anything else, an ordinary server. Silence past the wait
  * is reported as not enhanced too, with *silent set: a rockd may just be
- * slow, so that answer is not worth remembering. The deadline bounds the
- * connect (rock_probe_budget_ms). */
+ * slow, so that answer is not worth remembering. *unheard: see
+ * went_unheard(). The deadline bounds the connect
+ * (rock_probe_budget_ms). */
 static int
-probe(const struct sockaddr *addr, socklen_t len, int64_t deadline,
-    uint8_t ann[ROCK_ANNOUNCE_LEN], int *silent)
+probe_once(const struct sockaddr *addr, socklen_t len, int64_t deadline,
+    uint8_t ann[ROCK_ANNOUNCE_LEN], int *silent, int *unheard)
 {
-	int64_t t0 = rock_now_ms();
+	int64_t t0 = rock_now_ms(), shut, first;
 	struct rock_announce a;
 	uint8_t extra;
-	int fd, r;
+	int fd, r, rtt;
 
-	*silent = 0;
+	*silent = *unheard = 0;
 	if ((r = dial_blocking(addr, len, deadline, &fd)) != 0)
 		return r;
-	deadline = rock_now_ms() + announce_wait_ms(fd, (int)(rock_now_ms() - t0));
+	rtt = probe_rtt_ms(fd, (int)(rock_now_ms() - t0));
+	deadline = rock_now_ms() + announce_wait_ms(rtt);
 	shutdown(fd, SHUT_WR);
+	shut = rock_now_ms();
 	/* The magic first: an ordinary server's first bytes end it early. */
-	r = read_exact(fd, ann, ROCK_MAGIC_LEN, deadline);
+	r = wait_fd(fd, POLLIN, deadline);
+	first = rock_now_ms();
+	if (r == 0)
+		r = read_exact(fd, ann, ROCK_MAGIC_LEN, deadline);
 	if (r == 0 && memcmp(ann, rock_magic_announce, ROCK_MAGIC_LEN) != 0)
 		r = ROCK_ERR_NOT_ENHANCED;
 	if (r == 0)
@@ -189,6 +231,8 @@ probe(const struct sockaddr *addr, socklen_t len, int64_t deadline,
 		r = r == ROCK_ERR_SHORT ? 0 : r == ROCK_ERR_TIMEOUT ? r :
 		    ROCK_ERR_NOT_ENHANCED;
 	}
+	if (r != 0)
+		*unheard = went_unheard(fd, r, first - shut, rtt);
 	close(fd);
 	if (r == 0 && rock_announce_decode(&a, ann) == 0 &&
 	    rock_version_pick(ROCK_VERSION, ROCK_VERSION, a.version_min,
@@ -198,6 +242,24 @@ probe(const struct sockaddr *addr, socklen_t len, int64_t deadline,
 		return r;
 	*silent = r == ROCK_ERR_TIMEOUT;
 	return ROCK_ERR_NOT_ENHANCED;
+}
+
+/* A probe, and a second one when the first went unheard, if the deadline
+ * leaves time for it: the second's answer stands. */
+static int
+probe(const struct rock_log *log, const struct sockaddr *addr,
+    socklen_t len, int64_t deadline, uint8_t ann[ROCK_ANNOUNCE_LEN],
+    int *silent)
+{
+	int r, unheard;
+
+	r = probe_once(addr, len, deadline, ann, silent, &unheard);
+	if (r != ROCK_ERR_NOT_ENHANCED || !unheard || rock_now_ms() >= deadline)
+		return r;
+	if (log != NULL)
+		rlog_debug(log, "probe: no announcement, and our end may not "
+		    "have reached a rockd in time: probing again");
+	return probe_once(addr, len, deadline, ann, silent, &unheard);
 }
 
 /* A refusal's signature, by the key the client trusts for the server,
@@ -400,10 +462,10 @@ rock_probe_budget_ms(int timeout_ms, int mapped)
 }
 
 int
-rock_probe(const struct sockaddr *addr, socklen_t len, int timeout_ms,
-    uint8_t ann[ROCK_ANNOUNCE_LEN], int *silent)
+rock_probe(const struct rock_log *log, const struct sockaddr *addr,
+    socklen_t len, int timeout_ms, uint8_t ann[ROCK_ANNOUNCE_LEN], int *silent)
 {
-	return probe(addr, len, rock_now_ms() + timeout_ms, ann, silent);
+	return probe(log, addr, len, rock_now_ms() + timeout_ms, ann, silent);
 }
 
 void
@@ -492,7 +554,7 @@ announcement_for(struct rock_engine *e, const struct sockaddr *addr,
 	rock_engine_enter(e);
 	e->stats.probes++;
 	rock_engine_leave(e);
-	r = probe(addr, len, deadline, ann, &silent);
+	r = probe(e->log, addr, len, deadline, ann, &silent);
 	err = errno;
 	if (r == 0 || (rock_probe_found_plain(r) && !silent)) {
 		rock_engine_enter(e);

@@ -120,8 +120,8 @@ first_probe(struct attempt *a, struct rock_engine **e)
 		    a->fd);
 		rc = 0;
 	} else {
-		rc = rock_probe(to, a->len, probe_budget_ms(a), f.announcement,
-		    &silent);
+		rc = rock_probe(&st->log, to, a->len, probe_budget_ms(a),
+		    f.announcement, &silent);
 		if (rc == 0 || (rock_probe_found_plain(rc) && !silent)) {
 			int err = errno;
 
