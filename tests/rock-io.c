@@ -323,6 +323,78 @@ run_dup(void)
 	close(late);
 }
 
+/* ---- stdio: dprintf, then FILEs from fdopen (glibc's stdio calls its
+ * internal read and write); after fclose the number is free for others */
+
+/* A line written with write() on standard input, read back with fgets. */
+static void
+stdin_line(const char *what)
+{
+	char line[64];
+
+	if (write(STDIN_FILENO, what, strlen(what)) != (ssize_t)strlen(what))
+		die("write on standard input");
+	if (fgets(line, sizeof(line), stdin) == NULL || strcmp(line, what) != 0)
+		fail("fgets on standard input: \"%s\"", ferror(stdin) ?
+		    strerror(errno) : feof(stdin) ? "end of file" : line);
+}
+
+static void
+run_stdio(void)
+{
+	uint8_t out[CHUNK], in[CHUNK];
+	char line[64];
+	int fd, w, p[2], s2 = dial(0);
+	FILE *fin, *fout;
+	size_t off, n;
+
+	/* A second connection as standard input, stdio's own stream. */
+	if (dup2(s2, STDIN_FILENO) != STDIN_FILENO)
+		die("dup2 onto standard input");
+	close(s2);
+	stdin_line("ping\n");
+	fd = dial(0);
+	if ((w = dup(fd)) < 0)
+		die("dup");
+	if (dprintf(w, "hello %d\n", 42) != 9)
+		die("dprintf");
+	if ((fin = fdopen(fd, "r")) == NULL || (fout = fdopen(w, "w")) == NULL)
+		die("fdopen");
+	if (fgets(line, sizeof(line), fin) == NULL || strcmp(line, "hello 42\n") != 0)
+		fail("fgets after dprintf: \"%s\"", ferror(fin) ? strerror(errno) : line);
+	check_peer(fd);
+	for (off = 0; off < total; off += n) {
+		n = total - off < CHUNK ? total - off : CHUNK;
+		fill(out, off, n);
+		if (fwrite(out, 1, n, fout) != n || fflush(fout) != 0)
+			die("fwrite");
+		if (fread(in, 1, n, fin) != n)
+			fail("fread: %s at %zu of %zu bytes", ferror(fin) ?
+			    strerror(errno) : "end of stream", off, total);
+		check(in, off, n);
+	}
+	if (fclose(fout) != 0 || fclose(fin) != 0)
+		die("fclose");
+	stdin_line("pong\n");
+	if (fclose(stdin) != 0)
+		die("fclose(stdin)");
+	/* The number, reused behind librock's back (as another library's
+	 * internal call would), names what it names now, not the rock. */
+	if (pipe(p) != 0)
+		die("pipe");
+	if (p[1] == fd && (p[1] = fcntl(fd, F_DUPFD, fd + 1)) < 0)
+		die("F_DUPFD");
+	if (p[0] != fd && syscall(SYS_dup3, p[0], fd, 0) != fd)
+		die("dup3 onto the closed number");
+	if (write(p[1], "x", 1) != 1 || read(fd, line, 1) != 1 || line[0] != 'x')
+		fail("descriptor %d, reused for a pipe after fclose, does not read "
+		    "the pipe", fd);
+	close(p[1]);
+	close(fd);
+	if (p[0] != fd)
+		close(p[0]);
+}
+
 /* ---- two threads on one descriptor: one writes, one reads */
 
 static void *
@@ -890,6 +962,8 @@ main(int argc, char **argv)
 		run_sockopts();
 	else if (strcmp(mode, "mmsg") == 0)
 		run_mmsg();
+	else if (strcmp(mode, "stdio") == 0)
+		run_stdio();
 	else {
 		fprintf(stderr, "rock-io: unknown mode %s\n", mode);
 		return 2;

@@ -21,16 +21,23 @@ forget(int fd)
 	shim_unlock();
 }
 
-/* Forget before closing: a number reused by another thread in between is
- * then at worst unknown, which is classified by asking the kernel. */
+/* Lock not held. Before fd is closed: forget before closing, so that a
+ * number reused by another thread in between is at worst unknown, which
+ * is classified by asking the kernel. */
+void
+shim_fd_forget(int fd)
+{
+	if (shim_is_rock(fd) || shim_nregs_hint())
+		forget(fd);
+	shim_fd_set(fd, SHIM_FD_UNKNOWN, 0);
+}
+
 SHIM_EXPORT int
 close(int fd)
 {
 	if (shim_busy || !shim_state()->active)
 		return shim_real.close(fd);
-	if (shim_is_rock(fd) || shim_nregs_hint())
-		forget(fd);
-	shim_fd_set(fd, SHIM_FD_UNKNOWN, 0);
+	shim_fd_forget(fd);
 	return shim_real.close(fd);
 }
 
@@ -104,6 +111,9 @@ dup_onto(int fd, int fd2, int flags, int three)
 		return three ? shim_real.dup3(fd, fd2, flags) : shim_real.dup2(fd, fd2);
 	if (fcntl(fd, F_GETFD) < 0)
 		return -1;	/* EBADF, and fd2 stays open */
+	/* stdin, stdout and stderr are stdio's streams. */
+	if (fd2 <= STDERR_FILENO)
+		shim_stdio_relay(fd, "dup2 onto a standard stream");
 	if (shim_is_rock(fd2) || shim_nregs_hint())
 		forget(fd2);
 	if (shim_is_rock(fd))

@@ -192,23 +192,47 @@ relay_rock(struct shim_rock *r)
 	return 0;
 }
 
+/* Lock held. A rock a call of the program is using, or one not connected
+ * yet, stays as it is. */
+static int
+relayable(const struct shim_rock *r)
+{
+	return r->s != NULL && !r->relayed && !r->connecting && !r->released &&
+	    r->nfds > 0 && r->inflight == 0 && !r->writer && r->holds == 0;
+}
+
+static int
+wake_ready(void)
+{
+	if (rl.wake_fd < 0)
+		rl.wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	return rl.wake_fd >= 0;
+}
+
 int
 shim_fork_relay_all(void)
 {
 	struct shim_rock *r;
 	int n = 0;
 
-	if (rl.wake_fd < 0 &&
-	    (rl.wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0)
+	if (!wake_ready())
 		return 0;
-	for (r = shim_rock_first(); r != NULL; r = r->next) {
-		if (r->s == NULL || r->relayed || r->connecting || r->released ||
-		    r->nfds == 0 || r->inflight > 0 || r->writer || r->holds > 0)
-			continue;
-		if (relay_rock(r) == 0)
+	for (r = shim_rock_first(); r != NULL; r = r->next)
+		if (relayable(r) && relay_rock(r) == 0)
 			n++;
-	}
 	return n;
+}
+
+/* Lock held. One rock behind a relay (stdio.c): 0, or -1 when it cannot
+ * be; shim_fork_relay_start() then runs it. */
+int
+shim_fork_relay_one(struct shim_rock *r)
+{
+	if (r->relayed)
+		return 0;
+	if (!wake_ready() || !relayable(r))
+		return -1;
+	return relay_rock(r);
 }
 
 /* ---- the relay's thread: it uses the rock as the program would */
@@ -322,7 +346,7 @@ holders_gone(const struct relay *x)
 		    ra == me.sin_addr.s_addr && rp == ntohs(me.sin_port))
 			orphan |= inode == 0;
 	}
-	fclose(f);
+	shim_real.fclose(f);
 	return ours && orphan;
 }
 

@@ -75,6 +75,11 @@ shim_resolve(void)
 	RESOLVE(execvpe);
 	RESOLVE(fexecve);
 	RESOLVE_OPTIONAL(execveat);
+	RESOLVE(fdopen);
+	RESOLVE(fclose);
+	RESOLVE(vdprintf);
+	__atomic_store_n((void **)&shim_real.vdprintf_chk,
+	    dlsym(RTLD_NEXT, "__vdprintf_chk"), __ATOMIC_RELEASE);
 	/* Last: shim_state() uses it as the "all resolved" flag. */
 	RESOLVE(socket);
 }

@@ -6,7 +6,9 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <sys/epoll.h>
 #include <sys/select.h>
@@ -72,6 +74,10 @@ struct shim_real {
 	int (*execvpe)(const char *, char *const[], char *const[]);
 	int (*fexecve)(int, char *const[], char *const[]);
 	int (*execveat)(int, const char *, char *const[], char *const[], int);
+	FILE *(*fdopen)(int, const char *);
+	int (*fclose)(FILE *);
+	int (*vdprintf)(int, const char *, va_list);
+	int (*vdprintf_chk)(int, int, const char *, va_list);	/* or NULL */
 };
 
 extern struct shim_real shim_real;
@@ -128,6 +134,9 @@ enum shim_fd_state {
 
 unsigned shim_fd_get(int fd);
 void shim_fd_set(int fd, enum shim_fd_state state, unsigned opts);
+void shim_fd_forget(int fd);	/* lock not held: before fd is closed */
+/* Lock not held: a rock stdio will use goes behind a relay (stdio.c). */
+void shim_stdio_relay(int fd, const char *call);
 void shim_fd_add_opts(int fd, unsigned opts);
 void shim_fd_copy(int from, int to);
 
@@ -203,6 +212,7 @@ struct shim_rock {
 	int accepted;		/* a server's (serve.c) */
 	int kill_at_release;	/* its end is a reset, never the reliable close */
 	int relayed;		/* fork.c's: held by its relay, not the program */
+	int stdio_warned;	/* stdio.c said its bytes go uncounted */
 	int nfds;
 	int fds[SHIM_ROCK_FDS];
 	struct shim_opts opts;
@@ -320,6 +330,7 @@ struct shim_rock *shim_rock_first(void);		/* lock held */
 
 /* fork.c: rocks shared by fork() are relayed by this process. */
 int shim_fork_relay_all(void);		/* lock held: how many now relayed */
+int shim_fork_relay_one(struct shim_rock *r);	/* lock held: 0 or -1 */
 void shim_fork_relay_start(void);	/* lock not held */
 int shim_fork_relay_stop(void);		/* lock not held; 0 or an errno */
 int shim_fork_relay_count(void);	/* lock held */

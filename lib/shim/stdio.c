@@ -1,0 +1,123 @@
+/* stdio.c: a rock handed to stdio (fdopen, dprintf, a standard stream) goes behind a relay first; fclose keeps the descriptor table in step. */
+#include "config.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "shim.h"
+
+/*
+ * glibc's stdio reads and writes with its internal calls, which no preload
+ * can intercept: bytes moved through a FILE on a rock's descriptor would
+ * reach the kernel uncounted, and the rock's peer would take the counts
+ * for a protocol violation. So before stdio gets the descriptor, the rock
+ * is put behind a relay, as at fork (fork.c): the descriptor becomes one
+ * end of a loopback connection, and the relay counts every byte. And
+ * glibc's fclose closes with its internal close: the number is forgotten
+ * here, as close() forgets it.
+ */
+
+/* Another library's constructor may get here before librock's (socket is
+ * resolved last). */
+static void
+resolved(void)
+{
+	if (__atomic_load_n(&shim_real.socket, __ATOMIC_ACQUIRE) == NULL)
+		shim_resolve();
+}
+
+/* Lock not held. fd may be a rock: behind a relay from now on, or a
+ * warning (once per rock) that stdio's bytes on it go uncounted. */
+void
+shim_stdio_relay(int fd, const char *call)
+{
+	struct shim_rock *r;
+	int ok;
+
+	if (shim_busy || !shim_state()->active || !shim_is_rock(fd))
+		return;
+	shim_lock();
+	if ((r = shim_rock_of(fd)) == NULL) {
+		shim_unlock();
+		return;
+	}
+	ok = shim_fork_relay_one(r) == 0;
+	if (!ok && !r->stdio_warned) {
+		r->stdio_warned = 1;
+		rlog_warn(&shim_state()->log, "%s on rock descriptor %d, which "
+		    "another call is using or which is not connected: what stdio "
+		    "moves on it is not counted, and its peer may end it", call, fd);
+	}
+	shim_unlock();
+	if (ok)
+		shim_fork_relay_start();
+}
+
+SHIM_EXPORT FILE *
+fdopen(int fd, const char *mode)
+{
+	resolved();
+	shim_stdio_relay(fd, "fdopen");
+	return shim_real.fdopen(fd, mode);
+}
+
+SHIM_EXPORT int
+vdprintf(int fd, const char *fmt, va_list ap)
+{
+	resolved();
+	shim_stdio_relay(fd, "dprintf");
+	return shim_real.vdprintf(fd, fmt, ap);
+}
+
+SHIM_EXPORT int
+dprintf(int fd, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vdprintf(fd, fmt, ap);
+	va_end(ap);
+	return n;
+}
+
+/* _FORTIFY_SOURCE's forms (glibc declares them only under it). */
+int __vdprintf_chk(int, int, const char *, va_list);
+int __dprintf_chk(int, int, const char *, ...);
+
+SHIM_EXPORT int
+__vdprintf_chk(int fd, int flag, const char *fmt, va_list ap)
+{
+	resolved();
+	shim_stdio_relay(fd, "dprintf");
+	if (shim_real.vdprintf_chk == NULL)
+		return shim_real.vdprintf(fd, fmt, ap);
+	return shim_real.vdprintf_chk(fd, flag, fmt, ap);
+}
+
+SHIM_EXPORT int
+__dprintf_chk(int fd, int flag, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = __vdprintf_chk(fd, flag, fmt, ap);
+	va_end(ap);
+	return n;
+}
+
+/* The number is forgotten before the stream closes it, as in close(). */
+SHIM_EXPORT int
+fclose(FILE *f)
+{
+	int fd;
+
+	resolved();
+	if (f == NULL || shim_busy || !shim_state()->active ||
+	    (fd = fileno(f)) < 0)
+		return shim_real.fclose(f);
+	shim_fd_forget(fd);
+	return shim_real.fclose(f);
+}
