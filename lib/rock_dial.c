@@ -178,19 +178,20 @@ fin_unacked(int fd)
  * takes the probe for a plain client and relays it to its backend. Seen
  * on the cellular profile: a handshake round trip shortened by reordering
  * made that wait 800 ms, and the FIN was lost. An answer that is not an
- * announcement may then be rockd's, and the probe went unheard: when it
- * is silence with our FIN unacknowledged, or when it came as late as that
- * wait, while an ordinary server answers within a round trip or so. */
+ * announcement may then be rockd's, and the probe went unheard: silence
+ * with our FIN unacknowledged; or an answer as late as that wait (an
+ * ordinary server answers within a round trip) that came while our FIN
+ * was unacknowledged, or that was the end (rockd's backend ending at our
+ * late FIN). A server that greets late has had our FIN: it stands. */
 static int
-went_unheard(int fd, int r, int64_t waited_ms, int rtt)
+went_unheard(int fd, int r, int64_t waited_ms, int rtt, int first_unacked,
+    int first_bytes)
 {
-	int late_ms = 2 * rtt + 100;
+	int late_ms = rtt + ROCK_FIRST_BYTES_MS - 50;
 
-	if (late_ms < ROCK_FIRST_BYTES_MS - 50)
-		late_ms = ROCK_FIRST_BYTES_MS - 50;
 	if (r == ROCK_ERR_TIMEOUT)
 		return fin_unacked(fd);
-	return waited_ms >= late_ms;
+	return waited_ms >= late_ms && (first_unacked || !first_bytes);
 }
 
 /* EDP probe: connect, shut our side, read to EOF. Exactly an announcement
@@ -198,7 +199,7 @@ went_unheard(int fd, int r, int64_t waited_ms, int rtt)
  * is reported as not enhanced too, with *silent set: a rockd may just be
  * slow, so that answer is not worth remembering. *unheard: see
  * went_unheard(). The deadline bounds the connect
- * (rock_probe_budget_ms). */
+ * (rock_probe_budget_ms) and the wait. */
 static int
 probe_once(const struct sockaddr *addr, socklen_t len, int64_t deadline,
     uint8_t ann[ROCK_ANNOUNCE_LEN], int *silent, int *unheard)
@@ -206,20 +207,24 @@ probe_once(const struct sockaddr *addr, socklen_t len, int64_t deadline,
 	int64_t t0 = rock_now_ms(), shut, first;
 	struct rock_announce a;
 	uint8_t extra;
-	int fd, r, rtt;
+	int fd, r, rtt, first_unacked = 0, first_bytes = 0;
 
 	*silent = *unheard = 0;
 	if ((r = dial_blocking(addr, len, deadline, &fd)) != 0)
 		return r;
 	rtt = probe_rtt_ms(fd, (int)(rock_now_ms() - t0));
-	deadline = rock_now_ms() + announce_wait_ms(rtt);
+	if (rock_now_ms() + announce_wait_ms(rtt) < deadline)
+		deadline = rock_now_ms() + announce_wait_ms(rtt);
 	shutdown(fd, SHUT_WR);
 	shut = rock_now_ms();
 	/* The magic first: an ordinary server's first bytes end it early. */
 	r = wait_fd(fd, POLLIN, deadline);
 	first = rock_now_ms();
-	if (r == 0)
+	if (r == 0) {
+		first_unacked = fin_unacked(fd);
+		first_bytes = recv(fd, &extra, 1, MSG_PEEK | MSG_DONTWAIT) > 0;
 		r = read_exact(fd, ann, ROCK_MAGIC_LEN, deadline);
+	}
 	if (r == 0 && memcmp(ann, rock_magic_announce, ROCK_MAGIC_LEN) != 0)
 		r = ROCK_ERR_NOT_ENHANCED;
 	if (r == 0)
@@ -232,7 +237,8 @@ probe_once(const struct sockaddr *addr, socklen_t len, int64_t deadline,
 		    ROCK_ERR_NOT_ENHANCED;
 	}
 	if (r != 0)
-		*unheard = went_unheard(fd, r, first - shut, rtt);
+		*unheard = went_unheard(fd, r, first - shut, rtt, first_unacked,
+		    first_bytes);
 	close(fd);
 	if (r == 0 && rock_announce_decode(&a, ann) == 0 &&
 	    rock_version_pick(ROCK_VERSION, ROCK_VERSION, a.version_min,

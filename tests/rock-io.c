@@ -31,6 +31,7 @@
  * every data connection, and the two a rock keeps to itself do not reach
  * them) and mmsg (sendmmsg and recvmmsg are counted; splice and
  * copy_file_range refused with EINVAL, as for a socket they cannot serve).
+ * stdio-tail and stdio-abort need servers of their own (rock-relay-ends.sh).
  */
 
 #define CHUNK 16384
@@ -393,6 +394,69 @@ run_stdio(void)
 	close(fd);
 	if (p[0] != fd)
 		close(p[0]);
+}
+
+/* stdio-tail: a word with dprintf (the rock goes behind a relay), our
+ * end, then a pause while the server sends BYTES and its end: the relay
+ * finishes while the bytes wait for us; all must come, then the end. */
+static void
+run_stdio_tail(void)
+{
+	uint8_t in[CHUNK];
+	int fd = dial(0);
+	size_t got = 0;
+	ssize_t n;
+
+	if (dprintf(fd, "go\n") != 3)
+		die("dprintf");
+	if (shutdown(fd, SHUT_WR) != 0)
+		die("shutdown(SHUT_WR)");
+	sleep(2);
+	while ((n = read(fd, in, sizeof(in))) > 0)
+		got += (size_t)n;
+	if (n < 0)
+		fail("read after %zu of %zu bytes: %s", got, total, strerror(errno));
+	if (got != total)
+		fail("end of stream after %zu of %zu bytes", got, total);
+	close(fd);
+}
+
+/* stdio-abort: a word with dprintf, then BYTES written (or, with 0,
+ * writes until the rock holds the relay back: the server reads nothing
+ * for a while), then a close with the server's greeting unread: a reset,
+ * which may drop what was still on its way to the relay. The peer must
+ * hear a reset, not an end. */
+static void
+run_stdio_abort(void)
+{
+	uint8_t out[CHUNK];
+	int fd = dial(0), idle = 0;
+	size_t sent = 0, n0;
+	ssize_t n;
+
+	memset(out, 'a', sizeof(out));
+	if (dprintf(fd, "go\n") != 3)
+		die("dprintf");
+	for (; sent < total; sent += n0) {
+		n0 = total - sent < CHUNK ? total - sent : CHUNK;
+		write_all(fd, out, n0);
+	}
+	if (total == 0 && fcntl(fd, F_SETFL, O_NONBLOCK) != 0)
+		die("fcntl");
+	while (total == 0 && idle < 100) {
+		if ((n = write(fd, out, sizeof(out))) > 0) {
+			sent += (size_t)n;
+			idle = 0;
+		} else if (n < 0 && errno == EAGAIN) {
+			idle++;
+			usleep(10000);
+		} else {
+			die("write");
+		}
+	}
+	close(fd);
+	total = sent;
+	sleep(1);
 }
 
 /* ---- two threads on one descriptor: one writes, one reads */
@@ -964,12 +1028,21 @@ main(int argc, char **argv)
 		run_mmsg();
 	else if (strcmp(mode, "stdio") == 0)
 		run_stdio();
+	else if (strcmp(mode, "stdio-tail") == 0)
+		run_stdio_tail();
+	else if (strcmp(mode, "stdio-abort") == 0)
+		run_stdio_abort();
 	else {
 		fprintf(stderr, "rock-io: unknown mode %s\n", mode);
 		return 2;
 	}
-	printf("%s: %zu bytes echoed byte-exact%s\n", mode, total,
-	    strcmp(mode, "many") == 0 || strcmp(mode, "epoll-many") == 0 ?
-	    " on each of 8 connections" : "");
+	if (strcmp(mode, "stdio-tail") == 0)
+		printf("%s: %zu bytes, then the end\n", mode, total);
+	else if (strcmp(mode, "stdio-abort") == 0)
+		printf("%s: %zu bytes written, then closed unread\n", mode, total);
+	else
+		printf("%s: %zu bytes echoed byte-exact%s\n", mode, total,
+		    strcmp(mode, "many") == 0 || strcmp(mode, "epoll-many") == 0 ?
+		    " on each of 8 connections" : "");
 	return 0;
 }

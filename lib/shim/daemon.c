@@ -25,7 +25,7 @@ daemon(int nochdir, int noclose)
 	if ((pid = fork()) < 0)
 		return -1;
 	if (pid > 0) {
-		shim_engine_leave(0);
+		shim_engine_leave();
 		_exit(0);
 	}
 	if (setsid() < 0)

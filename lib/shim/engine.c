@@ -251,7 +251,8 @@ kill_at_release(struct shim_rock *r)
 {
 	rock_session_kill(r->s, "its plain copies outlived it (an accepted "
 	    "rock a fork copied, one an exec left to the new image, or one "
-	    "that never reached the program): ended with a reset");
+	    "that never reached the program), or its relay's holders reset "
+	    "their end: ended with a reset");
 }
 
 static void
@@ -588,16 +589,16 @@ hand_to_keeper(int nrocks)
  * most (once all is consumed, a moment for the ends to close); what is
  * left goes to a keeper, so a dead path never delays the exit. */
 static int
-hand_over(int flush)
+hand_over(void)
 {
 	const struct shim_state *st = shim_state();
 	int64_t deadline, grace = -1, until;
 	int left, relays;
 
-	/* stdio is flushed after the destructors: what the program wrote
-	 * through it to a rock must go before the rock is let go. */
-	if (flush)
-		(void)fflush(NULL);
+	/* No fflush(NULL) here: it takes every stream's lock, and a thread
+	 * blocked in fgets holds one (the exit hung). stdio reaches rocks
+	 * only through relays (stdio.c), which outlive this: glibc's own
+	 * flush, after the destructors, goes to them. */
 	deadline = shim_now_ms() + st->cfg.linger_ms;
 	shim_lock();
 	shim_rock_release_all();
@@ -614,6 +615,13 @@ hand_over(int flush)
 	if (left > 0 || relays > 0)
 		hand_to_keeper(left + relays);
 	return __atomic_load_n(&eng.state, __ATOMIC_ACQUIRE) != 1;
+}
+
+/* The engine runs in this process (not in a vfork child's parent). */
+int
+shim_engine_here(void)
+{
+	return shim_engine_running() != NULL && eng.owner == getpid();
 }
 
 /* 1 when this thread may hand the engine over: it runs, here (a vfork
@@ -647,11 +655,11 @@ may_leave(void)
 }
 
 void
-shim_engine_leave(int flush)
+shim_engine_leave(void)
 {
 	if (!may_leave())
 		return;
-	(void)hand_over(flush);
+	(void)hand_over();
 	if (eng.ctl_path[0] != '\0')
 		(void)unlink(eng.ctl_path);
 }
@@ -680,7 +688,7 @@ shim_engine_exec(void)
 		rlog_warn(&st->log, "exec with %d rocks in use by a call of the "
 		    "program's: the new image's copies are plain sockets, and "
 		    "the rocks end with a reset", cut);
-	if (busy == 0 || !hand_over(0)) {
+	if (busy == 0 || !hand_over()) {
 		/* Nothing to hand over, or all finished in time: the engine
 		 * ends with the image (or goes on, if the exec fails). */
 		shim_lock();
@@ -699,7 +707,7 @@ shim_engine_exec(void)
 __attribute__((destructor)) static void
 linger_at_exit(void)
 {
-	shim_engine_leave(1);
+	shim_engine_leave();
 }
 
 __attribute__((constructor)) static void

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <linux/sockios.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
 #include <signal.h>
@@ -11,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -44,6 +46,10 @@ struct flow {
 	size_t off, len;
 	int eof;		/* its source ended */
 	int shut;		/* and that end was passed on */
+	/* Its source's last read left nothing waiting: the sender's bytes
+	 * were all in (on loopback they move as soon as there is room).
+	 * Kept for the holders' side only (track). */
+	int track, drained;
 	char buf[RELAY_BUF];
 };
 
@@ -54,6 +60,8 @@ struct relay {
 	struct sockaddr_storage peer;	/* what getpeername says to holders */
 	socklen_t peer_len;
 	int done;
+	int holders_reset;	/* the holders' reset may have cut their bytes */
+	int clean;		/* both ends passed: prog closes with no reset */
 	int down_dead;		/* no holder reads any more: the peer's bytes go */
 	int64_t check_ms;	/* half closed by the holders: when to look
 				 * whether they all closed, */
@@ -118,7 +126,7 @@ loopback_pair(int *prog, int *holder)
 	(void)shim_real.setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	/* However the relay ends short of both ends (its process killed, a
 	 * failed rock), the holders hear a reset, never an end of file; once
-	 * both FINs have passed, a close sends none. */
+	 * both FINs have passed, finish() closes it without one. */
 	(void)shim_real.setsockopt(s, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
 	*prog = s;
 	*holder = c;
@@ -184,6 +192,7 @@ relay_rock(struct shim_rock *r)
 	shim_rock_bind(own, r);
 	r->relayed = 1;
 	x->rock = own;
+	x->up.track = x->up.drained = 1;	/* no holder has written yet */
 	x->port = name.sin_port;
 	memcpy(&x->peer, &r->peer, sizeof(x->peer));
 	x->peer_len = r->peer_len;
@@ -223,6 +232,36 @@ shim_fork_relay_all(void)
 	return n;
 }
 
+/* Lock held. A rock that failed, its error not yet seen by the program
+ * (stdio.c): its descriptors become the holders' end of a loopback
+ * connection reset at once, so that stdio's own reads see ECONNRESET,
+ * never the end of file its shut socket would give. r is freed. */
+int
+shim_fork_relay_failed(struct shim_rock *r)
+{
+	int prog, holder, i, fl;
+
+	if (r->holds > 0 || r->inflight > 0 || loopback_pair(&prog, &holder) != 0)
+		return -1;
+	if ((fl = shim_real.fcntl(r->fds[0], F_GETFL)) >= 0)
+		(void)shim_real.fcntl(holder, F_SETFL, fl);
+	shim_epoll_suspend(r);
+	for (i = 0; i < r->nfds; i++) {
+		int fdfl = shim_real.fcntl(r->fds[i], F_GETFD);
+
+		(void)shim_real.dup3(holder, r->fds[i],
+		    fdfl >= 0 && (fdfl & FD_CLOEXEC) ? O_CLOEXEC : 0);
+		shim_rock_unbind(r->fds[i]);
+		shim_fd_set(r->fds[i], SHIM_FD_UNKNOWN, 0);
+	}
+	shim_epoll_give_up(r);
+	r->nfds = 0;
+	shim_real.close(holder);
+	shim_real.close(prog);	/* linger {1, 0}: a reset */
+	shim_rock_free(r);
+	return 0;
+}
+
 /* Lock held. One rock behind a relay (stdio.c): 0, or -1 when it cannot
  * be; shim_fork_relay_start() then runs it. */
 int
@@ -248,6 +287,18 @@ nobody_reads(struct relay *x)
 
 enum { FLOW_OK, FLOW_RECV_FAILED, FLOW_SEND_FAILED };
 
+/* A reset came in (reads still give what was queued before it): what
+ * its sender had not sent yet is gone. */
+static int
+was_reset(int fd)
+{
+	struct tcp_info ti;
+	socklen_t len = sizeof(ti);
+
+	return getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0 ||
+	    ti.tcpi_state == TCP_CLOSE;
+}
+
 /* Move what one direction can: a read when its buffer is empty, writes
  * while the far side takes them, the end once all is written. The hooked
  * calls (the rock's side) and the kernel's have the same shape. */
@@ -257,9 +308,15 @@ pump(struct flow *f, int from, int to,
     ssize_t (*snd)(int, const void *, size_t, int), int (*shut)(int, int))
 {
 	ssize_t n;
+	int queued;
 
 	if (!f->eof && f->len == 0) {
 		n = rcv(from, f->buf, sizeof(f->buf), MSG_DONTWAIT);
+		if (f->track && n > 0)
+			f->drained = ioctl(from, SIOCINQ, &queued) == 0 &&
+			    queued == 0 && !was_reset(from);
+		else if (f->track && n < 0 && errno == EAGAIN)
+			f->drained = 1;
 		if (n > 0) {
 			f->off = 0;
 			f->len = (size_t)n;
@@ -291,11 +348,24 @@ pump(struct flow *f, int from, int to,
 static void
 step(struct relay *x)
 {
-	if (pump(&x->up, x->prog, x->rock, shim_real.recv, send, shutdown) !=
-	    FLOW_OK) {
+	switch (pump(&x->up, x->prog, x->rock, shim_real.recv, send, shutdown)) {
+	case FLOW_OK:
+		break;
+	case FLOW_RECV_FAILED:
+		/* A holder closed with unread bytes (a reset). Unless the
+		 * holders' bytes were all in when it came, the reset may
+		 * have dropped what a holder still had to send: the peer
+		 * hears a reset, never the reliable close short of those
+		 * bytes. Else nothing was lost, and a close on a rock is the
+		 * reliable close (as at exit). */
+		x->holders_reset = !x->up.drained;
+		x->done = 1;
+		return;
+	default:
 		x->done = 1;
 		return;
 	}
+
 	if (!x->down_dead)
 		switch (pump(&x->down, x->rock, x->prog, recv, shim_real.send,
 		    shim_real.shutdown)) {
@@ -306,8 +376,10 @@ step(struct relay *x)
 			nobody_reads(x);
 			break;
 		}
-	if (x->up.shut && (x->down.shut || x->down_dead))
+	if (x->up.shut && (x->down.shut || x->down_dead)) {
+		x->clean = x->down.shut;
 		x->done = 1;
+	}
 }
 
 /* The holders' end of the loopback connection is an orphan: every copy
@@ -403,9 +475,17 @@ static void
 finish(struct relay *x)
 {
 	struct shim_rock *r = shim_rock_of(x->rock);
+	struct linger off = { 0, 0 };
 
-	if (r != NULL)
+	if (r != NULL) {
+		r->kill_at_release |= x->holders_reset;
 		shim_rock_drop_fd(r, x->rock);
+	}
+	/* Both ends passed: what the holders have not read yet is still
+	 * theirs (a reset would drop it). */
+	if (x->clean)
+		(void)shim_real.setsockopt(x->prog, SOL_SOCKET, SO_LINGER, &off,
+		    sizeof(off));
 	shim_fd_set(x->rock, SHIM_FD_UNKNOWN, 0);
 	shim_real.close(x->rock);
 	shim_real.close(x->prog);

@@ -261,6 +261,7 @@ void shim_rock_unbind(int fd);			/* lock held */
 /* The engine on its own thread, started at the first rock. */
 struct rock_engine *shim_engine(void);
 struct rock_engine *shim_engine_running(void);	/* NULL: not started */
+int shim_engine_here(void);	/* running, in this process (not vfork's) */
 /* Wake the engine's thread with no command: it makes what a connect used
  * up ahead of the next (its X25519 pair). */
 void shim_engine_wake(void);
@@ -331,14 +332,15 @@ struct shim_rock *shim_rock_first(void);		/* lock held */
 /* fork.c: rocks shared by fork() are relayed by this process. */
 int shim_fork_relay_all(void);		/* lock held: how many now relayed */
 int shim_fork_relay_one(struct shim_rock *r);	/* lock held: 0 or -1 */
+int shim_fork_relay_failed(struct shim_rock *r);	/* lock held: 0 or -1 */
 void shim_fork_relay_start(void);	/* lock not held */
 int shim_fork_relay_stop(void);		/* lock not held; 0 or an errno */
 int shim_fork_relay_count(void);	/* lock held */
 void shim_fork_relay_child(void);	/* after fork, in a plain child */
 int shim_fork_relay_owns_fd(int fd);
 /* The program leaves (engine.c): what its rocks are owed, and the relays
- * of rocks its forks share, go to a keeper; flush: stdio first (exit). */
-void shim_engine_leave(int flush);
+ * of rocks its forks share, go to a keeper. */
+void shim_engine_leave(void);
 /* Before exec (exec.c): the rocks the new image inherits are relayed by
  * a keeper, the others finished as at exit. */
 void shim_engine_exec(void);

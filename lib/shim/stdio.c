@@ -27,31 +27,55 @@ resolved(void)
 		shim_resolve();
 }
 
+/* Lock held. 0: r is relayed (or r failed and its descriptors now read a
+ * reset, r freed); 1: r is a plain connection after all; else why not. */
+static const char *
+relay_or_reset(struct shim_rock *r, int *plain)
+{
+	*plain = 0;
+	if (r->s != NULL)
+		return shim_fork_relay_one(r) == 0 ? NULL :
+		    "which another call is using";
+	if (r->connecting)
+		return "which is still connecting";
+	if (r->err == 0) {
+		*plain = 1;		/* no rock: a plain connection */
+		return NULL;
+	}
+	return shim_fork_relay_failed(r) == 0 ? NULL :
+	    "which failed and another call is using";
+}
+
 /* Lock not held. fd may be a rock: behind a relay from now on, or a
- * warning (once per rock) that stdio's bytes on it go uncounted. */
+ * warning (once per rock) that stdio's bytes on it go uncounted. Not in
+ * a vfork child: the relay would be made in the parent's memory but in
+ * the child's descriptor table. */
 void
 shim_stdio_relay(int fd, const char *call)
 {
 	struct shim_rock *r;
-	int ok;
+	const char *why;
+	int err = errno, plain;
 
-	if (shim_busy || !shim_state()->active || !shim_is_rock(fd))
+	if (shim_busy || !shim_state()->active || !shim_is_rock(fd) ||
+	    (shim_engine_running() != NULL && !shim_engine_here()))
 		return;
 	shim_lock();
 	if ((r = shim_rock_of(fd)) == NULL) {
 		shim_unlock();
 		return;
 	}
-	ok = shim_fork_relay_one(r) == 0;
-	if (!ok && !r->stdio_warned) {
+	why = relay_or_reset(r, &plain);
+	if (why != NULL && !r->stdio_warned) {
 		r->stdio_warned = 1;
-		rlog_warn(&shim_state()->log, "%s on rock descriptor %d, which "
-		    "another call is using or which is not connected: what stdio "
-		    "moves on it is not counted, and its peer may end it", call, fd);
+		rlog_warn(&shim_state()->log, "%s on rock descriptor %d, %s: "
+		    "what stdio moves on it is not counted, and its peer may end "
+		    "it", call, fd, why);
 	}
 	shim_unlock();
-	if (ok)
+	if (why == NULL && !plain)
 		shim_fork_relay_start();
+	errno = err;
 }
 
 SHIM_EXPORT FILE *
