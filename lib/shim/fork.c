@@ -138,6 +138,29 @@ fail:
 	return -1;
 }
 
+/* Lock held. Every number naming r comes to name holder (its flags
+ * kept), in the given state. The kernel keys epoll interest on the open
+ * file: out while the numbers still name the rock's socket, back on the
+ * new one. */
+static void
+put_under(struct shim_rock *r, int holder, enum shim_fd_state state)
+{
+	int i;
+
+	shim_epoll_suspend(r);
+	for (i = 0; i < r->nfds; i++) {
+		int fdfl = shim_real.fcntl(r->fds[i], F_GETFD);
+
+		/* Replaced first: a call racing in finds the number a rock's
+		 * until it names the holder end. */
+		(void)shim_real.dup3(holder, r->fds[i],
+		    fdfl >= 0 && (fdfl & FD_CLOEXEC) ? O_CLOEXEC : 0);
+		shim_rock_unbind(r->fds[i]);
+		shim_fd_set(r->fds[i], state, 0);
+	}
+	shim_epoll_give_up(r);
+}
+
 /* Lock held. r's descriptors become the holder end of a new loopback
  * connection, r itself the relay's; 0 when it was set up. */
 static int
@@ -145,7 +168,7 @@ relay_rock(struct shim_rock *r)
 {
 	struct relay *x;
 	struct sockaddr_in name;
-	int old = r->fds[0], holder, own, fl, i;
+	int old = r->fds[0], holder, own, fl;
 
 	if ((x = calloc(1, sizeof(*x))) == NULL)
 		return -1;
@@ -172,20 +195,7 @@ relay_rock(struct shim_rock *r)
 		(void)shim_real.shutdown(holder, SHUT_WR);
 		x->up.eof = x->up.shut = 1;
 	}
-	/* The kernel keys epoll interest on the open file: out while the
-	 * numbers still name the rock's socket, back on the new one. */
-	shim_epoll_suspend(r);
-	for (i = 0; i < r->nfds; i++) {
-		int fdfl = shim_real.fcntl(r->fds[i], F_GETFD);
-
-		/* Replaced first: a call racing in finds the number a rock's
-		 * until it names the holder end. */
-		(void)shim_real.dup3(holder, r->fds[i],
-		    fdfl >= 0 && (fdfl & FD_CLOEXEC) ? O_CLOEXEC : 0);
-		shim_rock_unbind(r->fds[i]);
-		shim_fd_set(r->fds[i], SHIM_FD_RELAYED, 0);
-	}
-	shim_epoll_give_up(r);
+	put_under(r, holder, SHIM_FD_RELAYED);
 	shim_real.close(holder);
 	r->nfds = 1;
 	r->fds[0] = own;
@@ -239,22 +249,13 @@ shim_fork_relay_all(void)
 int
 shim_fork_relay_failed(struct shim_rock *r)
 {
-	int prog, holder, i, fl;
+	int prog, holder, fl;
 
 	if (r->holds > 0 || r->inflight > 0 || loopback_pair(&prog, &holder) != 0)
 		return -1;
 	if ((fl = shim_real.fcntl(r->fds[0], F_GETFL)) >= 0)
 		(void)shim_real.fcntl(holder, F_SETFL, fl);
-	shim_epoll_suspend(r);
-	for (i = 0; i < r->nfds; i++) {
-		int fdfl = shim_real.fcntl(r->fds[i], F_GETFD);
-
-		(void)shim_real.dup3(holder, r->fds[i],
-		    fdfl >= 0 && (fdfl & FD_CLOEXEC) ? O_CLOEXEC : 0);
-		shim_rock_unbind(r->fds[i]);
-		shim_fd_set(r->fds[i], SHIM_FD_UNKNOWN, 0);
-	}
-	shim_epoll_give_up(r);
+	put_under(r, holder, SHIM_FD_UNKNOWN);
 	r->nfds = 0;
 	shim_real.close(holder);
 	shim_real.close(prog);	/* linger {1, 0}: a reset */
