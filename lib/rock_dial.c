@@ -204,7 +204,7 @@ static int
 probe_once(const struct sockaddr *addr, socklen_t len, int64_t deadline,
     uint8_t ann[ROCK_ANNOUNCE_LEN], int *silent, int *unheard)
 {
-	int64_t t0 = rock_now_ms(), shut, first;
+	int64_t t0 = rock_now_ms(), shut, first, wait_end;
 	struct rock_announce a;
 	uint8_t extra;
 	int fd, r, rtt, first_unacked = 0, first_bytes = 0;
@@ -213,8 +213,8 @@ probe_once(const struct sockaddr *addr, socklen_t len, int64_t deadline,
 	if ((r = dial_blocking(addr, len, deadline, &fd)) != 0)
 		return r;
 	rtt = probe_rtt_ms(fd, (int)(rock_now_ms() - t0));
-	if (rock_now_ms() + announce_wait_ms(rtt) < deadline)
-		deadline = rock_now_ms() + announce_wait_ms(rtt);
+	if ((wait_end = rock_now_ms() + announce_wait_ms(rtt)) < deadline)
+		deadline = wait_end;
 	shutdown(fd, SHUT_WR);
 	shut = rock_now_ms();
 	/* The magic first: an ordinary server's first bytes end it early. */

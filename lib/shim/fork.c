@@ -4,7 +4,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
-#include <linux/sockios.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
 #include <signal.h>
@@ -12,7 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
-#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -46,9 +44,9 @@ struct flow {
 	size_t off, len;
 	int eof;		/* its source ended */
 	int shut;		/* and that end was passed on */
-	/* Its source's last read left nothing waiting: the sender's bytes
-	 * were all in (on loopback they move as soon as there is room).
-	 * Kept for the holders' side only (track). */
+	/* Its source's last read took all there was (a short read) before
+	 * any reset: the sender's bytes were all in (on loopback they move
+	 * as soon as there is room). Kept for the holders' side (track). */
 	int track, drained;
 	char buf[RELAY_BUF];
 };
@@ -309,13 +307,11 @@ pump(struct flow *f, int from, int to,
     ssize_t (*snd)(int, const void *, size_t, int), int (*shut)(int, int))
 {
 	ssize_t n;
-	int queued;
 
 	if (!f->eof && f->len == 0) {
 		n = rcv(from, f->buf, sizeof(f->buf), MSG_DONTWAIT);
 		if (f->track && n > 0)
-			f->drained = ioctl(from, SIOCINQ, &queued) == 0 &&
-			    queued == 0 && !was_reset(from);
+			f->drained = (size_t)n < sizeof(f->buf) && !was_reset(from);
 		else if (f->track && n < 0 && errno == EAGAIN)
 			f->drained = 1;
 		if (n > 0) {

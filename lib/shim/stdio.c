@@ -18,15 +18,6 @@
  * here, as close() forgets it.
  */
 
-/* Another library's constructor may get here before librock's (socket is
- * resolved last). */
-static void
-resolved(void)
-{
-	if (__atomic_load_n(&shim_real.socket, __ATOMIC_ACQUIRE) == NULL)
-		shim_resolve();
-}
-
 /* Lock held. 0: r is relayed (or r failed and its descriptors now read a
  * reset, r freed); 1: r is a plain connection after all; else why not. */
 static const char *
@@ -49,7 +40,8 @@ relay_or_reset(struct shim_rock *r, int *plain)
 /* Lock not held. fd may be a rock: behind a relay from now on, or a
  * warning (once per rock) that stdio's bytes on it go uncounted. Not in
  * a vfork child: the relay would be made in the parent's memory but in
- * the child's descriptor table. */
+ * the child's descriptor table. shim_state() resolves libc's calls, as
+ * for close(), when another library's constructor comes first. */
 void
 shim_stdio_relay(int fd, const char *call)
 {
@@ -81,7 +73,6 @@ shim_stdio_relay(int fd, const char *call)
 SHIM_EXPORT FILE *
 fdopen(int fd, const char *mode)
 {
-	resolved();
 	shim_stdio_relay(fd, "fdopen");
 	return shim_real.fdopen(fd, mode);
 }
@@ -89,7 +80,6 @@ fdopen(int fd, const char *mode)
 SHIM_EXPORT int
 vdprintf(int fd, const char *fmt, va_list ap)
 {
-	resolved();
 	shim_stdio_relay(fd, "dprintf");
 	return shim_real.vdprintf(fd, fmt, ap);
 }
@@ -113,7 +103,6 @@ int __dprintf_chk(int, int, const char *, ...);
 SHIM_EXPORT int
 __vdprintf_chk(int fd, int flag, const char *fmt, va_list ap)
 {
-	resolved();
 	shim_stdio_relay(fd, "dprintf");
 	if (shim_real.vdprintf_chk == NULL)
 		return shim_real.vdprintf(fd, fmt, ap);
@@ -138,8 +127,7 @@ fclose(FILE *f)
 {
 	int fd;
 
-	resolved();
-	if (f == NULL || shim_busy || !shim_state()->active ||
+	if (shim_busy || !shim_state()->active || f == NULL ||
 	    (fd = fileno(f)) < 0)
 		return shim_real.fclose(f);
 	shim_fd_forget(fd);

@@ -26,7 +26,8 @@ nn_wait_port "$NN_S" 127.0.0.1 9301 5 && nn_wait_port "$NN_S" 127.0.0.1 9302 5 &
 
 # The client's first two FINs to PORT are dropped (each rule drops the
 # first packet it sees, then lets every other pass): the probe's end
-# reaches rockd after its 300 ms wait for a silent client's first bytes.
+# reaches rockd after its wait for a silent client's first bytes (300 ms
+# on a LAN, about 5 round trips on a slower path).
 # NAME PORT: one program under rock connects through that loss.
 lost_fins() {
 	local name=$1 port=$2 dropped from
@@ -42,7 +43,7 @@ lost_fins() {
 	drop_rules
 	t_eq "$name: two FINs of the probe were lost" "$dropped" 2
 	t_eq "$name: rockd took the probe for a silent client" \
-		"$(tail -n +$((from + 1)) "$t_tmp/rockd.log" | grep -c 'no byte in 300 ms: a plain client')" 1
+		"$(tail -n +$((from + 1)) "$t_tmp/rockd.log" | grep -c 'no byte in [0-9]* ms: a plain client')" 1
 	t_check "$name: the client saw its end unheard and probed again" \
 		grep -q 'probing again' "$t_tmp/$name.log"
 	t_check "$name: its connection is a rock" grep -q ': a rock$' "$t_tmp/$name.log"
