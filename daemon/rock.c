@@ -206,7 +206,7 @@ be_readable(evutil_socket_t fd, short what, void *arg)
 		rlog_info(&rr->d->log, "rock %s: backend %s failed: %s; resetting "
 		    "the client", rock_session_name(rr->s), rr->backend.spec,
 		    n == ROCK_ERR_SYSTEM ? strerror(errno) : rock_err((int)n));
-		rock_session_abort(rr->s);	/* on_closed frees rr */
+		rock_session_kill(rr->s, "its backend failed");	/* frees rr */
 		return;
 	}
 	if (n > 0)
@@ -280,7 +280,7 @@ be_event(struct bufferevent *bev, short what, void *arg)
 		rlog_info(&rr->d->log, "rock %s: backend %s failed: %s; resetting "
 		    "the client", rock_session_name(rr->s), rr->backend.spec,
 		    strerror(EVUTIL_SOCKET_ERROR()));
-		rock_session_abort(rr->s);	/* on_closed frees rr */
+		rock_session_kill(rr->s, "its backend failed");	/* frees rr */
 	}
 }
 
@@ -339,8 +339,11 @@ rock_cut(struct rockd_rock *rr)
 		rock_handshake_reject(rr->hs, ROCK_WERR_BUSY, "rockd stopping");
 		rr->hs = NULL;
 	}
+	/* Killed, not aborted: the client hears in an authenticated record
+	 * that the session is over, and does not wait for a rockd that may
+	 * never come back. */
 	if (rr->s != NULL)
-		rock_session_abort(rr->s);	/* on_closed frees rr */
+		rock_session_kill(rr->s, "cut by rockd stopping");
 	else
 		rock_free(rr);
 }

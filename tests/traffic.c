@@ -53,6 +53,14 @@
  *                                       of /bin/true, the rock FD_CLOEXEC
  * traffic inherited FD BYTES            bursts (as above) on descriptor FD
  * traffic pattern BYTES                 the pattern on stdout
+ * traffic serve PORT RATE BYTES RESET   backend on 127.0.0.1:PORT for many
+ *                                       clients, a child each: BYTES of the
+ *                                       text pattern at RATE bytes/s (after
+ *                                       an HTTP/1.0 header with no length
+ *                                       when the client sent a GET within
+ *                                       300 ms), then the end; a reset at
+ *                                       once when the file RESET exists
+ * traffic text BYTES                    the text pattern on stdout
  *
  * Exit 0 when every byte was exact; otherwise 1 with the reason on stderr.
  * Run under `rock`, the clients' connections are rocks.
@@ -69,6 +77,7 @@
 #include <unistd.h>
 #include <limits.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 
@@ -180,6 +189,122 @@ source(char **av)
 		tt_die("fclose");
 	shutdown(fd, SHUT_WR);
 	read_to_end(fd);
+	return 0;
+}
+
+/* The text pattern: lines of 63 letters, byte i a function of i alone,
+ * with no NUL in it (a stdio reader counts what fgets read with strlen). */
+static void
+text_pattern(uint64_t off, uint8_t *p, size_t n)
+{
+	size_t i;
+
+	pattern(off, p, n);
+	for (i = 0; i < n; i++)
+		p[i] = (off + i) % 64 == 63 ? '\n' : (uint8_t)('a' + p[i] % 26);
+}
+
+/* The client's HTTP request, if it sends one within 300 ms (a reader
+ * that only reads sends nothing): read to its blank line. 1: it did. */
+static int
+http_request(int fd)
+{
+	struct pollfd p = { fd, POLLIN, 0 };
+	char req[8192];
+	size_t have = 0;
+	ssize_t n;
+
+	if (poll(&p, 1, 300) != 1)
+		return 0;
+	while (have < sizeof(req) - 1) {
+		if ((n = recv(fd, req + have, sizeof(req) - 1 - have, 0)) <= 0)
+			break;
+		have += (size_t)n;
+		req[have] = '\0';
+		if (strstr(req, "\r\n\r\n") != NULL)
+			break;
+	}
+	return have >= 4 && memcmp(req, "GET ", 4) == 0;
+}
+
+/* One connection of serve(): the text pattern's first `total` bytes at
+ * `rate` bytes/s (after an HTTP/1.0 header, without length, for an HTTP
+ * client), then the end; reset at once when the file `reset` exists. */
+static void
+serve_one(int fd, long long rate, uint64_t total, const char *reset)
+{
+	static const char head[] = "HTTP/1.0 200 OK\r\n"
+	    "Content-Type: application/octet-stream\r\n\r\n";
+	static uint8_t buf[CHUNK];
+	struct timespec tick = { 0, TICK_MS * 1000000L };
+	struct linger lg = { 1, 0 };
+	uint64_t sent = 0, due;
+	int64_t t0;
+
+	if (http_request(fd))
+		write_all(fd, (const uint8_t *)head, sizeof(head) - 1);
+	t0 = tt_mono_ms();
+	while (sent < total) {
+		if (access(reset, F_OK) == 0) {
+			setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+			close(fd);
+			_exit(0);
+		}
+		due = (uint64_t)(rate * (tt_mono_ms() - t0) / 1000);
+		if (due > total)
+			due = total;
+		while (sent < due) {
+			size_t n = due - sent < CHUNK ? (size_t)(due - sent) : CHUNK;
+
+			text_pattern(sent, buf, n);
+			write_all(fd, buf, n);
+			sent += n;
+		}
+		nanosleep(&tick, NULL);
+	}
+	shutdown(fd, SHUT_WR);
+	read_to_end(fd);
+	_exit(0);
+}
+
+/* A backend for many readers at once: a child per connection. */
+static int
+serve(char **av)
+{
+	long long rate = tt_number(av[1], LLONG_MAX);
+	uint64_t total = (uint64_t)tt_number(av[2], LLONG_MAX);
+	int lfd = tt_listen(av[0], 128), fd;
+
+	signal(SIGCHLD, SIG_IGN);	/* children reap themselves */
+	for (;;) {
+		if ((fd = accept(lfd, NULL, NULL)) < 0) {
+			if (errno == EINTR || errno == ECONNABORTED)
+				continue;
+			tt_die("accept");
+		}
+		switch (fork()) {
+		case -1:
+			tt_die("fork");
+		case 0:
+			close(lfd);
+			serve_one(fd, rate, total, av[3]);
+		}
+		close(fd);
+	}
+}
+
+static int
+print_text(char **av)
+{
+	static uint8_t buf[CHUNK];
+	uint64_t total = (uint64_t)tt_number(av[0], LLONG_MAX), off;
+
+	for (off = 0; off < total; off += CHUNK) {
+		size_t n = total - off < CHUNK ? (size_t)(total - off) : CHUNK;
+
+		text_pattern(off, buf, n);
+		write_all(STDOUT_FILENO, buf, n);
+	}
 	return 0;
 }
 
@@ -671,11 +796,15 @@ main(int argc, char **argv)
 		return rounds(argv + 2);
 	if (argc == 6 && strcmp(argv[1], "hold") == 0)
 		return hold(argv + 2);
+	if (argc == 6 && strcmp(argv[1], "serve") == 0)
+		return serve(argv + 2);
+	if (argc == 3 && strcmp(argv[1], "text") == 0)
+		return print_text(argv + 2);
 	fprintf(stderr, "usage: traffic source PORT RATE SECONDS OUT | sink ADDR PORT OUT |\n"
 	    "       bursts ADDR PORT BYTES | push ADDR PORT BYTES | pattern BYTES |\n"
 	    "       connect ADDR PORT N | many ADDR PORT N BYTES |\n"
 	    "       write ADDR PORT BYTES DIR | hold ADDR PORT N DIR |\n"
 	    "       rounds ADDR PORT N BYTES | forked ADDR PORT BYTES WHO |\n"
-	    "       inherited FD BYTES\n");
+	    "       inherited FD BYTES | serve PORT RATE BYTES RESET | text BYTES\n");
 	return 2;
 }

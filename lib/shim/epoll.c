@@ -164,6 +164,18 @@ kernel_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 	return r;
 }
 
+/* A registration of the program's, as the kernel holds it: with
+ * EPOLLRDHUP, so that a FIN comes to keep_event's judgement (decision 20)
+ * even when the program did not ask for it. */
+static int
+kernel_ctl_reg(int epfd, int op, int fd, const struct epoll_event *ev)
+{
+	struct epoll_event k = *ev;
+
+	k.events |= EPOLLRDHUP;
+	return kernel_ctl(epfd, op, fd, &k);
+}
+
 static int
 ctl_add(struct shim_rock *r, int epfd, int fd, struct epoll_event *ev)
 {
@@ -176,7 +188,7 @@ ctl_add(struct shim_rock *r, int epfd, int fd, struct epoll_event *ev)
 		return err != 0 ? err : ENOMEM;
 	*g = (struct shim_reg){ .epfd = epfd, .fd = fd, .ev = *ev, .armed = 1,
 	    .r = r };
-	if (live(r) && kernel_ctl(epfd, EPOLL_CTL_ADD, fd, ev) != 0) {
+	if (live(r) && kernel_ctl_reg(epfd, EPOLL_CTL_ADD, fd, ev) != 0) {
 		err = errno;
 		free(g);
 		return err;
@@ -212,7 +224,7 @@ ctl_rock(struct shim_rock *r, int epfd, int op, int fd, struct epoll_event *ev)
 	hash_in(g);
 	g->armed = 1;
 	if (g->in_kernel)
-		return kernel_ctl(epfd, EPOLL_CTL_MOD, fd, ev) == 0 ? 0 : errno;
+		return kernel_ctl_reg(epfd, EPOLL_CTL_MOD, fd, ev) == 0 ? 0 : errno;
 	return 0;
 }
 
@@ -264,7 +276,8 @@ shim_epoll_resume(struct shim_rock *r)
 			continue;
 		if ((ev.events & EPOLLONESHOT) && !g->armed)
 			ev.events = EPOLLONESHOT;
-		g->in_kernel = kernel_ctl(g->epfd, EPOLL_CTL_ADD, g->fd, &ev) == 0;
+		g->in_kernel = kernel_ctl_reg(g->epfd, EPOLL_CTL_ADD, g->fd,
+		    &ev) == 0;
 	}
 }
 
@@ -296,7 +309,7 @@ shim_epoll_kick(struct shim_rock *r)
 
 	for (g = r->regs; g != NULL; g = g->r_next)
 		if (g->in_kernel && g->armed)
-			(void)kernel_ctl(g->epfd, EPOLL_CTL_MOD, g->fd, &g->ev);
+			(void)kernel_ctl_reg(g->epfd, EPOLL_CTL_MOD, g->fd, &g->ev);
 }
 
 /* The descriptor goes away while the rock's socket lives on in the
@@ -344,6 +357,18 @@ keep_event(int epfd, struct epoll_event *ev)
 		return 0;
 	if (!live(g->r))
 		return 0;
+	if (g->r->s == NULL && g->r->err != 0)
+		ev->events |= EPOLLERR;		/* ended: as a reset shows */
+	if ((ev->events & EPOLLRDHUP) && !(ev->events & EPOLLERR)) {
+		switch (shim_rock_fin_check(g->r, g->fd)) {
+		case 1:
+			ev->events &= ~(uint32_t)(EPOLLRDHUP | EPOLLHUP);
+			break;
+		case -1:
+			return 0;	/* and out of the set until decided */
+		}
+	}
+	ev->events &= g->ev.events | EPOLLERR | EPOLLHUP;
 	if (g->r->s != NULL && rock_direct_space(g->r->s) == 0 &&
 	    (ev->events & EPOLLOUT)) {
 		ev->events &= ~(uint32_t)EPOLLOUT;

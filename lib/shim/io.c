@@ -145,19 +145,23 @@ kernel_recv(int fd, struct msghdr *m, int flags)
 }
 
 /* Lock held. The record's answer once the engine let go: the error of an
- * aborted connection once, then the socket's own. 1: answered. */
+ * aborted connection once, then the socket's own. A call that moved
+ * `done` bytes returns them and leaves the error to the next call, as
+ * the kernel does (a MSG_WAITALL read that lost it read ENOTCONN next,
+ * or before the socket was disconnected, a clean end). 1: answered. */
 static int
-engine_gone(struct shim_rock *r, ssize_t *ret)
+engine_gone(struct shim_rock *r, size_t done, ssize_t *ret)
 {
-	if (r->s != NULL || r->connecting)
+	if (r->s != NULL || r->connecting || r->err == 0)
 		return 0;
-	if (r->err != 0) {
-		errno = r->err;
-		r->err = 0;
-		*ret = -1;
+	if (done > 0) {
+		*ret = (ssize_t)done;
 		return 1;
 	}
-	return 0;
+	errno = r->err;
+	r->err = 0;
+	*ret = -1;
+	return 1;
 }
 
 /* Errors that say the connection is gone: the engine's business. Any
@@ -211,8 +215,7 @@ recv_once(struct shim_rock *r, struct call *c, struct msghdr *m, ssize_t *ret,
 		 * engine has that word the program waits, as in a
 		 * suspension. */
 		if (r->s != NULL && !rock_direct_peer_ended(r->s)) {
-			shim_rock_set_ready(r, 0);
-			shim_post(r, SHIM_CMD_EOF_WAIT);
+			shim_rock_eof_wait(r);
 			return 0;
 		}
 		if (r->s != NULL)
@@ -242,8 +245,8 @@ recv_loop(struct shim_rock *r, struct call *c, struct msghdr *m)
 	for (;;) {
 		if (r->dead)
 			return got > 0 ? (ssize_t)got : (errno = EBADF, -1);
-		if (engine_gone(r, &ret))
-			return got > 0 ? (ssize_t)got : ret;
+		if (engine_gone(r, got, &ret))
+			return ret;
 		if (r->rd_shut)
 			return (ssize_t)got;
 		if (r->s == NULL && !r->connecting) {
@@ -423,8 +426,8 @@ send_loop(struct shim_rock *r, struct call *c, struct msghdr *m)
 	for (;;) {
 		if (r->dead)
 			return sent > 0 ? (ssize_t)sent : (errno = EBADF, -1);
-		if (engine_gone(r, &n))
-			return sent > 0 ? (ssize_t)sent : n;
+		if (engine_gone(r, sent, &n))
+			return n;
 		if (r->wr_shut) {
 			errno = EPIPE;
 			return sent > 0 ? (ssize_t)sent : -1;

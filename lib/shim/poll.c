@@ -12,16 +12,27 @@
  * what it hides, a poll looks again after this long. */
 #define SLICE_MS 10
 
-enum { SHOW, HIDE, HIDE_POLLOUT };
+enum { SHOW, HIDE, HIDE_POLLOUT, SHOW_LIVE };
 
-/* Lock held. How a descriptor may be shown to the kernel's poll now. */
-static int
-rock_view(int fd)
+static struct shim_rock *
+rock_on(int fd)
 {
 	struct shim_rock *r;
 
 	if (shim_fd_state_of(shim_fd_get(fd)) != SHIM_FD_ROCK ||
 	    (r = shim_rock_of(fd)) == NULL || r->dead)
+		return NULL;
+	return r;
+}
+
+/* Lock held. How a descriptor may be shown to the kernel's poll now;
+ * SHOW_LIVE: a rock whose hang-up (a FIN) is the engine's to judge. */
+static int
+rock_view(int fd)
+{
+	struct shim_rock *r;
+
+	if ((r = rock_on(fd)) == NULL)
 		return SHOW;
 	if (r->s == NULL && !r->connecting)
 		return SHOW;
@@ -29,7 +40,7 @@ rock_view(int fd)
 		return HIDE;
 	if (r->s == NULL)
 		return SHOW;
-	return rock_direct_space(r->s) == 0 ? HIDE_POLLOUT : SHOW;
+	return rock_direct_space(r->s) == 0 ? HIDE_POLLOUT : SHOW_LIVE;
 }
 
 static int
@@ -69,6 +80,9 @@ mask_rocks(const struct pollfd *fds, struct pollfd *cp, nfds_t n,
 			cp[i].events &= ~POLLOUT;
 			hidden = 1;
 			*full = 1;
+			/* FALLTHROUGH */
+		case SHOW_LIVE:
+			cp[i].events |= POLLRDHUP;
 			break;
 		}
 	}
@@ -91,6 +105,30 @@ shim_rock_error_event(int fd, int err, int hup)
 	return 1;
 }
 
+/* Lock held. A live rock's hang-up is the engine's to judge; an ended
+ * one's error is reported as the kernel reports a reset's. */
+static short
+rock_revents(int fd, short asked, short got)
+{
+	struct shim_rock *r = rock_on(fd);
+
+	if (r == NULL)
+		return got;
+	if (r->s == NULL && !r->connecting && r->err != 0)
+		got |= POLLERR;
+	if ((got & POLLRDHUP) && !(got & POLLERR) &&
+	    (r->s != NULL && r->ready)) {
+		switch (shim_rock_fin_check(r, fd)) {
+		case 1:
+			got &= ~(POLLRDHUP | POLLHUP);	/* bytes first */
+			break;
+		case -1:
+			return 0;
+		}
+	}
+	return (short)(got & (asked | POLLERR | POLLHUP | POLLNVAL));
+}
+
 /* Results back; a rock suspended during the wait shows nothing. */
 static int
 unmask(struct pollfd *fds, const struct pollfd *cp, nfds_t n)
@@ -104,6 +142,9 @@ unmask(struct pollfd *fds, const struct pollfd *cp, nfds_t n)
 		if (fds[i].revents != 0 && fds[i].fd >= 0)
 			(void)shim_rock_error_event(fds[i].fd,
 			    fds[i].revents & POLLERR, fds[i].revents & POLLHUP);
+		if (fds[i].fd >= 0)
+			fds[i].revents = rock_revents(fds[i].fd, fds[i].events,
+			    fds[i].revents);
 		if (fds[i].revents != 0 && rock_view(fds[i].fd) == HIDE)
 			fds[i].revents = 0;
 		if (fds[i].revents != 0)

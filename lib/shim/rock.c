@@ -4,6 +4,8 @@
 #include <fcntl.h>
 
 #include <errno.h>
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -263,6 +265,34 @@ shim_rock_failed(struct shim_rock *r)
 		return;
 	shim_rock_set_ready(r, 0);
 	shim_post(r, SHIM_CMD_FAIL);
+}
+
+/* A FIN on the data connection proves nothing (decision 20): until the
+ * engine has the peer's authenticated word, the program neither reads it
+ * as an end nor sees it as readiness. Out of epoll's sets too, or a
+ * level-triggered reader would be woken by it again and again. */
+void
+shim_rock_eof_wait(struct shim_rock *r)
+{
+	if (r->s == NULL || !r->ready)
+		return;
+	shim_rock_set_ready(r, 0);
+	shim_epoll_suspend(r);
+	shim_post(r, SHIM_CMD_EOF_WAIT);
+}
+
+int
+shim_rock_fin_check(struct shim_rock *r, int fd)
+{
+	int queued = 0;
+
+	if (r->s == NULL || !r->ready || r->rd_shut ||
+	    rock_direct_peer_ended(r->s))
+		return 0;
+	if (ioctl(fd, SIOCINQ, &queued) == 0 && queued > 0)
+		return 1;
+	shim_rock_eof_wait(r);
+	return -1;
 }
 
 void

@@ -292,6 +292,13 @@ int shim_rock_release(struct shim_rock *r);		/* lock held */
 void shim_rock_set_ready(struct shim_rock *r, int ready);	/* lock held */
 /* The program's calls on a rock found its data connection broken. */
 void shim_rock_failed(struct shim_rock *r);		/* lock held */
+/* The program's read found a FIN the peer has not confirmed: the rock is
+ * hidden until the engine decides (its end, a reconnect, an error). */
+void shim_rock_eof_wait(struct shim_rock *r);		/* lock held */
+/* A readiness call saw a FIN on fd (POLLRDHUP): 0 it is the peer's end,
+ * or the program's own SHUT_RD; 1 bytes come before it: show them, not
+ * the hang-up; -1 an end not confirmed: r waits, hidden, for the engine. */
+int shim_rock_fin_check(struct shim_rock *r, int fd);	/* lock held */
 /* fd no longer names r (closed, or replaced by dup2). */
 void shim_rock_drop_fd(struct shim_rock *r, int fd);	/* lock held */
 void shim_rock_release_all(void);			/* lock held */

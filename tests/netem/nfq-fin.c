@@ -1,6 +1,6 @@
 /* nfq-fin.c: a box on the path that ends a TCP stream it does not own: the first data segment from a port past a byte count goes on with FIN set. */
 /*
- * Usage: nfq-fin [-r READYFILE] QUEUE SPORT BYTES
+ * Usage: nfq-fin [-a] [-r READYFILE] QUEUE SPORT BYTES
  *
  * An iptables rule sends the packets to the queue (-j NFQUEUE --queue-num
  * QUEUE). IPv4 TCP segments from source port SPORT are counted; the first
@@ -8,7 +8,9 @@
  * flag set (checksum mended), once; every other packet passes untouched.
  * The receiver's kernel then reads an end of file the sender never sent,
  * as it would from a middlebox or an attacker that injects one. Prints
- * "fin: set after N bytes" on stderr when it did. READYFILE gets the pid
+ * "fin: set after N bytes (to port P)" on stderr when it did. With -a,
+ * every stream from SPORT (up to 256, told apart by their destination)
+ * gets its own FIN past its own BYTES. READYFILE gets the pid
  * once the queue is bound.
  */
 #include <errno.h>
@@ -33,11 +35,41 @@
 #define TCP_FLAGS_WORD 12	/* data offset and flags, one 16-bit word */
 #define FIN_BIT 0x0001
 
-struct fin {
-	uint16_t sport;
-	unsigned long long after, seen;
+#define FLOWS 256
+
+/* One stream's count: its destination (the receiver's address and port). */
+struct flow {
+	uint32_t daddr;
+	uint16_t dport;
+	unsigned long long seen;
 	int done;
 };
+
+struct fin {
+	uint16_t sport;
+	unsigned long long after;
+	int each;		/* -a: every stream, each after its own count */
+	int nflows;
+	struct flow flows[FLOWS];
+};
+
+/* The count the segment adds to: the one stream's, or its own with -a
+ * (NULL once FLOWS streams are counted: the rest pass untouched). */
+static struct flow *
+flow_of(struct fin *f, const struct iphdr *ip, const struct tcphdr *tcp)
+{
+	int i;
+
+	if (!f->each)
+		return &f->flows[0];
+	for (i = 0; i < f->nflows; i++)
+		if (f->flows[i].daddr == ip->daddr && f->flows[i].dport == tcp->dest)
+			return &f->flows[i];
+	if (f->nflows == FLOWS)
+		return NULL;
+	f->flows[f->nflows] = (struct flow){ ip->daddr, tcp->dest, 0, 0 };
+	return &f->flows[f->nflows++];
+}
 
 /* RFC 1624: the checksum after one 16-bit word changed from old to new. */
 static uint16_t
@@ -58,6 +90,7 @@ maybe_fin(struct fin *f, uint8_t *p, int len)
 	struct tcphdr *tcp;
 	uint16_t old, new;
 	size_t ihl, doff, data;
+	struct flow *fl;
 
 	if (len < (int)sizeof(*ip) || ip->version != 4 || ip->protocol != IPPROTO_TCP)
 		return 0;
@@ -70,17 +103,18 @@ maybe_fin(struct fin *f, uint8_t *p, int len)
 	    ntohs(ip->tot_len) < ihl + doff)
 		return 0;
 	data = ntohs(ip->tot_len) - ihl - doff;
-	if (data == 0 || f->done)
+	if (data == 0 || (fl = flow_of(f, ip, tcp)) == NULL || fl->done)
 		return 0;
-	f->seen += data;
-	if (f->seen <= f->after)
+	fl->seen += data;
+	if (fl->seen <= f->after)
 		return 0;
 	memcpy(&old, (uint8_t *)tcp + TCP_FLAGS_WORD, 2);
 	new = htons((uint16_t)(ntohs(old) | FIN_BIT));
 	memcpy((uint8_t *)tcp + TCP_FLAGS_WORD, &new, 2);
 	tcp->check = checksum_update(tcp->check, ntohs(old), ntohs(new));
-	f->done = 1;
-	fprintf(stderr, "fin: set after %llu bytes\n", f->seen - data);
+	fl->done = 1;
+	fprintf(stderr, "fin: set after %llu bytes (to port %u)\n",
+	    fl->seen - data, ntohs(tcp->dest));
 	return 1;
 }
 
@@ -105,7 +139,7 @@ on_packet(struct nfq_q_handle *qh, struct nfgenmsg *msg, struct nfq_data *nfa,
 int
 main(int argc, char **argv)
 {
-	struct fin f = { 0 };
+	static struct fin f;
 	struct nfq_handle *h;
 	struct nfq_q_handle *qh;
 	const char *ready = NULL;
@@ -114,15 +148,18 @@ main(int argc, char **argv)
 	ssize_t got;
 	int opt;
 
-	while ((opt = getopt(argc, argv, "r:")) != -1) {
-		if (opt != 'r') {
-			fprintf(stderr, "usage: nfq-fin [-r READYFILE] QUEUE SPORT BYTES\n");
+	while ((opt = getopt(argc, argv, "ar:")) != -1) {
+		if (opt == 'a') {
+			f.each = 1;
+		} else if (opt == 'r') {
+			ready = optarg;
+		} else {
+			fprintf(stderr, "usage: nfq-fin [-a] [-r READYFILE] QUEUE SPORT BYTES\n");
 			return 2;
 		}
-		ready = optarg;
 	}
 	if (argc - optind != 3) {
-		fprintf(stderr, "usage: nfq-fin [-r READYFILE] QUEUE SPORT BYTES\n");
+		fprintf(stderr, "usage: nfq-fin [-a] [-r READYFILE] QUEUE SPORT BYTES\n");
 		return 2;
 	}
 	f.sport = (uint16_t)tt_number(argv[optind + 1], 65535);
