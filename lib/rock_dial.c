@@ -515,9 +515,7 @@ int
 rock_probe_found_plain(int r)
 {
 	/* A timeout here is the connect's: nothing answered the SYN. */
-	return r == ROCK_ERR_NOT_ENHANCED || r == ROCK_ERR_TIMEOUT ||
-	    (r == ROCK_ERR_SYSTEM && (errno == ECONNREFUSED ||
-	    errno == EHOSTUNREACH || errno == ENETUNREACH));
+	return r == ROCK_ERR_NOT_ENHANCED || r == ROCK_ERR_TIMEOUT;
 }
 
 /* The announcement for a destination: cached here, else in the file the

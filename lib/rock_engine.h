@@ -204,9 +204,13 @@ int rock_probe(const struct rock_log *log, const struct sockaddr *addr,
  * way) and two 0.4 %: a connection made plain for that has no rock for
  * its whole life. */
 int rock_probe_budget_ms(int timeout_ms, int mapped);
-/* A probe result (errno as it left it) that says: no rockd there, the
- * destination is refused, unreachable or an ordinary server (but see
- * rock_probe's *silent). Not a connect that timed out. */
+/* A probe result (errno as it left it) worth remembering as "no rockd
+ * there": an ordinary server answered (but see rock_probe's *silent), or
+ * nothing answered the SYN, which every connect would pay for again. Not
+ * a refused or unreachable destination: nothing listens there now, and a
+ * rockd restarting there would be taken for plain by every process of the
+ * user for the plain entry's minute (connects made during a rockd's
+ * restart stayed plain after it). */
 int rock_probe_found_plain(int r);
 /* What such a probe found, for the engine's cache (ann NULL: plain). */
 void rock_probe_remember(struct rock_engine *e, const struct sockaddr *addr,

@@ -63,16 +63,34 @@ t_eq "rockd restarted: a rock still" "$rocks" 3
 connect after-restart
 t_eq "rockd restarted: the new announcement is shared" "$probes" 2
 
+# --- 2c. a connect while rockd is down is refused, and nothing is
+#         remembered of it: the rockd back there a moment later gets a rock
+#         from the next process (it was taken for plain for a minute) -----
+kill "${pids[1]}"
+wait "${pids[1]}" 2>/dev/null
+rm -f "$cache"	# as when the announcement was found stale and forgotten
+ROCK_LOG="$t_tmp/down.log" ROCK_DEBUG=1 "$ROCK" "$TRAFFIC" connect 127.0.0.1 "$port" 1 \
+	>"$t_tmp/down.txt" 2>&1
+t_check "rockd down: the connect is refused ($(tail -n 1 "$t_tmp/down.txt"))" \
+	grep -q 'Connection refused' "$t_tmp/down.txt"
+"$ROCKD" -F -v -f "$t_tmp/rockd.conf" 2>>"$t_tmp/rockd.log" &
+pids[1]=$!
+for _ in $(seq 100); do [ "$(grep -c 'started' "$t_tmp/rockd.log")" -ge 3 ] && listening "$port" && break; sleep 0.05; done
+connect back
+t_eq "rockd back: the next process probes it" "$probes" 3
+t_eq "rockd back: and makes a rock" "$rocks" 5
+t_eq "rockd back: no plain verdict was kept" "$(grep -c 'not enhanced' "$t_tmp/back.log")" 0
+
 # --- 3. a corrupt file: one line, a probe of its own, the file made good -----
 printf 'garbage, not a probe cache' >"$cache"
 connect corrupt
 t_eq "corrupt file: one log line" "$(warnings corrupt)" 1
 t_check "corrupt file: the line says what and where" \
 	grep -q "probe cache $cache: not a probe cache; ignored" "$t_tmp/corrupt.log"
-t_eq "corrupt file: a probe of its own" "$probes" 3
-t_eq "corrupt file: a rock still" "$rocks" 5
+t_eq "corrupt file: a probe of its own" "$probes" 4
+t_eq "corrupt file: a rock still" "$rocks" 6
 connect after-corrupt
-t_eq "corrupt file: replaced by a good one (no probe next)" "$probes" 3
+t_eq "corrupt file: replaced by a good one (no probe next)" "$probes" 4
 t_eq "corrupt file: replaced, no line" "$(warnings after-corrupt)" 0
 
 # A file cut short: its size is not its count's.
@@ -80,14 +98,14 @@ head -c 100 "$cache" >"$t_tmp/short" && cat "$t_tmp/short" >"$cache"
 connect short
 t_check "truncated file: ignored with its reason" \
 	grep -q "probe cache $cache: corrupt (its size is not its count's); ignored" "$t_tmp/short.log"
-t_eq "truncated file: one log line, a probe" "$(warnings short) $probes" "1 4"
+t_eq "truncated file: one log line, a probe" "$(warnings short) $probes" "1 5"
 
 # --- 4. a file others may write: not trusted ---------------------------------
 chmod 0622 "$cache"
 connect shared-mode
 t_check "group-writable file: ignored" \
 	grep -q "probe cache $cache: accessible by group or others; ignored" "$t_tmp/shared-mode.log"
-t_eq "group-writable file: one log line, a probe" "$(warnings shared-mode) $probes" "1 5"
+t_eq "group-writable file: one log line, a probe" "$(warnings shared-mode) $probes" "1 6"
 
 # --- 5. a file another user owns (root only: chown) --------------------------
 if [ "$(id -u)" = 0 ] && id nobody >/dev/null 2>&1; then
@@ -96,7 +114,7 @@ if [ "$(id -u)" = 0 ] && id nobody >/dev/null 2>&1; then
 	connect foreign
 	t_check "foreign-owned file: ignored" \
 		grep -q "probe cache $cache: owned by another user; ignored" "$t_tmp/foreign.log"
-	t_eq "foreign-owned file: one log line, a probe" "$(warnings foreign) $probes" "1 6"
+	t_eq "foreign-owned file: one log line, a probe" "$(warnings foreign) $probes" "1 7"
 else
 	t_skipped "foreign-owned file (needs root to chown)"
 fi

@@ -53,13 +53,14 @@
  *                                       of /bin/true, the rock FD_CLOEXEC
  * traffic inherited FD BYTES            bursts (as above) on descriptor FD
  * traffic pattern BYTES                 the pattern on stdout
- * traffic serve PORT RATE BYTES RESET   backend on 127.0.0.1:PORT for many
+ * traffic serve PORT RATE BYTES RESET [http]
+ *                                       backend on 127.0.0.1:PORT for many
  *                                       clients, a child each: BYTES of the
- *                                       text pattern at RATE bytes/s (after
- *                                       an HTTP/1.0 header with no length
- *                                       when the client sent a GET within
- *                                       300 ms), then the end; a reset at
- *                                       once when the file RESET exists
+ *                                       text pattern at RATE bytes/s (with
+ *                                       http: after the client's GET and an
+ *                                       HTTP/1.0 header with no length),
+ *                                       then the end; a reset at once when
+ *                                       the file RESET exists
  * traffic text BYTES                    the text pattern on stdout
  *
  * Exit 0 when every byte was exact; otherwise 1 with the reason on stderr.
@@ -77,7 +78,6 @@
 #include <unistd.h>
 #include <limits.h>
 #include <netinet/in.h>
-#include <poll.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 
@@ -204,18 +204,14 @@ text_pattern(uint64_t off, uint8_t *p, size_t n)
 		p[i] = (off + i) % 64 == 63 ? '\n' : (uint8_t)('a' + p[i] % 26);
 }
 
-/* The client's HTTP request, if it sends one within 300 ms (a reader
- * that only reads sends nothing): read to its blank line. 1: it did. */
+/* The client's HTTP request, read to its blank line. 1: it was a GET. */
 static int
 http_request(int fd)
 {
-	struct pollfd p = { fd, POLLIN, 0 };
 	char req[8192];
 	size_t have = 0;
 	ssize_t n;
 
-	if (poll(&p, 1, 300) != 1)
-		return 0;
 	while (have < sizeof(req) - 1) {
 		if ((n = recv(fd, req + have, sizeof(req) - 1 - have, 0)) <= 0)
 			break;
@@ -228,10 +224,11 @@ http_request(int fd)
 }
 
 /* One connection of serve(): the text pattern's first `total` bytes at
- * `rate` bytes/s (after an HTTP/1.0 header, without length, for an HTTP
- * client), then the end; reset at once when the file `reset` exists. */
+ * `rate` bytes/s (with `http`, after the client's GET and an HTTP/1.0
+ * header without length), then the end; reset at once when the file
+ * `reset` exists. */
 static void
-serve_one(int fd, long long rate, uint64_t total, const char *reset)
+serve_one(int fd, long long rate, uint64_t total, const char *reset, int http)
 {
 	static const char head[] = "HTTP/1.0 200 OK\r\n"
 	    "Content-Type: application/octet-stream\r\n\r\n";
@@ -241,7 +238,9 @@ serve_one(int fd, long long rate, uint64_t total, const char *reset)
 	uint64_t sent = 0, due;
 	int64_t t0;
 
-	if (http_request(fd))
+	if (http && !http_request(fd))
+		_exit(1);
+	if (http)
 		write_all(fd, (const uint8_t *)head, sizeof(head) - 1);
 	t0 = tt_mono_ms();
 	while (sent < total) {
@@ -269,7 +268,7 @@ serve_one(int fd, long long rate, uint64_t total, const char *reset)
 
 /* A backend for many readers at once: a child per connection. */
 static int
-serve(char **av)
+serve(char **av, int http)
 {
 	long long rate = tt_number(av[1], LLONG_MAX);
 	uint64_t total = (uint64_t)tt_number(av[2], LLONG_MAX);
@@ -287,7 +286,7 @@ serve(char **av)
 			tt_die("fork");
 		case 0:
 			close(lfd);
-			serve_one(fd, rate, total, av[3]);
+			serve_one(fd, rate, total, av[3], http);
 		}
 		close(fd);
 	}
@@ -797,7 +796,10 @@ main(int argc, char **argv)
 	if (argc == 6 && strcmp(argv[1], "hold") == 0)
 		return hold(argv + 2);
 	if (argc == 6 && strcmp(argv[1], "serve") == 0)
-		return serve(argv + 2);
+		return serve(argv + 2, 0);
+	if (argc == 7 && strcmp(argv[1], "serve") == 0 &&
+	    strcmp(argv[6], "http") == 0)
+		return serve(argv + 2, 1);
 	if (argc == 3 && strcmp(argv[1], "text") == 0)
 		return print_text(argv + 2);
 	fprintf(stderr, "usage: traffic source PORT RATE SECONDS OUT | sink ADDR PORT OUT |\n"
@@ -805,6 +807,7 @@ main(int argc, char **argv)
 	    "       connect ADDR PORT N | many ADDR PORT N BYTES |\n"
 	    "       write ADDR PORT BYTES DIR | hold ADDR PORT N DIR |\n"
 	    "       rounds ADDR PORT N BYTES | forked ADDR PORT BYTES WHO |\n"
-	    "       inherited FD BYTES | serve PORT RATE BYTES RESET | text BYTES\n");
+	    "       inherited FD BYTES | serve PORT RATE BYTES RESET [http] |\n"
+	    "       text BYTES\n");
 	return 2;
 }

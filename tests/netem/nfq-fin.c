@@ -1,9 +1,9 @@
 /* nfq-fin.c: a box on the path that ends a TCP stream it does not own: the first data segment from a port past a byte count goes on with FIN set. */
 /*
- * Usage: nfq-fin [-a] [-r READYFILE] QUEUE SPORT BYTES
+ * Usage: nfq-fin [-a] [-r READYFILE] QUEUE SPORT[-LAST] BYTES
  *
  * An iptables rule sends the packets to the queue (-j NFQUEUE --queue-num
- * QUEUE). IPv4 TCP segments from source port SPORT are counted; the first
+ * QUEUE). IPv4 TCP segments from source port SPORT (to LAST) are counted; the first
  * one carrying data after BYTES bytes of payload is passed on with its FIN
  * flag set (checksum mended), once; every other packet passes untouched.
  * The receiver's kernel then reads an end of file the sender never sent,
@@ -46,7 +46,7 @@ struct flow {
 };
 
 struct fin {
-	uint16_t sport;
+	uint16_t sport, sport_last;
 	unsigned long long after;
 	int each;		/* -a: every stream, each after its own count */
 	int nflows;
@@ -99,7 +99,8 @@ maybe_fin(struct fin *f, uint8_t *p, int len)
 		return 0;
 	tcp = (struct tcphdr *)(p + ihl);
 	doff = (size_t)tcp->doff * 4;
-	if (ntohs(tcp->source) != f->sport || (size_t)len < ihl + doff ||
+	if (ntohs(tcp->source) < f->sport || ntohs(tcp->source) > f->sport_last ||
+	    (size_t)len < ihl + doff ||
 	    ntohs(ip->tot_len) < ihl + doff)
 		return 0;
 	data = ntohs(ip->tot_len) - ihl - doff;
@@ -146,6 +147,7 @@ main(int argc, char **argv)
 	char buf[65536 + 256];
 	FILE *rf;
 	ssize_t got;
+	char *dash;
 	int opt;
 
 	while ((opt = getopt(argc, argv, "ar:")) != -1) {
@@ -154,15 +156,18 @@ main(int argc, char **argv)
 		} else if (opt == 'r') {
 			ready = optarg;
 		} else {
-			fprintf(stderr, "usage: nfq-fin [-a] [-r READYFILE] QUEUE SPORT BYTES\n");
+			fprintf(stderr, "usage: nfq-fin [-a] [-r READYFILE] QUEUE SPORT[-LAST] BYTES\n");
 			return 2;
 		}
 	}
 	if (argc - optind != 3) {
-		fprintf(stderr, "usage: nfq-fin [-a] [-r READYFILE] QUEUE SPORT BYTES\n");
+		fprintf(stderr, "usage: nfq-fin [-a] [-r READYFILE] QUEUE SPORT[-LAST] BYTES\n");
 		return 2;
 	}
+	if ((dash = strchr(argv[optind + 1], '-')) != NULL)
+		*dash++ = '\0';
 	f.sport = (uint16_t)tt_number(argv[optind + 1], 65535);
+	f.sport_last = dash != NULL ? (uint16_t)tt_number(dash, 65535) : f.sport;
 	f.after = (unsigned long long)tt_number(argv[optind + 2], LLONG_MAX);
 	signal(SIGTERM, SIG_DFL);
 	if ((h = nfq_open()) == NULL)

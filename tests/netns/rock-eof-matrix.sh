@@ -23,13 +23,14 @@ py-select py-selectors py-epoll-et py-asyncio socat curl"
 FAULTS=${ROCK_EOF_FAULTS:-"kill9-0.1 kill9-2 term-drain forged-fin rock-kill other-key backend-reset"}
 nreaders=$(wc -w <<<"$READERS")
 # Each reader's stream, paced so that every fault lands mid-stream: 6 s
-# of it, the fault after about 1.5 s; all readers at once share the path.
+# of it, the fault after its first second; all readers share the path.
 case $(nn_profile_base "${NN_PROFILE:-lan}") in
 cellular) rate=20000 ;;
 dsl | satellite) rate=60000 ;;
 *) rate=200000 ;;
 esac
 bytes=$((rate * 6))
+[ "$(nn_profile_base "${NN_PROFILE:-lan}")" = lan ] || bytes=$((rate * 12))
 rtt=$(nn_profile_rtt_ms "${NN_PROFILE:-lan}")
 # A reader's bound: the stream's time, its reconnects, and where rockd
 # never returns (other key) the suspend timeout it is given.
@@ -49,7 +50,7 @@ start_rockd() {
 	rm -f "$t_tmp/rockd.pid"
 	nn_s "$ROCKD" -F -v -k "$1" -p "$t_tmp/rockd.pid" --drain-timeout 1 \
 		--control "$CTL" --listen 7000 --backend 127.0.0.1:9000 \
-		2>>"$t_tmp/rockd.log" &
+		--listen 7001 --backend 127.0.0.1:9001 2>>"$t_tmp/rockd.log" &
 	pids+=($!)
 	wait_for 5 test -s "$t_tmp/rockd.pid" && nn_wait_port "$NN_S" "$NN_S_ADDR" 7000 5 ||
 		t_skip_all "rockd did not start"
@@ -63,11 +64,14 @@ stop_rockd() {
 }
 rockd_gone() { ! kill -0 "$rockd_pid" 2>/dev/null; }
 
-# The backend: for every connection the text pattern at $rate, then its
-# end; every connection resets once $t_tmp/reset exists.
+# The backends (9001 speaks HTTP): for every connection the text pattern
+# at $rate, then its end; every connection resets once $t_tmp/reset exists.
 nn_s "$TRAFFIC" serve 9000 "$rate" "$bytes" "$t_tmp/reset" 2>"$t_tmp/serve.err" &
 pids+=($!)
-nn_wait_port "$NN_S" 127.0.0.1 9000 5 || t_skip_all "the backend did not start"
+nn_s "$TRAFFIC" serve 9001 "$rate" "$bytes" "$t_tmp/reset" http 2>"$t_tmp/serve-http.err" &
+pids+=($!)
+nn_wait_port "$NN_S" 127.0.0.1 9000 5 && nn_wait_port "$NN_S" 127.0.0.1 9001 5 ||
+	t_skip_all "the backends did not start"
 
 # FAULT READER: start that reader under rock; its pid in cell_pid[].
 declare -A cell_pid
@@ -77,13 +81,22 @@ start_reader() {
 	case $r in
 	py-*) cmd=(python3 "$PYREADER" "${r#py-}" "$NN_S_ADDR" 7000 "$d/$r.got") ;;
 	socat) cmd=(socat -d -u "TCP:$NN_S_ADDR:7000" "CREATE:$d/$r.got") ;;
-	curl) cmd=(curl -sS -o "$d/$r.got" "http://$NN_S_ADDR:7000/") ;;
+	curl) cmd=(curl -sS -o "$d/$r.got" "http://$NN_S_ADDR:7001/") ;;
 	*) cmd=("$READER" "$r" "$NN_S_ADDR" 7000 "$d/$r.got") ;;
 	esac
 	[ "$f" = other-key ] && st=$SUSPEND_S
 	ROCK_DEBUG=1 ROCK_LOG="$d/$r.log" ROCK_SUSPEND_TIMEOUT=${st:-259200} \
 		t_foreign nn_c "$ROCK" "${cmd[@]}" >"$d/$r.out" 2>"$d/$r.err" &
 	cell_pid[$f.$r]=$! pids+=($!)
+}
+
+# FAULT: each reader has had a second of its stream (or has ended).
+all_streaming() {
+	local r
+	for r in $READERS; do
+		[ "$(size "$t_tmp/$1/$r.got")" -ge "$rate" ] ||
+			! kill -0 "${cell_pid[$1.$r]}" 2>/dev/null || return 1
+	done
 }
 
 # The cell's outcome: whole (every byte, exit 0), error (an error, a
@@ -153,11 +166,11 @@ for r in json.load(sys.stdin):
 # AFTER bytes: a FIN nobody sent.
 fin_box() {
 	rm -f "$t_tmp/fin.ready"
-	nn_r "$NFQ_FIN" -a -r "$t_tmp/fin.ready" "$QUEUE" 7000 "$1" 2>"$t_tmp/fin.log" &
+	nn_r "$NFQ_FIN" -a -r "$t_tmp/fin.ready" "$QUEUE" 7000-7001 "$1" 2>"$t_tmp/fin.log" &
 	pids+=($!)
 	wait_for 5 test -s "$t_tmp/fin.ready" || t_skip_all "nfq-fin did not start"
 	fin_pid=$(cat "$t_tmp/fin.ready")
-	nn_r iptables -w -t mangle -A FORWARD -p tcp --sport 7000 -j NFQUEUE --queue-num "$QUEUE"
+	nn_r iptables -w -t mangle -A FORWARD -p tcp --sport 7000:7001 -j NFQUEUE --queue-num "$QUEUE"
 }
 
 for f in $FAULTS; do
@@ -168,7 +181,10 @@ for f in $FAULTS; do
 	start=$(now_ms)
 	for r in $READERS; do start_reader "$f" "$r"; done
 	if [ "$f" != forged-fin ]; then
-		nap 1.5
+		# Every reader a rock in mid-stream first: on a slow path
+		# sixteen handshakes at once take seconds, and a connect cut
+		# by the fault is a plain connection's business.
+		wait_for 30 all_streaming "$f" || nn_log "$f: not all streaming"
 		nn_log "$f: after $(($(now_ms) - start)) ms"
 		inject "$f"
 	fi
