@@ -27,7 +27,9 @@
  *   readv      blocking readv(2) into three buffers
  *   recvmmsg   blocking recvmmsg(2), MSG_WAITFORONE, four messages
  *   poll       non-blocking, poll(2) for POLLIN|POLLRDHUP, read to EAGAIN
+ *   ppoll      so, with ppoll(2) and an empty signal mask
  *   select     non-blocking, select(2), read to EAGAIN
+ *   pselect    so, with pselect(2) and an empty signal mask
  *   epoll      non-blocking, level-triggered epoll, one read per event
  *   epoll-et   non-blocking, edge-triggered epoll with EPOLLRDHUP, read
  *              to EAGAIN
@@ -193,13 +195,15 @@ by_recvmmsg(int fd)
 }
 
 static void
-by_poll(int fd)
+by_poll(int fd, int pp)
 {
 	struct pollfd p = { fd, POLLIN | POLLRDHUP, 0 };
+	sigset_t none;
 
+	sigemptyset(&none);
 	nonblocking(fd);
 	for (;;) {
-		if (poll(&p, 1, -1) < 0) {
+		if ((pp ? ppoll(&p, 1, NULL, &none) : poll(&p, 1, -1)) < 0) {
 			if (errno == EINTR)
 				continue;
 			tt_die("poll");
@@ -211,15 +215,18 @@ by_poll(int fd)
 }
 
 static void
-by_select(int fd)
+by_select(int fd, int ps)
 {
 	fd_set rs;
+	sigset_t none;
 
+	sigemptyset(&none);
 	nonblocking(fd);
 	for (;;) {
 		FD_ZERO(&rs);
 		FD_SET(fd, &rs);
-		if (select(fd + 1, &rs, NULL, NULL, NULL) < 0) {
+		if ((ps ? pselect(fd + 1, &rs, NULL, NULL, NULL, &none) :
+		    select(fd + 1, &rs, NULL, NULL, NULL)) < 0) {
 			if (errno == EINTR)
 				continue;
 			tt_die("select");
@@ -311,10 +318,10 @@ main(int argc, char **argv)
 		by_readv(fd);
 	else if (strcmp(mode, "recvmmsg") == 0)
 		by_recvmmsg(fd);
-	else if (strcmp(mode, "poll") == 0)
-		by_poll(fd);
-	else if (strcmp(mode, "select") == 0)
-		by_select(fd);
+	else if (strcmp(mode, "poll") == 0 || strcmp(mode, "ppoll") == 0)
+		by_poll(fd, mode[0] == 'p' && mode[1] == 'p');
+	else if (strcmp(mode, "select") == 0 || strcmp(mode, "pselect") == 0)
+		by_select(fd, mode[0] == 'p');
 	else if (strcmp(mode, "epoll") == 0)
 		by_epoll(fd, 0);
 	else if (strcmp(mode, "epoll-et") == 0)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# rock-eof-matrix.sh: every way a program waits for data (16 readers: blocking, MSG_WAITALL, readv, recvmmsg, poll, select, epoll level and edge, stdio, a forked child, Python's select, selectors, epoll and asyncio, socat, curl) through every way a stream through rockd can end short (kill -9 and a restart 0.1 s or 2 s later, SIGTERM past its drain, a forged FIN, rock kill --rockd, a restart with another key, the backend's reset): each cell is the whole stream and exit 0, or an error with a prefix of the stream; never a clean short end, never a hang.
+# rock-eof-matrix.sh: every way a program waits for data (18 readers: blocking, MSG_WAITALL, readv, recvmmsg, poll, ppoll, select, pselect, epoll level and edge, stdio, a forked child, Python's select, selectors, epoll and asyncio, socat, curl) through every way a stream through rockd can end short (kill -9 and a restart 0.1 s or 2 s later, SIGTERM past its drain, a forged FIN, rock kill --rockd, a restart with another key, the backend's reset): each cell is the whole stream and exit 0, or an error with a prefix of the stream; never a clean short end, never a hang.
 # shellcheck source-path=SCRIPTDIR
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -18,8 +18,8 @@ done
 rock_netns_up
 nn_on_cleanup drop_fin_rule
 
-READERS="read waitall readv recvmmsg poll select epoll epoll-et stdio fork
-py-select py-selectors py-epoll-et py-asyncio socat curl"
+READERS="read waitall readv recvmmsg poll ppoll select pselect epoll epoll-et
+stdio fork py-select py-selectors py-epoll-et py-asyncio socat curl"
 FAULTS=${ROCK_EOF_FAULTS:-"kill9-0.1 kill9-2 term-drain forged-fin rock-kill other-key backend-reset"}
 nreaders=$(wc -w <<<"$READERS")
 # Each reader's stream, paced so that every fault lands mid-stream: 6 s
