@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""eof-reader.py: a download client in Python, one way of waiting per mode (select, selectors, epoll edge-triggered, asyncio), telling a clean end from an error.
+"""eof-reader.py: a download client in Python, one way of waiting per mode (select, selectors, epoll edge-triggered, asyncio, urllib over HTTP), telling a clean end from an error.
 
 Usage: eof-reader.py MODE HOST PORT OUT
 Exit 0 at a clean end of file; 1 with "eof-reader.py MODE: error ENAME
@@ -12,6 +12,8 @@ import select
 import selectors
 import socket
 import sys
+import urllib.error
+import urllib.request
 
 mode, host, port, path = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
 got = 0
@@ -74,6 +76,22 @@ def by_epoll_et(sock, out):
             return
 
 
+def by_http(out):
+    """urllib, as a script fetches a URL: an HTTP/1.0 body read to its end."""
+    global got
+    try:
+        with urllib.request.urlopen(f"http://{host}:{port}/") as r:
+            while True:
+                b = r.read(65536)
+                if not b:
+                    break
+                got += len(b)
+                out.write(b)
+    except OSError as e:
+        fail(e.reason if isinstance(e, urllib.error.URLError) and
+             isinstance(e.reason, OSError) else e)
+
+
 async def by_asyncio_main(out):
     global got
     try:
@@ -93,6 +111,9 @@ def main():
     with open(path, "wb", buffering=0) as out:
         if mode == "asyncio":
             asyncio.run(by_asyncio_main(out))
+            return
+        if mode == "http":
+            by_http(out)
             return
         sock = socket.create_connection((host, port))
         {"select": by_select, "selectors": by_selectors,

@@ -20,6 +20,9 @@ nn_on_cleanup drop_fin_rule
 
 READERS="read waitall readv recvmmsg poll ppoll select pselect epoll epoll-et
 stdio fork py-select py-selectors py-epoll-et py-asyncio socat curl"
+# curl hangs in setlocale() with libasan preloaded (ka-programs.sh):
+# there Python's urllib is the HTTP reader.
+[ -z "${ROCK_SAN_PRELOAD:-}" ] || READERS=${READERS/curl/py-http}
 FAULTS=${ROCK_EOF_FAULTS:-"kill9-0.1 kill9-2 term-drain forged-fin rock-kill other-key backend-reset"}
 nreaders=$(wc -w <<<"$READERS")
 # Each reader's stream, paced so that every fault lands mid-stream: 6 s
@@ -79,6 +82,7 @@ start_reader() {
 	local f=$1 r=$2 d="$t_tmp/$1" st=
 	local -a cmd
 	case $r in
+	py-http) cmd=(python3 "$PYREADER" http "$NN_S_ADDR" 7001 "$d/$r.got") ;;
 	py-*) cmd=(python3 "$PYREADER" "${r#py-}" "$NN_S_ADDR" 7000 "$d/$r.got") ;;
 	socat) cmd=(socat -d -u "TCP:$NN_S_ADDR:7000" "CREATE:$d/$r.got") ;;
 	curl) cmd=(curl -sS -o "$d/$r.got" "http://$NN_S_ADDR:7001/") ;;
@@ -88,6 +92,13 @@ start_reader() {
 	ROCK_DEBUG=1 ROCK_LOG="$d/$r.log" ROCK_SUSPEND_TIMEOUT=${st:-259200} \
 		t_foreign nn_c "$ROCK" "${cmd[@]}" >"$d/$r.out" 2>"$d/$r.err" &
 	cell_pid[$f.$r]=$! pids+=($!)
+}
+
+# PID and its descendants (the reader under ip netns exec and rock), killed.
+kill_tree() {
+	local c
+	for c in $(pgrep -P "$1"); do kill_tree "$c"; done
+	kill -KILL "$1" 2>/dev/null
 }
 
 # FAULT: each reader has had a second of its stream (or has ended).
@@ -194,7 +205,7 @@ for f in $FAULTS; do
 		if wait_pid "${cell_pid[$f.$r]}" $((left > 0 ? left : 0)); then
 			judge "$f" "$r" "$waited"
 		else
-			kill -KILL "${cell_pid[$f.$r]}" 2>/dev/null
+			kill_tree "${cell_pid[$f.$r]}"
 			judge "$f" "$r" hang
 		fi
 	done
