@@ -117,28 +117,16 @@ drain(int fd, int once)
 	}
 }
 
+/* Blocking read(2), or recv(2) with MSG_WAITALL, whose short count is
+ * the end's or an error's: the next call says which. */
 static void
-by_read(int fd)
+by_read(int fd, int waitall)
 {
 	static char buf[BUF];
 	ssize_t n;
 
-	while ((n = read(fd, buf, sizeof(buf))) != 0) {
-		if (n < 0 && errno != EINTR)
-			fail(errno);
-		if (n > 0)
-			put(buf, (size_t)n);
-	}
-}
-
-static void
-by_waitall(int fd)
-{
-	static char buf[BUF];
-	ssize_t n;
-
-	/* A short count is the end's: the next call says 0. */
-	while ((n = recv(fd, buf, sizeof(buf), MSG_WAITALL)) != 0) {
+	while ((n = waitall ? recv(fd, buf, sizeof(buf), MSG_WAITALL) :
+	    read(fd, buf, sizeof(buf))) != 0) {
 		if (n < 0 && errno != EINTR)
 			fail(errno);
 		if (n > 0)
@@ -286,7 +274,7 @@ by_child(int fd)
 	if ((pid = fork()) < 0)
 		tt_die("fork");
 	if (pid == 0) {
-		by_read(fd);
+		by_read(fd, 0);
 		_exit(0);
 	}
 	close(fd);
@@ -310,10 +298,8 @@ main(int argc, char **argv)
 	if ((out = open(argv[4], O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0)
 		tt_die(argv[4]);
 	fd = tt_dial(argv[2], argv[3], SOCK_STREAM);
-	if (strcmp(mode, "read") == 0)
-		by_read(fd);
-	else if (strcmp(mode, "waitall") == 0)
-		by_waitall(fd);
+	if (strcmp(mode, "read") == 0 || strcmp(mode, "waitall") == 0)
+		by_read(fd, mode[0] == 'w');
 	else if (strcmp(mode, "readv") == 0)
 		by_readv(fd);
 	else if (strcmp(mode, "recvmmsg") == 0)

@@ -50,13 +50,21 @@ t_eq "second process: a rock" "$rocks" 2
 t_check "second process: the shared cache said rockd" \
 	grep -q "a rockd, by the shared probe cache" "$t_tmp/second.log"
 
+# rockd_stop; rockd_start N: rockd again, its Nth start.
+rockd_stop() { kill "${pids[1]}" && wait "${pids[1]}" 2>/dev/null; }
+rockd_start() {
+	"$ROCKD" -F -v -f "$t_tmp/rockd.conf" 2>>"$t_tmp/rockd.log" &
+	pids[1]=$!
+	for _ in $(seq 100); do
+		[ "$(grep -c 'started' "$t_tmp/rockd.log")" -ge "$1" ] && listening "$port" && break
+		sleep 0.05
+	done
+}
+
 # --- 2b. rockd restarted (a new announcement): the cached one is refused
 #         STALE, the client probes again and still makes a rock -------------
-kill "${pids[1]}"
-wait "${pids[1]}" 2>/dev/null
-"$ROCKD" -F -v -f "$t_tmp/rockd.conf" 2>>"$t_tmp/rockd.log" &
-pids[1]=$!
-for _ in $(seq 100); do [ "$(grep -c 'started' "$t_tmp/rockd.log")" -ge 2 ] && listening "$port" && break; sleep 0.05; done
+rockd_stop
+rockd_start 2
 connect restarted
 t_eq "rockd restarted: the stale announcement costs one probe" "$probes" 2
 t_eq "rockd restarted: a rock still" "$rocks" 3
@@ -66,16 +74,13 @@ t_eq "rockd restarted: the new announcement is shared" "$probes" 2
 # --- 2c. a connect while rockd is down is refused, and nothing is
 #         remembered of it: the rockd back there a moment later gets a rock
 #         from the next process (it was taken for plain for a minute) -----
-kill "${pids[1]}"
-wait "${pids[1]}" 2>/dev/null
+rockd_stop
 rm -f "$cache"	# as when the announcement was found stale and forgotten
 ROCK_LOG="$t_tmp/down.log" ROCK_DEBUG=1 "$ROCK" "$TRAFFIC" connect 127.0.0.1 "$port" 1 \
 	>"$t_tmp/down.txt" 2>&1
 t_check "rockd down: the connect is refused ($(tail -n 1 "$t_tmp/down.txt"))" \
 	grep -q 'Connection refused' "$t_tmp/down.txt"
-"$ROCKD" -F -v -f "$t_tmp/rockd.conf" 2>>"$t_tmp/rockd.log" &
-pids[1]=$!
-for _ in $(seq 100); do [ "$(grep -c 'started' "$t_tmp/rockd.log")" -ge 3 ] && listening "$port" && break; sleep 0.05; done
+rockd_start 3
 connect back
 t_eq "rockd back: the next process probes it" "$probes" 3
 t_eq "rockd back: and makes a rock" "$rocks" 5
