@@ -8,13 +8,19 @@ key=AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=
 # shellcheck disable=SC2016 # the remote command, as rock sends it
 remote='env PATH="$PATH:/usr/local/sbin:/usr/sbin" rockd --session'
 mkdir -p "$t_tmp/bin"
-# The fake ssh: -G prints a port; the bootstrap (its last argument runs
+# The fake ssh: -G prints a port; -O check finds a master when
+# FAKE_MASTER is set; the bootstrap (its last argument runs
 # rockd) records its arguments and does what FAKE says; the real run
 # records its arguments and the settings rock handed on.
 cat >"$t_tmp/bin/ssh" <<'FAKE'
 #!/bin/sh
 for a; do last=$a; done
 case " $* " in *" -G "*) echo "user root"; echo "port ${FAKE_PORT:-22}"; exit 0 ;; esac
+case " $* " in *" -O check "*)
+	printf '%s|' "$@" >"$FAKE_DIR/check.args"
+	[ -n "${FAKE_MASTER:-}" ] && echo "Master running (pid=1)" >&2 && exit 0
+	echo "Control socket connect(/x): No such file or directory" >&2; exit 255 ;;
+esac
 case $last in
 *"rockd --session")
 	printf '%s|' "$@" >"$FAKE_DIR/boot.args"
@@ -37,7 +43,7 @@ export FAKE_DIR=$t_tmp FAKE_KEY=$key
 # MODE ROCK-ARGS...: rock with the fake ssh first in PATH; stdout and
 # stderr in $t_tmp/out and err, the status in $rc.
 fake() {
-	rm -f "$t_tmp/boot.args" "$t_tmp/run.args"
+	rm -f "$t_tmp/boot.args" "$t_tmp/run.args" "$t_tmp/check.args"
 	FAKE=$1 PATH="$t_tmp/bin:$PATH" ROCK_MODE=rock t_foreign "$ROCK" "${@:2}" \
 		>"$t_tmp/out" 2>"$t_tmp/err"
 	rc=$?
@@ -46,13 +52,16 @@ fake() {
 FAKE_PORT=2222 fake ok ssh -p 2222 -i id -L 1:a:2 u@h -v echo 'a b'
 t_eq "session: exit status" "$rc" 0
 t_eq "session: the bootstrap's arguments (the user's options, to the host's options, no command)" \
-	"$(cat "$t_tmp/boot.args")" "-T|-o|ClearAllForwardings=yes|-p|2222|-i|id|-L|1:a:2|u@h|-v|$remote|"
+	"$(cat "$t_tmp/boot.args")" "-T|-o|ClearAllForwardings=yes|-o|ControlMaster=no|-o|ControlPath=none|-p|2222|-i|id|-L|1:a:2|u@h|-v|$remote|"
+t_eq "session: a master looked for first, with the user's options" \
+	"$(cat "$t_tmp/check.args")" "-O|check|-p|2222|-i|id|-L|1:a:2|u@h|-v|"
 t_eq "session: ssh's own arguments unchanged" "$(cat "$t_tmp/run.args")" "-p|2222|-i|id|-L|1:a:2|u@h|-v|echo|a b|"
 t_eq "session: ssh's port mapped to rockd's, pinned to its key" "$(cat "$t_tmp/out")" "map=2222=40000 key=$key"
 t_eq "session: nothing said" "$(cat "$t_tmp/err")" ""
 
 fake ok ssh -- h
-t_eq "session after --: the bootstrap's arguments" "$(cat "$t_tmp/boot.args")" "-T|-o|ClearAllForwardings=yes|--|h|$remote|"
+t_eq "session after --: the bootstrap's arguments" "$(cat "$t_tmp/boot.args")" \
+	"-T|-o|ClearAllForwardings=yes|-o|ControlMaster=no|-o|ControlPath=none|--|h|$remote|"
 t_eq "session after --: port 22 mapped" "$(cat "$t_tmp/out")" "map=22=40000 key=$key"
 
 fake missing ssh h true
@@ -80,6 +89,15 @@ fake noconnect ssh h
 t_eq "ssh cannot log in to start rockd: said, once" "$(cat "$t_tmp/err")" \
 	"rock: cannot start rockd on h over ssh: ssh: connect to host h port 22: Connection refused; running ssh as usual"
 t_eq "ssh cannot log in to start rockd: ssh runs as usual" "$rc $(cat "$t_tmp/out")" "0 map=unset key=unset"
+
+# A live master (the user's ControlMaster): the session goes through it.
+FAKE_MASTER=1 fake ok ssh -v h true
+t_check "a master is running: no bootstrap" test ! -e "$t_tmp/boot.args"
+t_eq "a master is running: ssh as typed, no port map" "$(cat "$t_tmp/out")" "map=unset key=unset"
+t_eq "a master is running: said only under -v" "$(cat "$t_tmp/err")" ""
+FAKE_MASTER=1 fake ok -v ssh h true
+t_check "a master is running, rock -v: says so" \
+	grep -q "^rock: an ssh master for h is running: the session goes through it" "$t_tmp/err"
 
 ROCK_PORT_MAP=22=4022 fake ok ssh h
 t_check "ROCK_PORT_MAP set: no bootstrap" test ! -e "$t_tmp/boot.args"

@@ -211,6 +211,26 @@ out:
 	return (unsigned)port;
 }
 
+/* A live master for the destination (ssh -O check): the session goes
+ * through it, which an earlier rock ssh made a rock (or the user made
+ * plain): there is nothing to start. */
+static int
+master_alive(const char *ssh, char **argv, int cmd)
+{
+	static const char *const extra[] = { "-O", "check", NULL };
+	char **v = ssh_argv(argv, cmd, extra, NULL);
+	int null = -1, alive = 0;
+	pid_t pid;
+
+	if (v != NULL && (null = open("/dev/null", O_WRONLY | O_CLOEXEC)) >= 0 &&
+	    (pid = spawn(ssh, v, null, null)) > 0)
+		alive = reap(pid, EXIT_WAIT_MS) == 0;
+	if (null >= 0)
+		close(null);
+	free(v);
+	return alive;
+}
+
 /* "ROCKD-SESSION 1 PORT KEY": 0 with the port and the key's text (in
  * key, ROCK_KEY_TEXT_LEN bytes); the line is left as it came. */
 static int
@@ -253,9 +273,13 @@ bootstrap(const char *ssh, char **argv, const struct ssh_args *a,
     char *line, size_t size, FILE *err)
 {
 	/* No terminal, so the line comes as written; no forwardings: the
-	 * ssh that follows sets them up. */
+	 * ssh that follows sets them up. Never a master, nor through one:
+	 * run before librock, a master it made (ControlMaster auto in the
+	 * user's config) would be a plain connection that every later
+	 * session multiplexes through. */
 	static const char *const extra[] = { "-T", "-o",
-	    "ClearAllForwardings=yes", NULL };
+	    "ClearAllForwardings=yes", "-o", "ControlMaster=no", "-o",
+	    "ControlPath=none", NULL };
 	char **v = ssh_argv(argv, a->cmd, extra, REMOTE_COMMAND);
 	int fds[2], n, st;
 	pid_t pid;
@@ -335,6 +359,13 @@ rock_ssh_session(const char *ssh, int argc, char **argv, int verbose)
 	ssh_split(argc, argv, &a);
 	if (a.host < 0 || !a.session)
 		return 0;
+	if (master_alive(ssh, argv, a.cmd)) {
+		if (verbose)
+			fprintf(stderr, "rock: an ssh master for %s is running: "
+			    "the session goes through it, nothing to start\n",
+			    argv[a.host]);
+		return 0;
+	}
 	from = ssh_port(ssh, argv, a.cmd);
 	if ((err = tmpfile()) == NULL) {
 		fall_back(-1, argv[a.host], NULL, "");
