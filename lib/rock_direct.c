@@ -35,6 +35,13 @@ rock_direct_peer_ended(const struct rock_session *s)
 	return rock_session_peer_ended(s);
 }
 
+int
+rock_direct_peer_ends_after(const struct rock_session *s, uint64_t ahead)
+{
+	return (s->peer_flags & ROCK_FLAG_WR_SHUT) &&
+	    s->consumed + ahead == s->peer_end;
+}
+
 void
 rock_direct_eof_unconfirmed(struct rock_session *s)
 {

@@ -279,6 +279,9 @@ int rock_direct_fd(const struct rock_session *s);
 /* The peer said (authenticated) that its stream ends where the
  * application has read to: an end of file read now is that end. */
 int rock_direct_peer_ended(const struct rock_session *s);
+/* The peer said (authenticated) that its stream ends `ahead` bytes past
+ * what the application has read: a FIN behind that many is that end. */
+int rock_direct_peer_ends_after(const struct rock_session *s, uint64_t ahead);
 /* These run on the engine's loop only: the application's read saw the
  * peer's end of stream; see whether both ends are done; its I/O failed. */
 void rock_direct_eof(struct rock_session *s);

@@ -167,30 +167,6 @@ on_state(struct rock_session *s, enum rock_state from, enum rock_state to,
 	shim_wake();
 }
 
-/* An ending that is not the peer's end of stream (decision 20): the
- * program's socket still holds the dead connection, whose FIN (or our own
- * SHUT_RD at the suspension) would read as a clean end once the error
- * below was taken. Disconnected, it reads ENOTCONN after that error, and
- * poll reports it hung up, as a reset TCP connection is; the kernel's own
- * error is taken here so that the program hears one error, the rock's. */
-static void
-disconnect_program(struct shim_rock *r)
-{
-	struct sockaddr sa = { .sa_family = AF_UNSPEC };
-	socklen_t len;
-	int i, e;
-
-	for (i = 0; i < r->nfds; i++) {
-		len = sizeof(e);
-		if (shim_real.getsockopt(r->fds[i], SOL_SOCKET, SO_PROTOCOL, &e,
-		    &len) != 0 || e != IPPROTO_TCP)
-			continue;	/* a number reused behind our back */
-		(void)shim_real.connect(r->fds[i], &sa, sizeof(sa));
-		len = sizeof(e);
-		(void)shim_real.getsockopt(r->fds[i], SOL_SOCKET, SO_ERROR, &e, &len);
-	}
-}
-
 /* The program's next call fails as on an aborted TCP connection. */
 static void
 on_closed(struct rock_session *s, int err, void *arg)
@@ -199,13 +175,16 @@ on_closed(struct rock_session *s, int err, void *arg)
 
 	r->s = NULL;
 	r->err = err == 0 ? 0 : err == ROCK_ERR_TIMEOUT ? ETIMEDOUT : ECONNRESET;
-	if (r->err != 0 && !r->connecting)
-		disconnect_program(r);
 	if (!r->connecting)	/* else the connecting thread decides */
 		shim_rock_set_ready(r, 1);
 	r->ring_blocked = 0;
-	/* A program waiting in epoll must hear of the end too. */
+	/* A program waiting in epoll must hear of the end too: also an
+	 * edge-triggered one whose last edge (the reset that made us judge
+	 * the connection failed) was taken from it while the rock was
+	 * live, and which nothing else would wake now. */
 	shim_epoll_resume(r);
+	if (r->err != 0)
+		shim_epoll_kick(r);
 	rock_session_free(s);
 	if (r->released && !r->connecting)
 		shim_rock_free(r);	/* else the connecting thread does */

@@ -164,15 +164,18 @@ kernel_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 	return r;
 }
 
-/* A registration of the program's, as the kernel holds it: with
- * EPOLLRDHUP, so that a FIN comes to keep_event's judgement (decision 20)
- * even when the program did not ask for it. */
+/* A registration of the program's, as the kernel holds it: a reader's
+ * with EPOLLRDHUP, so that a FIN comes to keep_event's judgement
+ * (decision 20) even when the program did not ask for it. Not a writer's
+ * (a FIN, once judged, would wake it for nothing again and again), nor an
+ * EPOLLEXCLUSIVE one (the kernel refuses the pair). */
 static int
 kernel_ctl_reg(int epfd, int op, int fd, const struct epoll_event *ev)
 {
 	struct epoll_event k = *ev;
 
-	k.events |= EPOLLRDHUP;
+	if ((k.events & EPOLLIN) && !(k.events & EPOLLEXCLUSIVE))
+		k.events |= EPOLLRDHUP;
 	return kernel_ctl(epfd, op, fd, &k);
 }
 
@@ -366,6 +369,14 @@ keep_event(int epfd, struct epoll_event *ev)
 			break;
 		case -1:
 			return 0;	/* and out of the set until decided */
+		case -2:
+			/* Of a socket swapped out since: nothing to show,
+			 * and a one-shot interest the kernel spent on it is
+			 * the program's still. */
+			if (g->ev.events & EPOLLONESHOT)
+				(void)kernel_ctl_reg(epfd, EPOLL_CTL_MOD, g->fd,
+				    &g->ev);
+			return 0;
 		}
 	}
 	ev->events &= g->ev.events | EPOLLERR | EPOLLHUP;

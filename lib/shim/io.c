@@ -145,12 +145,14 @@ kernel_recv(int fd, struct msghdr *m, int flags)
 }
 
 /* Lock held. The record's answer once the engine let go: the error of an
- * aborted connection once, then the socket's own. A call that moved
- * `done` bytes returns them and leaves the error to the next call, as
- * the kernel does (a MSG_WAITALL read that lost it read ENOTCONN next,
- * or before the socket was disconnected, a clean end). 1: answered. */
+ * aborted connection once, then the socket's own (disconnected: ENOTCONN,
+ * EPIPE). A call that moved `done` bytes returns them and leaves the error
+ * to the next call, as the kernel does (a MSG_WAITALL read took it along,
+ * and the next read had the dead connection's FIN: a clean end). 1:
+ * answered. */
 static int
-engine_gone(struct shim_rock *r, size_t done, ssize_t *ret)
+engine_gone(struct shim_rock *r, const struct call *c, size_t done,
+    ssize_t *ret)
 {
 	if (r->s != NULL || r->connecting || r->err == 0)
 		return 0;
@@ -158,10 +160,25 @@ engine_gone(struct shim_rock *r, size_t done, ssize_t *ret)
 		*ret = (ssize_t)done;
 		return 1;
 	}
-	errno = r->err;
-	r->err = 0;
+	errno = shim_rock_take_error(r, c->fd);
 	*ret = -1;
 	return 1;
+}
+
+/* Lock held, r ended with an error not yet taken: what its connection
+ * still holds comes first, as a reset TCP connection gives its queued
+ * bytes before the reset (an authenticated reset overtakes the bytes
+ * sent before it). A non-blocking look: the lock stays held. */
+static ssize_t
+queued_before_error(struct shim_rock *r, const struct call *c,
+    struct msghdr *m)
+{
+	ssize_t n;
+
+	if (r->s != NULL || r->connecting || r->err == 0)
+		return 0;
+	n = kernel_recv(c->fd, m, (c->flags & ~MSG_WAITALL) | MSG_DONTWAIT);
+	return n > 0 ? n : 0;
 }
 
 /* Errors that say the connection is gone: the engine's business. Any
@@ -245,7 +262,9 @@ recv_loop(struct shim_rock *r, struct call *c, struct msghdr *m)
 	for (;;) {
 		if (r->dead)
 			return got > 0 ? (ssize_t)got : (errno = EBADF, -1);
-		if (engine_gone(r, got, &ret))
+		if (got == 0 && (ret = queued_before_error(r, c, m)) > 0)
+			return ret;
+		if (engine_gone(r, c, got, &ret))
 			return ret;
 		if (r->rd_shut)
 			return (ssize_t)got;
@@ -426,7 +445,7 @@ send_loop(struct shim_rock *r, struct call *c, struct msghdr *m)
 	for (;;) {
 		if (r->dead)
 			return sent > 0 ? (ssize_t)sent : (errno = EBADF, -1);
-		if (engine_gone(r, sent, &n))
+		if (engine_gone(r, c, sent, &n))
 			return n;
 		if (r->wr_shut) {
 			errno = EPIPE;

@@ -82,7 +82,12 @@ mask_rocks(const struct pollfd *fds, struct pollfd *cp, nfds_t n,
 			*full = 1;
 			/* FALLTHROUGH */
 		case SHOW_LIVE:
-			cp[i].events |= POLLRDHUP;
+			/* Only with POLLIN: a FIN the peer confirmed would
+			 * else wake a writer's poll for nothing, again and
+			 * again. */
+			if ((cp[i].events & POLLIN) &&
+			    shim_rock_fin_unjudged(shim_rock_of(fds[i].fd)))
+				cp[i].events |= POLLRDHUP;
 			break;
 		}
 	}
@@ -123,6 +128,7 @@ rock_revents(int fd, short asked, short got)
 			got &= ~(POLLRDHUP | POLLHUP);	/* bytes first */
 			break;
 		case -1:
+		case -2:
 			return 0;
 		}
 	}

@@ -282,17 +282,58 @@ shim_rock_eof_wait(struct shim_rock *r)
 }
 
 int
+shim_rock_fin_unjudged(const struct shim_rock *r)
+{
+	return r->s != NULL && r->ready && !r->rd_shut &&
+	    !rock_direct_peer_ended(r->s);
+}
+
+/* The socket looked at now, not the poll's word (which may be of a socket
+ * swapped out since): a one-byte peek says whether bytes come first (also
+ * the urgent mark, which SIOCINQ counts as none), the FIN, nothing (the
+ * word was of another socket), or an error. */
+int
 shim_rock_fin_check(struct shim_rock *r, int fd)
 {
 	int queued = 0;
+	ssize_t n;
+	char c;
 
-	if (r->s == NULL || !r->ready || r->rd_shut ||
-	    rock_direct_peer_ended(r->s))
+	if (!shim_rock_fin_unjudged(r))
 		return 0;
-	if (ioctl(fd, SIOCINQ, &queued) == 0 && queued > 0)
-		return 1;
-	shim_rock_eof_wait(r);
+	if (r->inflight > 0)
+		return 1;	/* a read inside the kernel judges it */
+	n = shim_real.recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+	if (n > 0)
+		return ioctl(fd, SIOCINQ, &queued) == 0 && queued > 0 &&
+		    rock_direct_peer_ends_after(r->s, (uint64_t)queued) ? 0 : 1;
+	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+		return -2;
+	if (n < 0)
+		shim_rock_failed(r);
+	else
+		shim_rock_eof_wait(r);
 	return -1;
+}
+
+/* The connection's end was an error: the program's socket still holds
+ * the dead connection, whose FIN (or our own SHUT_RD at the suspension)
+ * would read as a clean end once the error was taken. Disconnected, it
+ * reads ENOTCONN from then on, and poll reports it hung up, as a reset
+ * TCP connection; the kernel's own error is taken here so that the
+ * program hears one, the rock's. fd is the program's call's, so the rock's
+ * (a number in r->fds may have been closed and reused behind our back). */
+int
+shim_rock_take_error(struct shim_rock *r, int fd)
+{
+	struct sockaddr sa = { .sa_family = AF_UNSPEC };
+	socklen_t len = sizeof(int);
+	int err = r->err, e;
+
+	r->err = 0;
+	(void)shim_real.connect(fd, &sa, sizeof(sa));
+	(void)shim_real.getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &len);
+	return err;
 }
 
 void

@@ -295,10 +295,17 @@ void shim_rock_failed(struct shim_rock *r);		/* lock held */
 /* The program's read found a FIN the peer has not confirmed: the rock is
  * hidden until the engine decides (its end, a reconnect, an error). */
 void shim_rock_eof_wait(struct shim_rock *r);		/* lock held */
+/* A FIN on r would be the engine's to judge: readiness calls ask the
+ * kernel for POLLRDHUP on the program's behalf. */
+int shim_rock_fin_unjudged(const struct shim_rock *r);	/* lock held */
 /* A readiness call saw a FIN on fd (POLLRDHUP): 0 it is the peer's end,
  * or the program's own SHUT_RD; 1 bytes come before it: show them, not
- * the hang-up; -1 an end not confirmed: r waits, hidden, for the engine. */
+ * the hang-up; -1 an end not confirmed (or the socket failed): r waits,
+ * hidden, for the engine; -2 the word was stale: show nothing. */
 int shim_rock_fin_check(struct shim_rock *r, int fd);	/* lock held */
+/* Lock held, r ended with r->err: that error, taken, and the program's
+ * socket fd disconnected. */
+int shim_rock_take_error(struct shim_rock *r, int fd);
 /* fd no longer names r (closed, or replaced by dup2). */
 void shim_rock_drop_fd(struct shim_rock *r, int fd);	/* lock held */
 void shim_rock_release_all(void);			/* lock held */
