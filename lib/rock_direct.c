@@ -115,6 +115,7 @@ rock_direct_eof(struct rock_session *s)
 	if (s->flags & ROCK_FLAG_EOF_SEEN)
 		return;
 	s->flags |= ROCK_FLAG_EOF_SEEN;
+	s->fin_read = 1;	/* the program read it, on this connection */
 	rlog_debug(s->e->log, "rock %s: peer's end of stream after %llu bytes",
 	    s->name, (unsigned long long)s->consumed);
 	rock_session_tell_peer(s);

@@ -176,6 +176,7 @@ rock_engine_free(struct rock_engine *e)
 		rock_session_free(e->all);
 	}
 	rock_farewell_free_all(e);
+	rock_drain_free_all(e);
 	rock_netlink_close(e);
 	rock_control_close(e);
 	free(e->table);

@@ -79,6 +79,7 @@ struct rock_session {
 	uint32_t peer_flags;
 	int want_shut;			/* owner asked; done once outq drains */
 	int shut_sent;			/* FIN sent on the current connection */
+	int fin_read;			/* the peer's FIN read on it */
 	uint64_t replay_from;		/* next ring offset to write; end when caught up */
 	/* Past every offset ever written (the ring's end may hold bytes not
 	 * written yet): a peer's count beyond it is a lie. A hand-over does
@@ -180,6 +181,13 @@ struct rock_session {
 /* Finished rocks' farewells held at most (rock_farewell.c): a bound on
  * the memory strangers' closes can make us hold. A power of two. */
 #define ROCK_FAREWELL_MAX 4096
+/* How long a finished rock's farewell is repeated, and its data
+ * connection held for the peer's FIN (rock_drain.c): long enough for the
+ * copies and a few of the peer's heartbeats at heavy loss, short of the
+ * 2 s within which a closed rock leaves nothing. */
+#define ROCK_FAREWELL_MS 1500
+/* Finished rocks' data connections held at most: the oldest goes first. */
+#define ROCK_DRAIN_MAX 4096
 #define PROBE_CACHE 16
 #define PROBE_CACHE_MS ROCK_PROBE_TTL_MS
 #define PROBE_CACHE_PLAIN_MS ROCK_PROBE_PLAIN_TTL_MS
@@ -244,6 +252,9 @@ struct rock_engine {
 	struct rock_farewell *farewells, *farewell_oldest;
 	struct rock_farewell **farewell_table;	/* by id; NULL until one */
 	size_t nfarewells;
+	/* Finished rocks' data connections awaiting the peer's FIN. */
+	struct rock_drain *drains, *drain_oldest;
+	size_t ndrains;
 	void (*lock)(void *);		/* the owner's, when other threads */
 	void (*unlock)(void *);		/* touch sessions (the preload shim) */
 	void *lock_arg;
@@ -435,6 +446,11 @@ int rock_farewell_answer_packet(struct rock_engine *e,
     const struct sockaddr_storage *from, socklen_t fromlen);
 void rock_farewell_tick(struct rock_engine *e, int64_t now);
 void rock_farewell_free_all(struct rock_engine *e);
+/* A finished rock's data connection, taken: closed once the peer's FIN is
+ * read (at once if fin_read), or at the farewell's end, and read and
+ * discarded until then, so that close() never sends a reset. 1: held. */
+int rock_drain_close(struct rock_engine *e, int fd, int fin_read);
+void rock_drain_free_all(struct rock_engine *e);
 /* A farewell as part of the engine's hand-over record, and back. */
 struct rock_rec_out;
 struct rock_rec_in;

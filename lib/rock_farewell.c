@@ -8,9 +8,6 @@
 #include "rock_err.h"
 #include "rock_rec.h"
 
-/* Long enough for the copies below and a few of the peer's heartbeats at
- * heavy loss, short of the 2 s within which a closed rock leaves nothing. */
-#define FAREWELL_MS 1500
 #define FAREWELL_COPIES 6
 /* Every record and packet for an id no session has is looked up here: a
  * list scanned per datagram cost a mass close seconds of CPU at 4,096
@@ -131,7 +128,7 @@ rock_farewell_add(struct rock_session *s)
 	f->flags = s->flags;
 	f->to = s->udp_peer;
 	f->tolen = s->udp_peer_len;
-	f->expires_ms = rock_now_ms() + FAREWELL_MS;
+	f->expires_ms = rock_now_ms() + ROCK_FAREWELL_MS;
 	if (link_farewell(e, f, 0) != 0) {
 		rock_keys_wipe(&f->keys);
 		free(f);

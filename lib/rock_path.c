@@ -160,6 +160,7 @@ watch_anew(struct rock_session *s)
 	s->tcp_watched = 0;
 	s->stall_since_ms = 0;
 	s->eof_unconfirmed_ms = 0;
+	s->fin_read = 0;
 }
 
 void

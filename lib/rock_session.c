@@ -232,6 +232,26 @@ rock_session_fail(struct rock_session *s, const char *why)
 		rock_session_close(s, ROCK_ERR_SYSTEM, "reconnect not granted");
 }
 
+/* A finished rock's connection may still bring the peer's FIN, or bytes
+ * behind it (the FIN of a connection that replaced the one whose FIN we
+ * read, say): closed with them unread, or before they come, it would
+ * answer them with a reset, and a peer still reading sees ECONNRESET for
+ * a stream that ended. It is held and read until the FIN (rock_drain.c).
+ * In direct mode the program holds the socket: ours is only a copy of
+ * the descriptor, and its reads are the program's. */
+static void
+close_data(struct rock_session *s, int err)
+{
+	if (s->fd < 0)
+		return;
+	if (err != 0 || rock_is_direct(s))
+		close(s->fd);
+	else if (rock_drain_close(s->e, s->fd, s->fin_read))
+		rlog_debug(s->e->log, "rock %s: data connection held for the "
+		    "peer's FIN, %d ms at most", s->name, ROCK_FAREWELL_MS);
+	s->fd = -1;
+}
+
 void
 rock_session_close(struct rock_session *s, int err, const char *why)
 {
@@ -241,10 +261,7 @@ rock_session_close(struct rock_session *s, int err, const char *why)
 	rock_status_free(s);
 	rock_direct_stop(s);
 	rock_stream_detach(s);
-	if (s->fd >= 0) {
-		close(s->fd);
-		s->fd = -1;
-	}
+	close_data(s, err);
 	if (err != 0)
 		rlog_info(s->e->log, "rock %s: closed: %s", s->name, why);
 	rock_session_set_state(s, ROCK_ST_CLOSED, why);

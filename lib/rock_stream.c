@@ -372,6 +372,7 @@ read_data(struct rock_session *s, int fd)
 		rock_session_fail(s, strerror(errno));
 	} else if (n == 0) {
 		event_del(s->ev_read);
+		s->fin_read = 1;
 		rock_session_eof_read(s);
 	} else {
 		s->consumed += (uint64_t)n;

@@ -382,6 +382,8 @@ START_TEST(test_graceful_close)
 	ck_assert_uint_eq(cl.ngot, 3);
 	ck_assert_mem_eq(cl.got, "bye", 3);
 	ck_assert_int_eq(cl.states[ROCK_ST_CLOSED], 1);
+	/* The server's FIN was read: its connection closed at once. */
+	ck_assert_uint_eq(cl.e->ndrains, 0);
 	pair_down(&sv);
 }
 END_TEST
@@ -648,6 +650,94 @@ START_TEST(test_not_enhanced)
 }
 END_TEST
 
+/* ---- a finished rock's data connection (rock_drain.c) */
+
+/* A connected TCP pair on loopback: *ours and the *peer's end. */
+static void
+tcp_pair(int *ours, int *peer)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET,
+	    .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t len = sizeof(a);
+	int lfd = socket(AF_INET, SOCK_STREAM, 0);
+
+	ck_assert_int_eq(bind(lfd, (struct sockaddr *)&a, sizeof(a)), 0);
+	ck_assert_int_eq(listen(lfd, 1), 0);
+	ck_assert_int_eq(getsockname(lfd, (struct sockaddr *)&a, &len), 0);
+	ck_assert_int_ge(*peer = socket(AF_INET, SOCK_STREAM, 0), 0);
+	ck_assert_int_eq(connect(*peer, (struct sockaddr *)&a, sizeof(a)), 0);
+	ck_assert_int_ge(*ours = accept(lfd, NULL, NULL), 0);
+	close(lfd);
+}
+
+/* The peer, once our end is closed: it reads our FIN, and no reset came
+ * (SO_ERROR would say ECONNRESET or EPIPE) however long it looks. */
+static int
+peer_error(int peer)
+{
+	struct pollfd p = { peer, POLLIN, 0 };
+	char c;
+	int err = 0;
+	socklen_t len = sizeof(err);
+
+	ck_assert_int_eq(poll(&p, 1, 2000), 1);
+	ck_assert_int_eq(recv(peer, &c, 1, 0), 0);
+	usleep(50000);
+	ck_assert_int_eq(getsockopt(peer, SOL_SOCKET, SO_ERROR, &err, &len), 0);
+	return err;
+}
+
+static int no_drains(void) { return cl.e->ndrains == 0; }
+
+/* The peer's bytes and FIN come after the rock finished: they are read
+ * and dropped, the connection closes at the FIN, and the peer sees an
+ * end, never a reset. Closed at once instead, the same bytes draw one. */
+START_TEST(test_drain_until_fin)
+{
+	static const uint8_t late[1000];
+	int ours, peer;
+
+	client_engine(NULL);
+	tcp_pair(&ours, &peer);
+	close(ours);
+	ck_assert_int_eq(send(peer, late, sizeof(late), 0), (ssize_t)sizeof(late));
+	ck_assert_int_ne(peer_error(peer), 0);
+	close(peer);
+
+	tcp_pair(&ours, &peer);
+	rock_drain_close(cl.e, ours, 0);
+	ck_assert_uint_eq(cl.e->ndrains, 1);
+	ck_assert_int_eq(send(peer, late, sizeof(late), 0), (ssize_t)sizeof(late));
+	ck_assert_int_eq(shutdown(peer, SHUT_WR), 0);
+	ck_assert(run_until(no_drains, ROCK_FAREWELL_MS / 2));
+	ck_assert_int_eq(peer_error(peer), 0);
+	close(peer);
+	client_free();
+}
+END_TEST
+
+/* A peer that sends no FIN holds the connection until the farewell's
+ * end, no longer; what it sent meanwhile is dropped, and the close sends
+ * no reset. */
+START_TEST(test_drain_ends_at_farewell)
+{
+	static const uint8_t late[1000];
+	int ours, peer;
+	int64_t t0;
+
+	client_engine(NULL);
+	tcp_pair(&ours, &peer);
+	t0 = rock_now_ms();
+	rock_drain_close(cl.e, ours, 0);
+	ck_assert_int_eq(send(peer, late, sizeof(late), 0), (ssize_t)sizeof(late));
+	ck_assert(run_until(no_drains, 2 * ROCK_FAREWELL_MS));
+	ck_assert_int_ge(rock_now_ms() - t0, ROCK_FAREWELL_MS - 50);
+	ck_assert_int_eq(peer_error(peer), 0);
+	close(peer);
+	client_free();
+}
+END_TEST
+
 Suite *
 session_suite(void)
 {
@@ -668,6 +758,8 @@ session_suite(void)
 	tcase_add_test(tc, test_backend_refused);
 	tcase_add_test(tc, test_probe_cache);
 	tcase_add_test(tc, test_not_enhanced);
+	tcase_add_test(tc, test_drain_until_fin);
+	tcase_add_test(tc, test_drain_ends_at_farewell);
 	suite_add_tcase(s, tc);
 	return s;
 }
