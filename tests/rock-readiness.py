@@ -2,7 +2,7 @@
 """rock-readiness.py: the servers and clients of rock-readiness.sh: readiness and endings that a reader of its own would get wrong.
 
   rock-readiness.py serve PORT     backend: per connection, by its first line:
-      "hello": a greeting, its end (SHUT_WR), no reading for 8 s
+      "hello": a greeting, its end (SHUT_WR), no reading for 15 s
       "answer": reads 10 bytes, answers, then resets (SO_LINGER 0)
   rock-readiness.py MODE PORT      a client; prints one line "MODE: ..."
 """
@@ -34,7 +34,7 @@ def handle(c):
             return
         c.sendall(b"hello from backend\n")
         c.shutdown(socket.SHUT_WR)
-        time.sleep(8)
+        time.sleep(15)
         while c.recv(1 << 20):
             pass
     except OSError:
@@ -75,9 +75,10 @@ def greeting_then_end(s):
 
 
 def fill(s):
-    """Our sending side full: the backend does not read for a while."""
-    last = time.monotonic()
-    while time.monotonic() - last < 0.5:
+    """Our sending side full (the backend does not read for a while): no
+    progress for 0.5 s, or 10 s of it (a slow build's rings fill slowly)."""
+    last = start = time.monotonic()
+    while time.monotonic() - last < 0.5 and time.monotonic() - start < 10:
         try:
             s.send(b"x" * 65536)
             last = time.monotonic()
