@@ -38,8 +38,13 @@ recvmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags,
 		n = IOV_MAX;
 	for (i = 0; i < n; i++) {
 		if ((got = shim_rock_recv(fd, &v[i].msg_hdr,
-		    flags & ~MSG_WAITFORONE)) < 0)
+		    flags & ~MSG_WAITFORONE)) < 0) {
+			/* The kernel keeps such an error for the next call
+			 * (sk_err): the rock's end must not be lost with it. */
+			if (i > 0 && errno != EAGAIN && errno != EINTR)
+				shim_rock_error_again(fd, errno);
 			return i > 0 ? (int)i : -1;
+		}
 		v[i].msg_len = (unsigned int)got;
 		if (flags & MSG_WAITFORONE)
 			flags |= MSG_DONTWAIT;

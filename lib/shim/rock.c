@@ -337,6 +337,18 @@ shim_rock_take_error(struct shim_rock *r, int fd)
 }
 
 void
+shim_rock_error_again(int fd, int err)
+{
+	struct shim_rock *r;
+
+	shim_lock();
+	if ((r = shim_rock_of(fd)) != NULL && r->s == NULL && !r->connecting &&
+	    r->err == 0 && (err == ECONNRESET || err == ETIMEDOUT))
+		r->err = err;
+	shim_unlock();
+}
+
+void
 shim_rock_drop_fd(struct shim_rock *r, int fd)
 {
 	int i;

@@ -306,6 +306,9 @@ int shim_rock_fin_check(struct shim_rock *r, int fd);	/* lock held */
 /* Lock held, r ended with r->err: that error, taken, and the program's
  * socket fd disconnected. */
 int shim_rock_take_error(struct shim_rock *r, int fd);
+/* Lock not held: an ended rock's error a call took but could not report
+ * (it had moved bytes) is the next call's, as the kernel keeps it. */
+void shim_rock_error_again(int fd, int err);
 /* fd no longer names r (closed, or replaced by dup2). */
 void shim_rock_drop_fd(struct shim_rock *r, int fd);	/* lock held */
 void shim_rock_release_all(void);			/* lock held */
