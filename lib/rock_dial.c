@@ -179,10 +179,11 @@ fin_unacked(int fd)
  * on the cellular profile: a handshake round trip shortened by reordering
  * made that wait 800 ms, and the FIN was lost. An answer that is not an
  * announcement may then be rockd's, and the probe went unheard: silence
- * with our FIN unacknowledged; or an answer as late as that wait (an
- * ordinary server answers within a round trip) that came while our FIN
- * was unacknowledged, or that was the end (rockd's backend ending at our
- * late FIN). A server that greets late has had our FIN: it stands. */
+ * with our FIN unacknowledged; or an answer as late as that wait after the
+ * connection was up (an ordinary server answers within a round trip) that
+ * came while our FIN was unacknowledged, or that was the end (rockd's
+ * backend ending at our late FIN). A server that greets late has had our
+ * FIN: it stands. */
 static int
 went_unheard(int fd, int r, int64_t waited_ms, int rtt, int first_unacked,
     int first_bytes)
@@ -204,7 +205,7 @@ static int
 probe_once(const struct sockaddr *addr, socklen_t len, int64_t deadline,
     uint8_t ann[ROCK_ANNOUNCE_LEN], int *silent, int *unheard)
 {
-	int64_t t0 = rock_now_ms(), shut, first, wait_end;
+	int64_t t0 = rock_now_ms(), up, first, wait_end;
 	struct rock_announce a;
 	uint8_t extra;
 	int fd, r, rtt, first_unacked = 0, first_bytes = 0;
@@ -212,11 +213,14 @@ probe_once(const struct sockaddr *addr, socklen_t len, int64_t deadline,
 	*silent = *unheard = 0;
 	if ((r = dial_blocking(addr, len, deadline, &fd)) != 0)
 		return r;
-	rtt = probe_rtt_ms(fd, (int)(rock_now_ms() - t0));
+	/* rockd's wait for a silent client starts about now, not when our
+	 * FIN leaves: a client slow to send it (a loaded host) would else
+	 * take rockd's relayed backend for an ordinary server's answer. */
+	up = rock_now_ms();
+	rtt = probe_rtt_ms(fd, (int)(up - t0));
 	if ((wait_end = rock_now_ms() + announce_wait_ms(rtt)) < deadline)
 		deadline = wait_end;
 	shutdown(fd, SHUT_WR);
-	shut = rock_now_ms();
 	/* The magic first: an ordinary server's first bytes end it early. */
 	r = wait_fd(fd, POLLIN, deadline);
 	first = rock_now_ms();
@@ -237,7 +241,7 @@ probe_once(const struct sockaddr *addr, socklen_t len, int64_t deadline,
 		    ROCK_ERR_NOT_ENHANCED;
 	}
 	if (r != 0)
-		*unheard = went_unheard(fd, r, first - shut, rtt, first_unacked,
+		*unheard = went_unheard(fd, r, first - up, rtt, first_unacked,
 		    first_bytes);
 	close(fd);
 	if (r == 0 && rock_announce_decode(&a, ann) == 0 &&
