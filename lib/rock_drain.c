@@ -120,6 +120,28 @@ rock_drain_close(struct rock_engine *e, int fd, int fin_read)
 	return 1;
 }
 
+/* A drain's descriptor is the engine's like a session's: a keeper keeps
+ * it (its events go on there), a forked child closes it. */
+int
+rock_drain_owns_fd(const struct rock_engine *e, int fd)
+{
+	const struct rock_drain *d;
+
+	for (d = e->drains; d != NULL; d = d->next)
+		if (d->fd == fd)
+			return 1;
+	return 0;
+}
+
+void
+rock_drain_close_fds(const struct rock_engine *e, int (*close_fn)(int))
+{
+	const struct rock_drain *d;
+
+	for (d = e->drains; d != NULL; d = d->next)
+		close_fn(d->fd);
+}
+
 void
 rock_drain_free_all(struct rock_engine *e)
 {

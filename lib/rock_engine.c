@@ -361,7 +361,7 @@ rock_engine_owns_fd(const struct rock_engine *e, int fd)
 	for (s = e->all; s != NULL; s = s->next)
 		if (session_owns_fd(s, fd))
 			return 1;
-	return 0;
+	return rock_drain_owns_fd(e, fd);
 }
 
 void
@@ -377,6 +377,7 @@ rock_engine_close_fds(const struct rock_engine *e, int (*close_fn)(int))
 	for (s = e->all; s != NULL; s = s->next)
 		for (n = session_fds(s, fds), i = 0; i < n; i++)
 			close_fn(fds[i]);
+	rock_drain_close_fds(e, close_fn);
 }
 
 const struct rock_engine_stats *

@@ -451,6 +451,8 @@ void rock_farewell_free_all(struct rock_engine *e);
  * discarded until then, so that close() never sends a reset. 1: held. */
 int rock_drain_close(struct rock_engine *e, int fd, int fin_read);
 void rock_drain_free_all(struct rock_engine *e);
+int rock_drain_owns_fd(const struct rock_engine *e, int fd);
+void rock_drain_close_fds(const struct rock_engine *e, int (*close_fn)(int));
 /* A farewell as part of the engine's hand-over record, and back. */
 struct rock_rec_out;
 struct rock_rec_in;

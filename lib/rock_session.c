@@ -244,6 +244,11 @@ close_data(struct rock_session *s, int err)
 {
 	if (s->fd < 0)
 		return;
+	/* The program's socket (direct mode) ended in error: its waiters,
+	 * in the kernel or in a poll with nothing hidden, wake to take the
+	 * error; what is queued stays readable, and nothing is sent. */
+	if (err != 0 && rock_is_direct(s))
+		shutdown(s->fd, SHUT_RD);
 	if (err != 0 || rock_is_direct(s))
 		close(s->fd);
 	else if (rock_drain_close(s->e, s->fd, s->fin_read))

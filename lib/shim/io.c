@@ -216,6 +216,10 @@ recv_once(struct shim_rock *r, struct call *c, struct msghdr *m, ssize_t *ret,
 	*err = errno;
 	shim_lock();
 	leave_kernel(r);
+	/* The rock ended with an error while the call was in the kernel:
+	 * its 0 or its error is not the answer; the loop gives the rock's. */
+	if (n <= 0 && r->s == NULL && !r->connecting && r->err != 0)
+		return 0;
 	if (n > 0) {
 		if (!(c->flags & MSG_PEEK) && r->s != NULL)
 			rock_direct_consumed(r->s, (size_t)n);

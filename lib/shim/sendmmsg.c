@@ -21,8 +21,12 @@ sendmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags)
 	if (n > IOV_MAX)
 		n = IOV_MAX;
 	for (i = 0; i < n; i++) {
-		if ((w = shim_rock_send(fd, &v[i].msg_hdr, flags & ~MSG_FASTOPEN)) < 0)
+		if ((w = shim_rock_send(fd, &v[i].msg_hdr, flags & ~MSG_FASTOPEN)) < 0) {
+			/* As recvmmsg: the rock's end is the next call's. */
+			if (i > 0 && errno != EAGAIN && errno != EINTR)
+				shim_rock_error_again(fd, errno);
 			return i > 0 ? (int)i : -1;
+		}
 		v[i].msg_len = (unsigned int)w;
 		for (want = 0, k = 0; k < v[i].msg_hdr.msg_iovlen; k++)
 			want += v[i].msg_hdr.msg_iov[k].iov_len;
