@@ -360,7 +360,7 @@ keep_event(int epfd, struct epoll_event *ev)
 		return 0;
 	if (!live(g->r))
 		return 0;
-	if (g->r->s == NULL && g->r->err != 0)
+	if (shim_rock_error_pending(g->r))
 		ev->events |= EPOLLERR;		/* ended: as a reset shows */
 	if ((ev->events & EPOLLRDHUP) && !(ev->events & EPOLLERR)) {
 		switch (shim_rock_fin_check(g->r, g->fd)) {

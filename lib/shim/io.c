@@ -154,7 +154,7 @@ static int
 engine_gone(struct shim_rock *r, const struct call *c, size_t done,
     ssize_t *ret)
 {
-	if (r->s != NULL || r->connecting || r->err == 0)
+	if (!shim_rock_error_pending(r))
 		return 0;
 	if (done > 0) {
 		*ret = (ssize_t)done;
@@ -175,7 +175,7 @@ queued_before_error(struct shim_rock *r, const struct call *c,
 {
 	ssize_t n;
 
-	if (r->s != NULL || r->connecting || r->err == 0)
+	if (!shim_rock_error_pending(r))
 		return 0;
 	n = kernel_recv(c->fd, m, (c->flags & ~MSG_WAITALL) | MSG_DONTWAIT);
 	return n > 0 ? n : 0;
@@ -218,7 +218,7 @@ recv_once(struct shim_rock *r, struct call *c, struct msghdr *m, ssize_t *ret,
 	leave_kernel(r);
 	/* The rock ended with an error while the call was in the kernel:
 	 * its 0 or its error is not the answer; the loop gives the rock's. */
-	if (n <= 0 && r->s == NULL && !r->connecting && r->err != 0)
+	if (n <= 0 && shim_rock_error_pending(r))
 		return 0;
 	if (n > 0) {
 		if (!(c->flags & MSG_PEEK) && r->s != NULL)

@@ -119,7 +119,7 @@ rock_revents(int fd, short asked, short got)
 
 	if (r == NULL)
 		return got;
-	if (r->s == NULL && !r->connecting && r->err != 0)
+	if (shim_rock_error_pending(r))
 		got |= POLLERR;
 	if ((got & POLLRDHUP) && !(got & POLLERR) &&
 	    (r->s != NULL && r->ready)) {

@@ -380,6 +380,14 @@ int shim_nregs_hint(void);
 ssize_t shim_rock_recv(int fd, struct msghdr *m, int flags);
 ssize_t shim_rock_send(int fd, const struct msghdr *m, int flags);
 
+/* Lock held. The engine let go of r with an error the program has not
+ * taken yet (ECONNRESET, ETIMEDOUT): one call reports it. */
+static inline int
+shim_rock_error_pending(const struct shim_rock *r)
+{
+	return r->s == NULL && !r->connecting && r->err != 0;
+}
+
 static inline int
 shim_is_rock(int fd)
 {
