@@ -34,7 +34,7 @@ usage(FILE *f)
 	    "       rockd -t [-k KEY] [--metrics ADDR:PORT] [--control PATH]\n"
 	    "             [-f CONFIG | --listen ... --backend ...]\n"
 	    "       rockd --session [-F] [-v] [-p PIDFILE] [-k KEY] [--control PATH]\n"
-	    "             [--backend HOST:PORT] [--idle-timeout S]\n"
+	    "             [--backend HOST:PORT] [--idle-timeout S] [--persist S]\n"
 	    "Front an unmodified TCP server for rock clients; plain clients pass through.\n"
 	    "With no service given: --listen 4022 --backend 127.0.0.1:22 (sshd).\n"
 	    "  -l, --listen [ADDR:]PORT   where clients connect (repeatable, each with -b)\n"
@@ -49,6 +49,8 @@ usage(FILE *f)
 	    "      --session              for `rock ssh`: an ephemeral port, announced on\n"
 	    "                             stdout; exit with the last session\n"
 	    "      --idle-timeout S       --session: exit if no session comes in S s (60)\n"
+	    "      --persist S            --session: stay S s after the last session for\n"
+	    "                             the next to come (0, the default: exit with it)\n"
 	    "      --control PATH         answer rock ls and rock kill on this unix socket\n"
 	    "  -v, --verbose              debug log\n"
 	    "  -h, --help, -V, --version\n");
@@ -67,6 +69,7 @@ struct options {
 	int session;		/* --session */
 	const char *session_backend;	/* --backend without --listen */
 	long idle_timeout_s;	/* --idle-timeout */
+	long persist_s;		/* --persist; -1: not given */
 };
 
 static int session_options(struct options *o, struct rockd_config *cfg);
@@ -87,6 +90,7 @@ parse_options(int argc, char **argv, struct options *o, struct rockd_config *cfg
 		{ "metrics", required_argument, NULL, 'M' },
 		{ "session", no_argument, NULL, 'S' },
 		{ "idle-timeout", required_argument, NULL, 'I' },
+		{ "persist", required_argument, NULL, 'P' },
 		{ "control", required_argument, NULL, 'C' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
@@ -151,6 +155,15 @@ parse_options(int argc, char **argv, struct options *o, struct rockd_config *cfg
 			}
 			o->idle_timeout_s = (long)v;
 			break;
+		case 'P':
+			if (rock_parse_ll(optarg, 0, ROCKD_SESSION_PERSIST_MAX_S,
+			    &v) != 0) {
+				fprintf(stderr, "rockd: --persist needs seconds, "
+				    "0 to %d\n", ROCKD_SESSION_PERSIST_MAX_S);
+				return 2;
+			}
+			o->persist_s = (long)v;
+			break;
 		case 'C':
 			if (optarg[0] == '\0' ||
 			    strlen(optarg) >= sizeof(cfg->control)) {
@@ -169,7 +182,8 @@ parse_options(int argc, char **argv, struct options *o, struct rockd_config *cfg
 		return session_options(o, cfg);
 	if (o->pending_listen != NULL || optind != argc)
 		goto unpaired;
-	if (o->session_backend != NULL || o->idle_timeout_s > 0)
+	if (o->session_backend != NULL || o->idle_timeout_s > 0 ||
+	    o->persist_s >= 0)
 		return session_options(o, cfg);
 	if (o->config != NULL && cfg->services != NULL) {
 		fprintf(stderr, "rockd: give either -f CONFIG or --listen/--backend\n");
@@ -200,18 +214,20 @@ session_options(struct options *o, struct rockd_config *cfg)
 	if (!o->session) {
 		fprintf(stderr, "rockd: %s needs --session\n",
 		    o->session_backend != NULL ? "--backend without --listen" :
-		    "--idle-timeout");
+		    o->idle_timeout_s > 0 ? "--idle-timeout" : "--persist");
 		goto bad;
 	}
 	if (o->config != NULL || cfg->services != NULL ||
 	    o->pending_listen != NULL || o->test || o->metrics != NULL) {
 		fprintf(stderr, "rockd: --session takes no -f, --listen, -t or "
-		    "--metrics (it takes -F, -v, -p, -k, --control, --backend "
-		    "and --idle-timeout)\n");
+		    "--metrics (it takes -F, -v, -p, -k, --control, --backend, "
+		    "--idle-timeout and --persist)\n");
 		goto bad;
 	}
 	if (o->idle_timeout_s <= 0)
 		o->idle_timeout_s = ROCKD_SESSION_IDLE_S;
+	if (o->persist_s < 0)
+		o->persist_s = 0;
 	if (rockd_session_config(cfg, o->session_backend, err, sizeof(err)) != 0) {
 		fprintf(stderr, "rockd: --backend %s\n", err);
 		goto bad;
@@ -666,6 +682,7 @@ main(int argc, char **argv)
 	d.cfg.max_rocks = -1;
 	d.cfg.drain_timeout_s = -1;
 	o.drain_timeout_s = -1;
+	o.persist_s = -1;
 	if (takeover_from_env(&o) != 0) {
 		r = 1;
 		goto out;
@@ -695,6 +712,7 @@ main(int argc, char **argv)
 	d.metrics_opt = o.metrics;
 	d.session = o.session;
 	d.idle_timeout_s = o.idle_timeout_s;
+	d.persist_s = o.persist_s;
 	/* A session's key is pinned over ssh: without --key, one for this
 	 * process only, and nothing written on the server. */
 	if (o.session && o.key == NULL)

@@ -111,6 +111,8 @@ struct rockd {
 	int session;			/* --session: started over ssh for a user */
 	long idle_timeout_s;		/* --session: exit without a session */
 	struct event *idle;		/* --session: the idle bound */
+	long persist_s;			/* --session: stay after the last session */
+	int sessions_seen;		/* --session: a session came and went */
 	struct rock_ctl *ctl;		/* the control socket; NULL: none */
 };
 
@@ -253,6 +255,7 @@ void rockd_heap_stop(struct rockd *d);
  * announcement on stdout and the idle bound, once listening; exit when
  * the last session ended (session.c). */
 #define ROCKD_SESSION_IDLE_S 60
+#define ROCKD_SESSION_PERSIST_MAX_S 86400
 /* Set by sshd: the default backend of a session is the sshd it came by. */
 #define ROCKD_SSH_CONNECTION_ENV "SSH_CONNECTION"
 int rockd_session_config(struct rockd_config *cfg, const char *backend,

@@ -1,4 +1,4 @@
-/* session.c: rockd --session: a per-user rockd started over ssh, announced on stdout, gone with its last session. */
+/* session.c: rockd --session: a per-user rockd started over ssh, announced on stdout, gone with its last session or --persist seconds after it. */
 #include "config.h"
 
 #include <errno.h>
@@ -19,8 +19,12 @@ session_idle(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	if (d->rocks != NULL || d->relays != NULL || d->nsniffs > 0)
 		return;
-	rlog_info(&d->log, "session: no session within %ld s; exiting",
-	    d->idle_timeout_s);
+	if (d->sessions_seen)
+		rlog_info(&d->log, "session: no new session within %ld s of "
+		    "the last; exiting", d->persist_s);
+	else
+		rlog_info(&d->log, "session: no session within %ld s; exiting",
+		    d->idle_timeout_s);
 	event_base_loopbreak(d->base);
 }
 
@@ -50,9 +54,9 @@ rockd_session_announce(struct rockd *d)
 		    strerror(errno));
 		return -1;
 	}
-	rlog_info(&d->log, "session: port %u, backend %s; exiting with the "
-	    "last session, or in %ld s without one", port,
-	    d->cfg.services->backend.spec, d->idle_timeout_s);
+	rlog_info(&d->log, "session: port %u, backend %s; exiting %ld s after "
+	    "the last session, or in %ld s without one", port,
+	    d->cfg.services->backend.spec, d->persist_s, d->idle_timeout_s);
 	if ((d->idle = evtimer_new(d->base, session_idle, d)) == NULL ||
 	    evtimer_add(d->idle, &tv) != 0) {
 		rlog_error(&d->log, "session: cannot set the idle timer");
@@ -61,11 +65,22 @@ rockd_session_announce(struct rockd *d)
 	return 0;
 }
 
+/* The last session ended: exit now, or when --persist has passed with
+ * no other (session_idle: a session that came meanwhile keeps it). The
+ * next `rock ssh` to this host finds it again without logging in. */
 void
 rockd_session_ended(struct rockd *d)
 {
+	struct timeval tv = { d->persist_s, 0 };
+
 	if (!d->session || d->stopping || d->relays != NULL || d->rocks != NULL)
 		return;
+	d->sessions_seen = 1;
+	if (d->persist_s > 0 && d->idle != NULL && evtimer_add(d->idle, &tv) == 0) {
+		rlog_info(&d->log, "session: the last session ended; exiting in "
+		    "%ld s without another", d->persist_s);
+		return;
+	}
 	rlog_info(&d->log, "session: the last session ended; exiting");
 	event_base_loopbreak(d->base);
 }

@@ -68,6 +68,8 @@ static const struct env_var env_vars[ROCK_ENV_NVARS] = {
 	    "0 or 1" },
 	{ ROCK_ENV_PROBE_CACHE, ENV_PATH, 0, 0, FIELD(probe_cache),
 	    "an absolute file path, or empty (share no probe results)" },
+	{ ROCK_ENV_SSH_PERSIST, ENV_INT, 0, 86400, FIELD(ssh_persist_s),
+	    "seconds, 0 to 86400" },
 };
 
 void
@@ -85,6 +87,7 @@ rock_config_defaults(struct rock_config *cfg)
 	cfg->probe_timeout_ms = 1000;
 	cfg->linger_ms = 500;
 	cfg->suspend_timeout_s = 3 * 24 * 3600;
+	cfg->ssh_persist_s = ROCK_SSH_PERSIST_DEFAULT_S;
 	/* Without a runtime directory: one of our own in /tmp (checked to be
 	 * ours and private before use, rock_probe_file.c). */
 	snprintf(cfg->probe_cache, sizeof(cfg->probe_cache),

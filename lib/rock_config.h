@@ -29,6 +29,9 @@ enum rock_log_sink {
  * 22 -> 4022 by default, so `rock ssh host` finds rockd beside sshd. */
 #define ROCK_PORT_MAP_MAX	8
 #define ROCK_PORT_MAP_DEFAULT	"22=4022"
+/* rock ssh: how long a session rockd waits for the next session after
+ * its last, as ssh's ControlPersist does for a master. */
+#define ROCK_SSH_PERSIST_DEFAULT_S	300
 /* rockd --session's one line on stdout, read by `rock ssh` over ssh:
  * "ROCKD-SESSION 1 PORT KEY" (KEY as rockd logs it). */
 #define ROCK_SESSION_TAG	"ROCKD-SESSION 1"
@@ -67,6 +70,7 @@ struct rock_config {
 	char probe_cache[PATH_MAX];	/* shared probe cache file; "": none */
 	char run_dir[PATH_MAX];		/* the user's runtime directory for rocks
 					 * (control sockets); "": none */
+	int ssh_persist_s;		/* rock ssh: a session rockd's stay */
 };
 
 /* The enhanced port for a destination port: itself unless mapped. */
@@ -80,7 +84,7 @@ typedef void rock_env_warn_fn(void *arg, const char *var, const char *value,
 /* Looks a variable up; returns NULL when unset (getenv has this shape). */
 typedef const char *rock_env_get_fn(void *arg, const char *name);
 
-#define ROCK_ENV_NVARS 22
+#define ROCK_ENV_NVARS 23
 
 /*
  * The parser remembers the bad values it has reported, so that re-reading

@@ -24,6 +24,10 @@
 #define ROCK_ENV_PROBE_CACHE		"ROCK_PROBE_CACHE"
 #define XDG_ENV_RUNTIME_DIR		"XDG_RUNTIME_DIR"
 
+/* rock ssh: seconds a session rockd it starts stays after its last
+ * session, for the next rock ssh to the host (rockd --persist). */
+#define ROCK_ENV_SSH_PERSIST		"ROCK_SSH_PERSIST"
+
 /* Server keys (doc/PROTOCOL.md 2.4): the known-servers file, a pinned
  * key, and taking a changed key once. */
 #define ROCK_ENV_KNOWN_SERVERS		"ROCK_KNOWN_SERVERS"

@@ -6,7 +6,7 @@ trap t_finish EXIT
 
 key=AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=
 # shellcheck disable=SC2016 # the remote command, as rock sends it
-remote='env PATH="$PATH:/usr/local/sbin:/usr/sbin" rockd --session'
+remote='env PATH="$PATH:/usr/local/sbin:/usr/sbin" rockd --session --persist 300'
 mkdir -p "$t_tmp/bin"
 # The fake ssh: -G prints a port; -O check finds a master when
 # FAKE_MASTER is set; the bootstrap (its last argument runs
@@ -15,14 +15,23 @@ mkdir -p "$t_tmp/bin"
 cat >"$t_tmp/bin/ssh" <<'FAKE'
 #!/bin/sh
 for a; do last=$a; done
-case " $* " in *" -G "*) echo "user root"; echo "port ${FAKE_PORT:-22}"; exit 0 ;; esac
+case " $* " in *" -G "*ssh://*)
+	printf '%s|' "$@" >"$FAKE_DIR/jumpg.args"
+	echo "user root"; echo "hostname j"; echo "port ${FAKE_JUMP_PORT:-22}"; exit 0 ;;
+*" -G "*)
+	echo "user root"; echo "hostname h"; echo "port ${FAKE_PORT:-22}"
+	[ -n "${FAKE_NOCP:-}" ] || echo "controlpath /x/cm-h"
+	[ -z "${FAKE_JUMP:-}" ] || echo "proxyjump $FAKE_JUMP"
+	[ -z "${FAKE_PROXY:-}" ] || echo "proxycommand $FAKE_PROXY"
+	exit 0 ;;
+esac
 case " $* " in *" -O check "*)
 	printf '%s|' "$@" >"$FAKE_DIR/check.args"
 	[ -n "${FAKE_MASTER:-}" ] && echo "Master running (pid=1)" >&2 && exit 0
 	echo "Control socket connect(/x): No such file or directory" >&2; exit 255 ;;
 esac
 case $last in
-*"rockd --session")
+*"rockd --session --persist "*)
 	printf '%s|' "$@" >"$FAKE_DIR/boot.args"
 	case $FAKE in
 	ok) echo "ROCKD-SESSION 1 40000 $FAKE_KEY" ;;
@@ -66,22 +75,22 @@ t_eq "session after --: port 22 mapped" "$(cat "$t_tmp/out")" "map=22=40000 key=
 
 fake missing ssh h true
 t_eq "not installed: exit status" "$rc" 0
-t_eq "not installed: said once" "$(cat "$t_tmp/err")" "rock: rockd is not installed on h; running plain ssh"
+t_eq "not installed: said once" "$(cat "$t_tmp/err")" "rock: rockd is not installed on h; the session is an ordinary ssh connection (TCP keepalive on), not protected"
 t_eq "not installed: plain settings" "$(cat "$t_tmp/out")" "map=unset key=unset"
 
 fake old ssh h
 t_eq "rockd without --session: said why" "$(cat "$t_tmp/err")" \
-	"rock: rockd on h did not start a session (exit status 2: rockd: unrecognized option '--session'); running plain ssh"
+	"rock: rockd on h did not start a session (exit status 2: rockd: unrecognized option '--session'); the session is an ordinary ssh connection (TCP keepalive on), not protected"
 t_eq "rockd without --session: plain settings" "$(cat "$t_tmp/out")" "map=unset key=unset"
 
 fake badkey ssh h
 t_eq "a bad key: said, not used" "$(cat "$t_tmp/err")" \
-	"rock: rockd on h answered \"ROCKD-SESSION 1 40000 ${key#A}\", not \"ROCKD-SESSION 1 PORT KEY\"; running plain ssh"
+	"rock: rockd on h answered \"ROCKD-SESSION 1 40000 ${key#A}\", not \"ROCKD-SESSION 1 PORT KEY\"; the session is an ordinary ssh connection (TCP keepalive on), not protected"
 t_eq "a bad key: plain settings" "$(cat "$t_tmp/out")" "map=unset key=unset"
 
 fake silent ssh h
 t_eq "no answer, status 0: said" "$(cat "$t_tmp/err")" \
-	"rock: rockd on h answered \"\", not \"ROCKD-SESSION 1 PORT KEY\"; running plain ssh"
+	"rock: rockd on h answered \"\", not \"ROCKD-SESSION 1 PORT KEY\"; the session is an ordinary ssh connection (TCP keepalive on), not protected"
 
 # sshd may listen on loopback only, behind a rockd on 4022: ssh then runs
 # as usual, and the default port map finds that rockd.
@@ -98,6 +107,28 @@ t_eq "a master is running: said only under -v" "$(cat "$t_tmp/err")" ""
 FAKE_MASTER=1 fake ok -v ssh h true
 t_check "a master is running, rock -v: says so" \
 	grep -q "^rock: an ssh master for h is running: the session goes through it" "$t_tmp/err"
+
+# -J: ssh's own connection is to the jump host; the session rockd is
+# started there, with the -F file the jump's ssh reads too.
+FAKE_JUMP=u@j:2200 FAKE_JUMP_PORT=2200 fake ok ssh -F cfg -J u@j:2200 h true
+t_eq "jump: the jump host resolved as ssh's ProxyJump dials it" "$(cat "$t_tmp/jumpg.args")" "-G|-F|cfg|ssh://u@j:2200|"
+t_eq "jump: the bootstrap runs on the jump host" "$(cat "$t_tmp/boot.args")" \
+	"-T|-o|ClearAllForwardings=yes|-o|ControlMaster=no|-o|ControlPath=none|-F|cfg|ssh://u@j:2200|$remote|"
+t_eq "jump: the jump host's port mapped, pinned" "$(cat "$t_tmp/out")" "map=2200=40000 key=$key"
+t_eq "jump: ssh's own arguments unchanged" "$(cat "$t_tmp/run.args")" "-F|cfg|-J|u@j:2200|h|true|"
+FAKE_PROXY="nc %h %p" fake ok ssh h true
+t_check "ProxyCommand: no bootstrap (ssh makes no connection of its own)" test ! -e "$t_tmp/boot.args"
+t_eq "ProxyCommand: nothing said" "$rc $(cat "$t_tmp/err")" "0 "
+ROCK_SSH_PERSIST=60 fake ok ssh h
+t_check "ROCK_SSH_PERSIST=60: the session rockd stays 60 s" \
+	grep -q -- "rockd --session --persist 60|$" "$t_tmp/boot.args"
+ROCK_SSH_PERSIST=soon fake ok ssh h
+t_eq "ROCK_SSH_PERSIST=soon: reported once (by ssh's librock), the default kept" \
+	"$(grep -c 'ROCK_SSH_PERSIST="soon" ignored.*accepted: seconds, 0 to 86400' "$t_tmp/err") $(grep -c -- "--persist 300|$" "$t_tmp/boot.args")" "1 1"
+
+FAKE_NOCP=1 FAKE_MASTER=1 fake ok ssh h true
+t_check "no ControlPath: no master looked for" test ! -e "$t_tmp/check.args"
+t_check "no ControlPath: the bootstrap" test -e "$t_tmp/boot.args"
 
 ROCK_PORT_MAP=22=4022 fake ok ssh h
 t_check "ROCK_PORT_MAP set: no bootstrap" test ! -e "$t_tmp/boot.args"

@@ -11,12 +11,19 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 
 #include "rock_config.h"
+#include "rock_engine.h"
 #include "rock_env.h"
 #include "rock_known.h"
+#include "rock_log.h"
 #include "rock_parse.h"
+#include "rock_probe_file.h"
 #include "rock_ssh.h"
+#include "rock_ssh_memo.h"
 
 /* Long enough to type a password or touch a key. */
 #define ANSWER_TIMEOUT_MS (60 * 1000)
@@ -174,18 +181,60 @@ reap(pid_t pid, int wait_ms)
 	return WIFEXITED(st) ? WEXITSTATUS(st) : SSH_EXIT_FAILED;
 }
 
-/* The port ssh will connect to (ssh -G resolves options and config). */
-static unsigned
-ssh_port(const char *ssh, char **argv, int cmd)
+/* Where ssh's own connection goes, as ssh -G resolves options and
+ * config: the destination, or the first hop of its ProxyJump. */
+struct ssh_hop {
+	char host[256];		/* hostname, after the config's HostName */
+	char user[64];
+	unsigned port;
+	int family;		/* AddressFamily: AF_UNSPEC, AF_INET, AF_INET6 */
+	char jump[512];		/* ProxyJump's first hop; "": none */
+	int proxy_command;	/* ProxyCommand: ssh makes no connection */
+	int control_path;	/* ControlPath: a master may be running */
+};
+
+/* One "key value" line of ssh -G into the hop. */
+static void
+hop_line(struct ssh_hop *h, char *line)
+{
+	char *v = strchr(line, ' ');
+	long long port;
+
+	if (v == NULL)
+		return;
+	*v++ = '\0';
+	v[strcspn(v, "\n")] = '\0';
+	if (strcmp(line, "hostname") == 0)
+		snprintf(h->host, sizeof(h->host), "%s", v);
+	else if (strcmp(line, "user") == 0)
+		snprintf(h->user, sizeof(h->user), "%s", v);
+	else if (strcmp(line, "port") == 0 &&
+	    rock_parse_ll(v, 1, 65535, &port) == 0)
+		h->port = (unsigned)port;
+	else if (strcmp(line, "addressfamily") == 0)
+		h->family = strcmp(v, "inet") == 0 ? AF_INET :
+		    strcmp(v, "inet6") == 0 ? AF_INET6 : AF_UNSPEC;
+	else if (strcmp(line, "proxyjump") == 0 && strcmp(v, "none") != 0)
+		snprintf(h->jump, sizeof(h->jump), "%.*s", (int)strcspn(v, ","), v);
+	else if (strcmp(line, "proxycommand") == 0 && strcmp(v, "none") != 0)
+		h->proxy_command = 1;
+	else if (strcmp(line, "controlpath") == 0 && strcmp(v, "none") != 0)
+		h->control_path = 1;
+}
+
+/* ssh -G for argv up to cmd: 0 and the hop, or -1 (ssh said no). */
+static int
+ssh_resolve(const char *ssh, char **argv, int cmd, struct ssh_hop *h)
 {
 	static const char *const extra[] = { "-G", NULL };
 	char **v = ssh_argv(argv, cmd, extra, NULL);
-	char line[512];
-	long long port = SSH_PORT;
-	int fds[2], err = -1;
+	char line[1024];
+	int fds[2], err = -1, r = -1;
 	FILE *f = NULL;
 	pid_t pid = -1;
 
+	memset(h, 0, sizeof(*h));
+	h->port = SSH_PORT;
 	if (v == NULL || pipe2(fds, O_CLOEXEC) != 0)
 		goto out;
 	if ((err = open("/dev/null", O_WRONLY | O_CLOEXEC)) >= 0)
@@ -193,22 +242,18 @@ ssh_port(const char *ssh, char **argv, int cmd)
 	close(fds[1]);
 	if (pid > 0 && (f = fdopen(fds[0], "r")) != NULL) {
 		while (fgets(line, sizeof(line), f) != NULL)
-			if (strncmp(line, "port ", 5) == 0) {
-				line[strcspn(line, "\n")] = '\0';
-				if (rock_parse_ll(line + 5, 1, 65535, &port) != 0)
-					port = SSH_PORT;
-			}
+			hop_line(h, line);
 		fclose(f);
 	} else {
 		close(fds[0]);
 	}
-	if (pid > 0 && reap(pid, EXIT_WAIT_MS) != 0)
-		port = SSH_PORT;
+	if (pid > 0 && reap(pid, EXIT_WAIT_MS) == 0 && h->host[0] != '\0')
+		r = 0;
 out:
 	if (err >= 0)
 		close(err);
 	free(v);
-	return (unsigned)port;
+	return r;
 }
 
 /* A live master for the destination (ssh -O check): the session goes
@@ -266,10 +311,11 @@ first_line(FILE *f, char *buf, size_t size)
 		buf[strcspn(buf, "\r\n")] = '\0';
 }
 
-/* Run REMOTE_COMMAND over ssh: 0 and its line; ssh's exit status, or
- * -1 (no ssh), -2 (no line in time), -3 (no line). */
+/* Run the remote command over ssh (argv up to cmd, never a master):
+ * 0 and its line; ssh's exit status, or -1 (no ssh), -2 (no line in
+ * time), -3 (no line). */
 static int
-bootstrap(const char *ssh, char **argv, const struct ssh_args *a,
+bootstrap(const char *ssh, char **argv, int cmd, int persist_s,
     char *line, size_t size, FILE *err)
 {
 	/* No terminal, so the line comes as written; no forwardings: the
@@ -280,11 +326,15 @@ bootstrap(const char *ssh, char **argv, const struct ssh_args *a,
 	static const char *const extra[] = { "-T", "-o",
 	    "ClearAllForwardings=yes", "-o", "ControlMaster=no", "-o",
 	    "ControlPath=none", NULL };
-	char **v = ssh_argv(argv, a->cmd, extra, REMOTE_COMMAND);
+	char remote[sizeof(REMOTE_COMMAND) + 32];
+	char **v;
 	int fds[2], n, st;
 	pid_t pid;
 
-	if (v == NULL || pipe2(fds, O_CLOEXEC) != 0) {
+	snprintf(remote, sizeof(remote), "%s --persist %d", REMOTE_COMMAND,
+	    persist_s);
+	if ((v = ssh_argv(argv, cmd, extra, remote)) == NULL ||
+	    pipe2(fds, O_CLOEXEC) != 0) {
 		free(v);
 		return -1;
 	}
@@ -303,13 +353,16 @@ bootstrap(const char *ssh, char **argv, const struct ssh_args *a,
 	return st != 0 ? st : -3;
 }
 
-/* Why there is no session, said once; then ssh runs as without rock
- * ssh (0). An ssh that could not log in is no proof the host is out of
- * reach: sshd may listen on loopback only, behind a rockd on 4022 that
- * the default port map still finds. */
+/* Why the session is not protected, said once, with what happens
+ * instead; then ssh runs as it would without rock ssh (0). An ssh that
+ * could not log in is no proof the host is out of reach: sshd may
+ * listen on loopback only, behind a rockd on 4022 that the default port
+ * map still finds. */
 static int
 fall_back(int r, const char *host, FILE *err, const char *line)
 {
+	static const char plain[] = "the session is an ordinary ssh "
+	    "connection (TCP keepalive on), not protected";
 	char why[256];
 
 	switch (r) {
@@ -320,72 +373,286 @@ fall_back(int r, const char *host, FILE *err, const char *line)
 		    why);
 		break;
 	case 127:
-		fprintf(stderr, "rock: rockd is not installed on %s; running "
-		    "plain ssh\n", host);
+		fprintf(stderr, "rock: rockd is not installed on %s; %s\n",
+		    host, plain);
 		break;
 	case -1:
 		fprintf(stderr, "rock: cannot run ssh to start rockd on %s: %s; "
-		    "running plain ssh\n", host, strerror(errno));
+		    "%s\n", host, strerror(errno), plain);
 		break;
 	case -2:
 		fprintf(stderr, "rock: no answer from rockd on %s within %d s; "
-		    "running plain ssh\n", host, ANSWER_TIMEOUT_MS / 1000);
+		    "%s\n", host, ANSWER_TIMEOUT_MS / 1000, plain);
 		break;
 	case -3:
 		fprintf(stderr, "rock: rockd on %s answered \"%s\", not \"%s "
-		    "PORT KEY\"; running plain ssh\n", host, line,
-		    ROCK_SESSION_TAG);
+		    "PORT KEY\"; %s\n", host, line, ROCK_SESSION_TAG, plain);
 		break;
 	default:
 		first_line(err, why, sizeof(why));
 		fprintf(stderr, "rock: rockd on %s did not start a session (exit "
-		    "status %d%s%s); running plain ssh\n", host, r,
-		    why[0] != '\0' ? ": " : "", why);
+		    "status %d%s%s); %s\n", host, r,
+		    why[0] != '\0' ? ": " : "", why, plain);
 	}
 	return 0;
+}
+
+/* What one rock ssh knows and decides. */
+struct ssh_plan {
+	const char *ssh;
+	struct rock_config cfg;
+	struct rock_log log;
+	struct rock_probe_file probes;
+	struct ssh_hop hop;		/* ssh's own connection goes there */
+	char **hop_argv;		/* ssh's argv naming the hop */
+	int hop_cmd;			/* ... up to here */
+	struct sockaddr_storage addr;	/* the hop's first address */
+	socklen_t addr_len;		/* 0: it did not resolve */
+	char memo[PATH_MAX];		/* "": nothing to remember it in */
+	int verbose;
+};
+
+static const char *
+env_get(void *arg, const char *name)
+{
+	(void)arg;
+	return getenv(name);
+}
+
+/* The hop's address as ssh will dial it first (AddressFamily). */
+static void
+hop_address(struct ssh_plan *p)
+{
+	struct addrinfo hints = { .ai_family = p->hop.family,
+	    .ai_socktype = SOCK_STREAM }, *ai;
+
+	p->addr_len = 0;
+	if (getaddrinfo(p->hop.host, NULL, &hints, &ai) != 0)
+		return;
+	if (ai->ai_addrlen <= sizeof(p->addr)) {
+		memcpy(&p->addr, ai->ai_addr, ai->ai_addrlen);
+		p->addr_len = ai->ai_addrlen;
+	}
+	freeaddrinfo(ai);
+}
+
+static void
+set_port(struct ssh_plan *p, unsigned port)
+{
+	if (p->addr.ss_family == AF_INET6)
+		((struct sockaddr_in6 *)&p->addr)->sin6_port = htons(port);
+	else
+		((struct sockaddr_in *)&p->addr)->sin_port = htons(port);
+}
+
+/* Probe the hop's PORT: 0 and the instance its announcement names (the
+ * answer shared with the user's processes, so ssh's connect skips its
+ * own probe), or -1. */
+static int
+probe_port(struct ssh_plan *p, unsigned port,
+    uint8_t instance[SSH_MEMO_INSTANCE_LEN])
+{
+	uint8_t ann[ROCK_ANNOUNCE_LEN];
+	int silent;
+
+	if (p->addr_len == 0)
+		return -1;
+	set_port(p, port);
+	if (rock_probe(&p->log, (struct sockaddr *)&p->addr, p->addr_len,
+	    rock_probe_budget_ms(p->cfg.probe_timeout_ms, 1), ann,
+	    &silent) != 0)
+		return -1;
+	rock_probe_file_put(&p->probes, &p->log, (struct sockaddr *)&p->addr,
+	    p->addr_len, ann, ROCK_PROBE_TTL_MS);
+	memcpy(instance, ann + SSH_MEMO_INSTANCE_OFF, SSH_MEMO_INSTANCE_LEN);
+	return 0;
+}
+
+/* ssh's connection goes to PORT of the hop, pinned to KEY. */
+static int
+pin(struct ssh_plan *p, unsigned port, const char *key)
+{
+	char map[32];
+
+	snprintf(map, sizeof(map), "%u=%u", p->hop.port, port);
+	return setenv(ROCK_ENV_PORT_MAP, map, 1) == 0 &&
+	    setenv(ROCK_ENV_SERVER_KEY, key, 1) == 0 ? 0 : -1;
+}
+
+/* The session rockd an earlier rock ssh started: 1 when it answers as
+ * the same process (its key is then proved by ssh's own handshake,
+ * which fails rather than go elsewhere); 0, forgotten, when it does not. */
+static int
+remembered(struct ssh_plan *p)
+{
+	uint8_t inst[SSH_MEMO_INSTANCE_LEN];
+	struct ssh_memo m;
+
+	if (p->memo[0] == '\0' || ssh_memo_load(p->memo, &m) != 0)
+		return 0;
+	if (probe_port(p, m.port, inst) == 0 &&
+	    memcmp(inst, m.instance, sizeof(inst)) == 0 &&
+	    pin(p, m.port, m.key) == 0) {
+		if (p->verbose)
+			fprintf(stderr, "rock: session rockd on %s remembered and "
+			    "answering: port %u for %u, key %s\n", p->hop.host,
+			    m.port, p->hop.port, m.key);
+		return 1;
+	}
+	if (p->verbose)
+		fprintf(stderr, "rock: the session rockd remembered on port %u of "
+		    "%s is gone; starting another\n", m.port, p->hop.host);
+	ssh_memo_forget(p->memo);
+	return 0;
+}
+
+/* A rockd on the port the port map sends ssh to, as the user's probe
+ * cache knows it (a system rockd, or a server that makes rocks itself):
+ * ssh's connection becomes a rock with nothing to start. */
+static int
+known_rockd(struct ssh_plan *p)
+{
+	unsigned port = rock_port_mapped(&p->cfg, (unsigned short)p->hop.port);
+	struct rock_probe_fact f;
+
+	if (p->addr_len == 0)
+		return 0;
+	set_port(p, port);
+	if (!rock_probe_file_get(&p->probes, &p->log,
+	    (struct sockaddr *)&p->addr, p->addr_len, &f) || !f.enhanced)
+		return 0;
+	if (p->verbose)
+		fprintf(stderr, "rock: a rockd on port %u of %s (probe cache): "
+		    "nothing to start\n", port, p->hop.host);
+	return 1;
+}
+
+/* Start a session rockd over ssh, pin ssh to it, and remember it. */
+static int
+start(struct ssh_plan *p)
+{
+	char line[512] = "", key[ROCK_KEY_TEXT_LEN];
+	struct ssh_memo m;
+	unsigned port;
+	FILE *err;
+	int r;
+
+	if (p->verbose)
+		fprintf(stderr, "rock: starting a session rockd on %s over ssh\n",
+		    p->hop.host);
+	if ((err = tmpfile()) == NULL)
+		return fall_back(-1, p->hop.host, NULL, "");
+	r = bootstrap(p->ssh, p->hop_argv, p->hop_cmd, p->cfg.ssh_persist_s,
+	    line, sizeof(line), err);
+	if (r == 0 && parse_answer(line, &port, key) != 0)
+		r = -3;
+	if (r != 0) {
+		r = fall_back(r, p->hop.host, err, line);
+		fclose(err);
+		return r;
+	}
+	fclose(err);
+	if (pin(p, port, key) != 0)
+		return 1;
+	if (p->verbose)
+		fprintf(stderr, "rock: rockd session on %s: port %u for %u, "
+		    "key %s\n", p->hop.host, port, p->hop.port, key);
+	m.port = port;
+	memcpy(m.key, key, sizeof(m.key));
+	if (p->memo[0] != '\0' && probe_port(p, port, m.instance) == 0 &&
+	    ssh_memo_save(p->memo, &m) == 0 && p->verbose)
+		fprintf(stderr, "rock: remembered in %s for %d s after its last "
+		    "session\n", p->memo, p->cfg.ssh_persist_s);
+	return 0;
+}
+
+/* The argument of -F among ssh's options, if given: the jump host's ssh
+ * reads the same file. */
+static const char *
+config_file(char **argv, int cmd)
+{
+	int i;
+
+	for (i = 1; i < cmd; i++)
+		if (strncmp(argv[i], "-F", 2) == 0)
+			return argv[i][2] != '\0' ? argv[i] + 2 :
+			    i + 1 < cmd ? argv[i + 1] : NULL;
+	return NULL;
 }
 
 int
 rock_ssh_session(const char *ssh, int argc, char **argv, int verbose)
 {
+	static struct ssh_plan p;
+	/* A bad value is ssh's librock's to report: once. */
+	struct rock_env_parser env = { .get = env_get };
+	char jump[sizeof(p.hop.jump) + 8];
+	char *jump_argv[5];
+	const char *file;
 	struct ssh_args a;
-	char line[512] = "", map[32], key[ROCK_KEY_TEXT_LEN];
-	unsigned from, port;
-	FILE *err;
-	int r;
+	int n = 1;
 
 	if (getenv(ROCK_ENV_PORT_MAP) != NULL)
 		return 0;
 	ssh_split(argc, argv, &a);
 	if (a.host < 0 || !a.session)
 		return 0;
-	if (master_alive(ssh, argv, a.cmd)) {
+	memset(&p, 0, sizeof(p));
+	p.ssh = ssh;
+	p.verbose = verbose;
+	rock_config_from_env(&p.cfg, &env);
+	rock_log_configure(&p.log, &p.cfg, "rock");
+	p.probes.path = p.cfg.probe_cache;
+	p.hop_argv = argv;
+	p.hop_cmd = a.cmd;
+	/* ssh -G failing: the bootstrap's ssh will say what is wrong. */
+	if (ssh_resolve(ssh, argv, a.cmd, &p.hop) != 0) {
+		snprintf(p.hop.host, sizeof(p.hop.host), "%s", argv[a.host]);
+		return start(&p);
+	}
+	/* Without a ControlPath there is no master to look for (one ssh
+	 * started less). */
+	if (p.hop.control_path && master_alive(ssh, argv, a.cmd)) {
 		if (verbose)
 			fprintf(stderr, "rock: an ssh master for %s is running: "
 			    "the session goes through it, nothing to start\n",
 			    argv[a.host]);
 		return 0;
 	}
-	from = ssh_port(ssh, argv, a.cmd);
-	if ((err = tmpfile()) == NULL) {
-		fall_back(-1, argv[a.host], NULL, "");
+	/* -J: ssh's own connection goes to the first jump host, and the
+	 * session to the destination rides in it: the rock is to that host. */
+	if (p.hop.jump[0] != '\0' && !p.hop.proxy_command) {
+		snprintf(jump, sizeof(jump), "ssh://%.*s",
+		    (int)sizeof(p.hop.jump) - 1, p.hop.jump);
+		jump_argv[0] = argv[0];
+		if ((file = config_file(argv, a.cmd)) != NULL) {
+			jump_argv[n++] = (char *)(uintptr_t)"-F";
+			jump_argv[n++] = (char *)(uintptr_t)file;
+		}
+		jump_argv[n++] = jump;
+		jump_argv[n] = NULL;
+		p.hop_argv = jump_argv;
+		p.hop_cmd = n;
+		if (verbose)
+			fprintf(stderr, "rock: ssh reaches %s through %s: the rock "
+			    "is to %s\n", argv[a.host], p.hop.jump, p.hop.jump);
+		if (ssh_resolve(ssh, jump_argv, n, &p.hop) != 0) {
+			snprintf(p.hop.host, sizeof(p.hop.host), "%.*s",
+			    (int)sizeof(p.hop.host) - 1, jump);
+			return start(&p);
+		}
+	}
+	if (p.hop.jump[0] != '\0' || p.hop.proxy_command) {
+		if (verbose)
+			fprintf(stderr, "rock: ssh connects through a proxy "
+			    "command or a second jump: nothing to start\n");
 		return 0;
 	}
-	r = bootstrap(ssh, argv, &a, line, sizeof(line), err);
-	if (r == 0 && parse_answer(line, &port, key) != 0)
-		r = -3;
-	if (r != 0) {
-		r = fall_back(r, argv[a.host], err, line);
-		fclose(err);
-		return r;
-	}
-	fclose(err);
-	snprintf(map, sizeof(map), "%u=%u", from, port);
-	if (setenv(ROCK_ENV_PORT_MAP, map, 1) != 0 ||
-	    setenv(ROCK_ENV_SERVER_KEY, key, 1) != 0)
-		return 1;
-	if (verbose)
-		fprintf(stderr, "rock: rockd session on %s: port %u for %u, "
-		    "key %s\n", argv[a.host], port, from, key);
-	return 0;
+	hop_address(&p);
+	if (ssh_memo_path(p.cfg.run_dir, p.hop.user, p.hop.host, p.hop.port,
+	    p.memo, sizeof(p.memo)) != 0)
+		p.memo[0] = '\0';
+	if (remembered(&p) || known_rockd(&p))
+		return 0;
+	return start(&p);
 }

@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# rock-ssh-again.sh: `rock ssh` logs in once: the session rockd it starts is remembered (owner-only, in the runtime directory) and stays --persist seconds after its last session; the next rock ssh finds it with one probe, a gone or different rockd on that port means a new bootstrap, and a rockd the probe cache knows on the mapped port needs none. Nothing is said when all is well.
+# shellcheck source-path=SCRIPTDIR
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=rock-lib.sh
+. "$here/rock-lib.sh"
+# shellcheck source=ssh-lib.sh
+. "$here/ssh-lib.sh"
+[ -x "$ROCKD" ] || t_skip_all "rockd not built"
+ssh_require
+rock_netns_up
+sshd_up "PermitUserEnvironment yes"
+# The build's rockd "installed" for the user: each start counted.
+mkdir -p "$t_tmp/bin"
+printf '#!/bin/sh\necho $$ >>"%s"\nexec "%s" "$@"\n' "$t_tmp/session.starts" "$ROCKD" \
+	>"$t_tmp/bin/rockd"
+chmod 755 "$t_tmp/bin/rockd"
+echo "environment=\"PATH=$t_tmp/bin:/usr/bin:/bin\" $(cat "$t_tmp/id.pub")" >"$t_tmp/authorized_keys"
+nn_wait_port "$NN_S" 127.0.0.1 22 5 || t_skip_all "sshd did not start"
+cat >"$t_tmp/ssh_config" <<EOF
+Host *
+    IdentityFile $t_tmp/id
+    BatchMode yes
+    StrictHostKeyChecking no
+    UserKnownHostsFile $t_tmp/known_hosts
+    LogLevel ERROR
+EOF
+run="$t_tmp/run"
+mkdir -m 700 "$run"
+starts() { cat "$t_tmp/session.starts" 2>/dev/null | wc -l; }
+# TAG [ENV=VALUE...] -- SSH-ARGS...: rock -v ssh from the client namespace;
+# TAG.out, TAG.err (rock's -v lines and the library's debug log).
+rock_ssh() {
+	local tag=$1
+	shift
+	local -a envs=()
+	while [ "$1" != -- ]; do envs+=("$1"); shift; done
+	shift
+	(
+		export XDG_RUNTIME_DIR="$run" ROCK_KNOWN_SERVERS="$t_tmp/known_servers" "${envs[@]}"
+		t_foreign nn_c "$ROCK" -v ssh -F "$t_tmp/ssh_config" "$@" \
+			>"$t_tmp/$tag.out" 2>"$t_tmp/$tag.err"
+	)
+}
+quiet() {
+	XDG_RUNTIME_DIR="$run" ROCK_KNOWN_SERVERS="$t_tmp/known_servers" \
+		t_foreign nn_c "$ROCK" ssh -F "$t_tmp/ssh_config" "$@"
+}
+host="root@$NN_S_ADDR"
+memo="$run/rock/ssh/root@$NN_S_ADDR:22"
+session_rockds() { nn_s pgrep -f -- "rockd --session" | wc -l; }
+no_session_rockd() { [ "$(session_rockds)" -eq 0 ]; }
+
+rock_ssh first -- "$host" echo one
+t_eq "first: output" "$(cat "$t_tmp/first.out")" one
+t_eq "first: one session rockd started" "$(starts)" 1
+t_check "first: remembered" test -f "$memo"
+t_eq "first: the memo is the user's alone (file 600, directory 700)" \
+	"$(stat -c %a "$memo") $(stat -c %a "$(dirname "$memo")")" "600 700"
+port=$(awk '{ print $3 }' "$memo")
+t_check "first: the memo names the port ssh went to" \
+	grep -q "port $port for 22" "$t_tmp/first.err"
+t_check "first: ssh's connection was a rock" grep -q ': a rock$' "$t_tmp/first.err"
+t_eq "first: the session rockd stays after its last session" "$(session_rockds)" 1
+
+rock_ssh second -- "$host" echo two
+t_eq "second: output" "$(cat "$t_tmp/second.out")" two
+t_eq "second: no second login to start rockd" "$(starts)" 1
+t_check "second: -v says it found the remembered rockd" \
+	grep -q "session rockd on $NN_S_ADDR remembered and answering: port $port for 22" "$t_tmp/second.err"
+t_check "second: a rock, pinned" grep -q ': a rock$' "$t_tmp/second.err"
+t_check "second: one probe for rock ssh and ssh both (ssh's connect found it in the shared cache)" \
+	grep -q 'a rockd, by the shared probe cache' "$t_tmp/second.err"
+t_eq "all well: nothing said without -v" "$(quiet "$host" echo three 2>&1)" three
+t_eq "all well: still one start" "$(starts)" 1
+
+# The remembered rockd is gone: one more login starts another.
+nn_s pkill -f -- "rockd --session"
+wait_for 5 no_session_rockd
+rock_ssh gone -- "$host" echo four
+t_eq "gone: output" "$(cat "$t_tmp/gone.out")" four
+t_eq "gone: a new session rockd" "$(starts)" 2
+t_check "gone: -v says why" grep -q "the session rockd remembered on port $port of $NN_S_ADDR is gone; starting another" "$t_tmp/gone.err"
+port2=$(awk '{ print $3 }' "$memo")
+t_check "gone: the new one remembered" test -n "$port2" -a "$port2" != "$port"
+
+# Another rockd (another key) on the remembered port: not taken for ours.
+nn_s pkill -f -- "rockd --session"
+wait_for 5 no_session_rockd
+nn_s "$ROCKD" -F -k "$t_tmp/other.key" --listen "$port2" --backend 127.0.0.1:22 2>"$t_tmp/other.log" &
+pids+=($!)
+nn_wait_port "$NN_S" "$NN_S_ADDR" "$port2" 5
+rock_ssh other -- "$host" echo five
+t_eq "another rockd on the port: output" "$(cat "$t_tmp/other.out")" five
+t_eq "another rockd on the port: a new session rockd, not the stranger" "$(starts)" 3
+t_check "another rockd on the port: -v says the remembered one is gone" \
+	grep -q "remembered on port $port2 of $NN_S_ADDR is gone" "$t_tmp/other.err"
+t_eq "another rockd on the port: it saw no rock" "$(grep -c 'rock .* from' "$t_tmp/other.log")" 0
+kill "${pids[-1]}" 2>/dev/null
+
+# --persist: the session rockd leaves that long after its last session.
+nn_s pkill -f -- "rockd --session"
+wait_for 5 no_session_rockd
+rock_ssh persist ROCK_SSH_PERSIST=2 -- "$host" echo six
+t_eq "persist 2: output" "$(cat "$t_tmp/persist.out")" six
+t_check "persist 2: started with --persist 2" grep -q "persist 2\b\|for 2 s after its last" "$t_tmp/persist.err"
+t_eq "persist 2: still there just after" "$(session_rockds)" 1
+t_check "persist 2: gone within 6 s" wait_for 6 no_session_rockd
+
+# A system rockd on the mapped port (22=4022) that the probe cache knows.
+rm -f "$memo"
+nn_s "$ROCKD" -F -k "$t_tmp/system.key" --listen 4022 --backend 127.0.0.1:22 2>"$t_tmp/system.log" &
+pids+=($!)
+nn_wait_port "$NN_S" "$NN_S_ADDR" 4022 5
+XDG_RUNTIME_DIR="$run" ROCK_KNOWN_SERVERS="$t_tmp/known_servers" \
+	t_foreign nn_c "$ROCK" bash -c "exec 3<>/dev/tcp/$NN_S_ADDR/22" 2>/dev/null
+n=$(starts)
+rock_ssh system -- "$host" echo seven
+t_eq "system rockd: output" "$(cat "$t_tmp/system.out")" seven
+t_eq "system rockd: no bootstrap" "$(starts)" "$n"
+t_check "system rockd: -v says the probe cache knew it" \
+	grep -q "a rockd on port 4022 of $NN_S_ADDR (probe cache): nothing to start" "$t_tmp/system.err"
+t_check "system rockd: ssh's connection a rock to it" grep -q ': a rock$' "$t_tmp/system.err"
+t_done
