@@ -61,7 +61,7 @@ fake() {
 FAKE_PORT=2222 fake ok ssh -p 2222 -i id -L 1:a:2 u@h -v echo 'a b'
 t_eq "session: exit status" "$rc" 0
 t_eq "session: the bootstrap's arguments (the user's options, to the host's options, no command)" \
-	"$(cat "$t_tmp/boot.args")" "-T|-o|ClearAllForwardings=yes|-o|ControlMaster=no|-o|ControlPath=none|-p|2222|-i|id|-L|1:a:2|u@h|-v|$remote|"
+	"$(cat "$t_tmp/boot.args")" "-T|-o|ClearAllForwardings=yes|-o|ControlMaster=no|-o|ControlPath=none|-o|RemoteCommand=none|-p|2222|-i|id|-L|1:a:2|u@h|-v|$remote|"
 t_eq "session: a master looked for first, with the user's options" \
 	"$(cat "$t_tmp/check.args")" "-O|check|-p|2222|-i|id|-L|1:a:2|u@h|-v|"
 t_eq "session: ssh's own arguments unchanged" "$(cat "$t_tmp/run.args")" "-p|2222|-i|id|-L|1:a:2|u@h|-v|echo|a b|"
@@ -70,7 +70,7 @@ t_eq "session: nothing said" "$(cat "$t_tmp/err")" ""
 
 fake ok ssh -- h
 t_eq "session after --: the bootstrap's arguments" "$(cat "$t_tmp/boot.args")" \
-	"-T|-o|ClearAllForwardings=yes|-o|ControlMaster=no|-o|ControlPath=none|--|h|$remote|"
+	"-T|-o|ClearAllForwardings=yes|-o|ControlMaster=no|-o|ControlPath=none|-o|RemoteCommand=none|--|h|$remote|"
 t_eq "session after --: port 22 mapped" "$(cat "$t_tmp/out")" "map=22=40000 key=$key"
 
 fake missing ssh h true
@@ -113,7 +113,7 @@ t_check "a master is running, rock -v: says so" \
 FAKE_JUMP=u@j:2200 FAKE_JUMP_PORT=2200 fake ok ssh -F cfg -J u@j:2200 h true
 t_eq "jump: the jump host resolved as ssh's ProxyJump dials it" "$(cat "$t_tmp/jumpg.args")" "-G|-F|cfg|ssh://u@j:2200|"
 t_eq "jump: the bootstrap runs on the jump host" "$(cat "$t_tmp/boot.args")" \
-	"-T|-o|ClearAllForwardings=yes|-o|ControlMaster=no|-o|ControlPath=none|-F|cfg|ssh://u@j:2200|$remote|"
+	"-T|-o|ClearAllForwardings=yes|-o|ControlMaster=no|-o|ControlPath=none|-o|RemoteCommand=none|-F|cfg|ssh://u@j:2200|$remote|"
 t_eq "jump: the jump host's port mapped, pinned" "$(cat "$t_tmp/out")" "map=2200=40000 key=$key"
 t_eq "jump: ssh's own arguments unchanged" "$(cat "$t_tmp/run.args")" "-F|cfg|-J|u@j:2200|h|true|"
 FAKE_PROXY="nc %h %p" fake ok ssh h true
@@ -125,6 +125,22 @@ t_check "ROCK_SSH_PERSIST=60: the session rockd stays 60 s" \
 ROCK_SSH_PERSIST=soon fake ok ssh h
 t_eq "ROCK_SSH_PERSIST=soon: reported once (by ssh's librock), the default kept" \
 	"$(grep -c 'ROCK_SSH_PERSIST="soon" ignored.*accepted: seconds, 0 to 86400' "$t_tmp/err") $(grep -c -- "--persist 300|$" "$t_tmp/boot.args")" "1 1"
+
+# scp (-S) and sftp run ssh with -s (the sftp subsystem); a user's -t
+# asks for a terminal: the session's, not the bootstrap's. An option's
+# argument with those letters stays as it is.
+ln -s "$ROCK" "$t_tmp/bin/rock-ssh"
+FAKE=ok PATH="$t_tmp/bin:$PATH" t_foreign "$t_tmp/bin/rock-ssh" -x -oForwardAgent=no -oPermitLocalCommand=no \
+	-oClearAllForwardings=yes -oRemoteCommand=none -oRequestTTY=no -oControlMaster=no -s -- h sftp \
+	>"$t_tmp/out" 2>"$t_tmp/err"
+t_eq "scp's ssh (rock-ssh, -s): no -s in the bootstrap" "$(cat "$t_tmp/boot.args")" \
+	"-T|-o|ClearAllForwardings=yes|-o|ControlMaster=no|-o|ControlPath=none|-o|RemoteCommand=none|-x|-oForwardAgent=no|-oPermitLocalCommand=no|-oClearAllForwardings=yes|-oRemoteCommand=none|-oRequestTTY=no|-oControlMaster=no|--|h|$remote|"
+t_eq "scp's ssh: its own arguments unchanged, mapped and pinned" "$(cat "$t_tmp/run.args") $(cat "$t_tmp/out")" \
+	"-x|-oForwardAgent=no|-oPermitLocalCommand=no|-oClearAllForwardings=yes|-oRemoteCommand=none|-oRequestTTY=no|-oControlMaster=no|-s|--|h|sftp| map=22=40000 key=$key"
+fake ok ssh -tt -vts -i st h -t top
+t_eq "-t and -s out of the bootstrap, option arguments kept" "$(cat "$t_tmp/boot.args")" \
+	"-T|-o|ClearAllForwardings=yes|-o|ControlMaster=no|-o|ControlPath=none|-o|RemoteCommand=none|-v|-i|st|h|$remote|"
+t_eq "-t and -s: ssh's own arguments unchanged" "$(cat "$t_tmp/run.args")" "-tt|-vts|-i|st|h|-t|top|"
 
 FAKE_NOCP=1 FAKE_MASTER=1 fake ok ssh h true
 t_check "no ControlPath: no master looked for" test ! -e "$t_tmp/check.args"

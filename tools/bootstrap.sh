@@ -9,7 +9,8 @@ cd "$(dirname "$0")/.."
 # Build tools, the libraries (libsodium, libevent, Check; libnetfilter_queue
 # for the tests' netem on kernels without one), and what the tests drive:
 # socat, iproute2/iptables for network namespaces, ping, the real programs
-# run under rock (python3, curl, a JDK), ssh and tmux; clang and its
+# run under rock (python3, curl, a JDK), ssh and tmux, git and rsync
+# (rock ssh as their transport); clang and its
 # libFuzzer and sanitizer runtimes for the fuzz harnesses (tests/fuzz);
 # systemd for systemd-analyze, which checks rockd's unit (and man-db:
 # its verify opens the unit's man page with man); groff-base
@@ -19,7 +20,7 @@ PACKAGES="build-essential autoconf automake libtool pkg-config
 libsodium-dev libevent-dev check libnetfilter-queue-dev
 clang libclang-rt-14-dev
 socat iproute2 iptables iputils-ping procps psmisc libcap2-bin python3 curl
-default-jdk-headless openssh-server openssh-client tmux systemd man-db groff-base"
+default-jdk-headless openssh-server openssh-client tmux git rsync systemd man-db groff-base"
 
 as_root() {
 	if [ "$(id -u)" -eq 0 ]; then "$@"

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,7 +31,8 @@ usage(FILE *f)
 	    "  -h, --help        this text\n"
 	    "  --version         print the version\n"
 	    "`rock ssh HOST` first starts a rockd for the user on HOST over ssh\n"
-	    "(rockd --session) and pins the rock to its key; see rock(1).\n"
+	    "(rockd --session), pins the rock to its key and finds it again next\n"
+	    "time; rock-ssh is rock ssh (for scp -S, GIT_SSH); see rock(1).\n"
 	    "Settings come from the environment: ROCK_MODE, ROCK_KEEPALIVE_TIME,\n"
 	    "ROCK_KEEPALIVE_INTVL, ROCK_KEEPALIVE_PROBES, ROCK_USER_TIMEOUT_MS,\n"
 	    "ROCK_DEBUG, ROCK_LOG and libdontdie's DD_* variables; see rock(1).\n"
@@ -183,6 +185,26 @@ wants_session(const char *cmd)
 	    strcmp(mode, "rock") == 0);
 }
 
+/* Called rock-ssh (a link to rock): a program that runs "rock ssh" where
+ * a tool takes one program and no words (scp -S, GIT_SSH, ProxyJump's
+ * ssh): argv becomes "rock ssh ARGS...". */
+static char **
+as_rock_ssh(int *argc, char **argv)
+{
+	const char *base = strrchr(argv[0], '/');
+	char **v;
+
+	base = base != NULL ? base + 1 : argv[0];
+	if (strcmp(base, "rock-ssh") != 0 ||
+	    (v = calloc((size_t)*argc + 2, sizeof(*v))) == NULL)
+		return argv;
+	v[0] = argv[0];
+	v[1] = (char *)(uintptr_t)"ssh";
+	memcpy(v + 2, argv + 1, (size_t)*argc * sizeof(*v));
+	(*argc)++;
+	return v;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -197,6 +219,7 @@ main(int argc, char **argv)
 	const char *lib;
 	int c, keepalive_only = 0, verbose = 0, r;
 
+	argv = as_rock_ssh(&argc, argv);
 	/* Subcommands; a program of that name runs as "rock -- ls". */
 	if (argc >= 2 && strcmp(argv[1], "ls") == 0)
 		return rock_ls_main(argc - 1, argv + 1);

@@ -311,6 +311,54 @@ first_line(FILE *f, char *buf, size_t size)
 		buf[strcspn(buf, "\r\n")] = '\0';
 }
 
+/* argv up to cmd without the user's -s and -t: scp and sftp ask for a
+ * subsystem with -s, and -t for a terminal, both for the session, not
+ * for ssh -G (which refuses -s without a command), -O check or the
+ * bootstrap's command. Rewritten words are in *buf; *n the count. */
+static char **
+without_session_flags(char **argv, int cmd, char **buf, int *n)
+{
+	size_t total = 1;
+	char **u, *q;
+	int i, opts = 1;
+
+	for (i = 0; i < cmd; i++)
+		total += strlen(argv[i]) + 1;
+	u = calloc((size_t)cmd + 1, sizeof(*u));
+	if (u == NULL || (*buf = q = malloc(total)) == NULL) {
+		free(u);
+		return NULL;
+	}
+	u[0] = argv[0];
+	for (i = 1, *n = 1; i < cmd; i++) {
+		const char *w = argv[i], *p;
+		char *d = q;
+		int takes_next = 0;
+
+		if (!opts || w[0] != '-' || w[1] == '\0' || strcmp(w, "--") == 0) {
+			opts = opts && strcmp(w, "--") != 0;
+			u[(*n)++] = argv[i];
+			continue;
+		}
+		*q++ = '-';
+		for (p = w + 1; *p != '\0'; p++) {
+			if (strchr(ssh_argopts, *p) != NULL) {
+				q = stpcpy(q, p);
+				takes_next = p[1] == '\0';
+				break;
+			}
+			if (*p != 's' && *p != 't')
+				*q++ = *p;
+		}
+		*q++ = '\0';
+		if (strcmp(d, "-") != 0)
+			u[(*n)++] = d;
+		if (takes_next && i + 1 < cmd)
+			u[(*n)++] = argv[++i];
+	}
+	return u;
+}
+
 /* Run the remote command over ssh (argv up to cmd, never a master):
  * 0 and its line; ssh's exit status, or -1 (no ssh), -2 (no line in
  * time), -3 (no line). */
@@ -325,7 +373,7 @@ bootstrap(const char *ssh, char **argv, int cmd, int persist_s,
 	 * session multiplexes through. */
 	static const char *const extra[] = { "-T", "-o",
 	    "ClearAllForwardings=yes", "-o", "ControlMaster=no", "-o",
-	    "ControlPath=none", NULL };
+	    "ControlPath=none", "-o", "RemoteCommand=none", NULL };
 	char remote[sizeof(REMOTE_COMMAND) + 32];
 	char **v;
 	int fds[2], n, st;
@@ -580,8 +628,31 @@ config_file(char **argv, int cmd)
 	return NULL;
 }
 
+static int plan(const char *ssh, int argc, char **argv, int verbose);
+
 int
 rock_ssh_session(const char *ssh, int argc, char **argv, int verbose)
+{
+	struct ssh_args a;
+	char **u, *buf;
+	int n, r;
+
+	if (getenv(ROCK_ENV_PORT_MAP) != NULL)
+		return 0;
+	ssh_split(argc, argv, &a);
+	if (a.host < 0 || !a.session)
+		return 0;
+	if ((u = without_session_flags(argv, a.cmd, &buf, &n)) == NULL)
+		return 0;	/* out of memory: ssh as it is */
+	r = plan(ssh, n, u, verbose);
+	free(u);
+	free(buf);
+	return r;
+}
+
+/* argv: ssh's, up to the command, without -s and -t. */
+static int
+plan(const char *ssh, int argc, char **argv, int verbose)
 {
 	static struct ssh_plan p;
 	/* A bad value is ssh's librock's to report: once. */
@@ -592,11 +663,7 @@ rock_ssh_session(const char *ssh, int argc, char **argv, int verbose)
 	struct ssh_args a;
 	int n = 1;
 
-	if (getenv(ROCK_ENV_PORT_MAP) != NULL)
-		return 0;
 	ssh_split(argc, argv, &a);
-	if (a.host < 0 || !a.session)
-		return 0;
 	memset(&p, 0, sizeof(p));
 	p.ssh = ssh;
 	p.verbose = verbose;

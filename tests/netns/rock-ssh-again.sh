@@ -10,7 +10,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 [ -x "$ROCKD" ] || t_skip_all "rockd not built"
 ssh_require
 rock_netns_up
-sshd_up "PermitUserEnvironment yes"
+sshd_up "PermitUserEnvironment yes" "Subsystem sftp internal-sftp"
 # The build's rockd "installed" for the user: each start counted.
 mkdir -p "$t_tmp/bin"
 printf '#!/bin/sh\necho $$ >>"%s"\nexec "%s" "$@"\n' "$t_tmp/session.starts" "$ROCKD" \
@@ -74,6 +74,35 @@ t_check "second: one probe for rock ssh and ssh both (ssh's connect found it in 
 	grep -q 'a rockd, by the shared probe cache' "$t_tmp/second.err"
 t_eq "all well: nothing said without -v" "$(quiet "$host" echo three 2>&1)" three
 t_eq "all well: still one start" "$(starts)" 1
+
+# Scripts: rock ssh as git's, rsync's and scp's transport (scp takes one
+# program: rock-ssh, a link to rock). Each call finds the session rockd.
+ln -s "$ROCK" "$t_tmp/bin/rock-ssh"
+git init -q -b main "$t_tmp/work"
+git -C "$t_tmp/work" -c user.name=t -c user.email=t@example.org commit -q --allow-empty -m one
+git clone -q --bare "$t_tmp/work" "$t_tmp/repo.git"
+transport() {
+	XDG_RUNTIME_DIR="$run" ROCK_KNOWN_SERVERS="$t_tmp/known_servers" ROCK_DEBUG=1 \
+		ROCK_LOG="$t_tmp/$1.rock.log" t_foreign nn_c "${@:2}"
+}
+head -c 100000 /dev/urandom >"$t_tmp/payload"
+transport git env GIT_SSH_COMMAND="$ROCK ssh -F $t_tmp/ssh_config" \
+	git ls-remote --symref "$host:$t_tmp/repo.git" >"$t_tmp/git.out" 2>"$t_tmp/git.err"
+t_eq "git over rock ssh: the remote's HEAD" "$(head -n 1 "$t_tmp/git.out")" "$(printf 'ref: refs/heads/main\tHEAD')"
+if command -v rsync >/dev/null; then
+	transport rsync rsync -e "$ROCK ssh -F $t_tmp/ssh_config" "$t_tmp/payload" "$host:$t_tmp/payload.rsync" 2>"$t_tmp/rsync.err"
+	t_check "rsync -e 'rock ssh': the file, byte for byte" cmp "$t_tmp/payload" "$t_tmp/payload.rsync"
+else
+	t_skipped "rsync not installed"
+fi
+transport scp scp -q -S "$t_tmp/bin/rock-ssh" -F "$t_tmp/ssh_config" "$t_tmp/payload" "$host:$t_tmp/payload.scp" 2>"$t_tmp/scp.err"
+t_check "scp -S rock-ssh: the file, byte for byte" cmp "$t_tmp/payload" "$t_tmp/payload.scp"
+for k in git rsync scp; do
+	[ -e "$t_tmp/$k.rock.log" ] || continue
+	t_check "$k: its ssh's connection was a rock" grep -q ': a rock$' "$t_tmp/$k.rock.log"
+	t_eq "$k: nothing said" "$(cat "$t_tmp/$k.err")" ""
+done
+t_eq "scripts: no login to start rockd" "$(starts)" 1
 
 # The remembered rockd is gone: one more login starts another.
 nn_s pkill -f -- "rockd --session"
