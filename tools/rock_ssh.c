@@ -35,10 +35,11 @@ fall_back(int r, const char *host, FILE *err, const char *line)
 
 	switch (r) {
 	case SSH_EXIT_FAILED:
+		/* ssh says nothing at LogLevel ERROR or QUIET. */
 		first_line(err, why, sizeof(why));
-		fprintf(stderr, "rock: cannot start rockd on %s over ssh%s%s; "
-		    "running ssh as usual\n", host, why[0] != '\0' ? ": " : "",
-		    why);
+		fprintf(stderr, "rock: cannot start rockd on %s over ssh: %s; "
+		    "running ssh as usual\n", host, why[0] != '\0' ? why :
+		    "ssh exited with status 255 and no message");
 		break;
 	case 127:
 		fprintf(stderr, "rock: rockd is not installed on %s; %s\n",

@@ -72,6 +72,8 @@ bench_profile() {
 	local p=$1 r k first order host
 	local -a fp=() fr=() tp=() tr=() gp=() gr=() rf=() rt=() rg=()
 	export NN_PROFILE=$p
+	# Each profile from nothing: keys, known hosts, runtime directories.
+	rm -rf "$t_tmp"
 	mkdir -p "$t_tmp"
 	rock_netns_up
 	sshd_up "PermitUserEnvironment yes"
