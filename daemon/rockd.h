@@ -261,6 +261,8 @@ void rockd_heap_stop(struct rockd *d);
 int rockd_session_config(struct rockd_config *cfg, const char *backend,
     char *err, size_t errlen);
 int rockd_session_announce(struct rockd *d);
+/* --session: a probe was answered; the exit waits a little longer. */
+void rockd_session_probed(struct rockd *d);
 void rockd_session_ended(struct rockd *d);
 void rockd_session_free(struct rockd *d);
 

@@ -10,15 +10,28 @@
 #include "rock_known.h"
 #include "rockd.h"
 
+/* A connection being told apart or shaking hands may be the next
+ * session: look again this soon rather than cut it. */
+#define SESSION_BUSY_RETRY_S 1
+/* A probe answered means a client is about to connect: the window left
+ * is made at least this long. */
+#define SESSION_PROBE_GRACE_S 30
+
 static void
 session_idle(evutil_socket_t fd, short what, void *arg)
 {
 	struct rockd *d = arg;
+	struct timeval retry = { SESSION_BUSY_RETRY_S, 0 };
 
 	(void)fd;
 	(void)what;
-	if (d->rocks != NULL || d->relays != NULL || d->nsniffs > 0)
+	/* Their ends call rockd_session_ended, which arms the timer again. */
+	if (d->rocks != NULL || d->relays != NULL)
 		return;
+	if (d->nsniffs > 0 || rock_engine_nhandshakes(d->engine) > 0) {
+		evtimer_add(d->idle, &retry);
+		return;
+	}
 	if (d->sessions_seen)
 		rlog_info(&d->log, "session: no new session within %ld s of "
 		    "the last; exiting", d->persist_s);
@@ -26,6 +39,21 @@ session_idle(evutil_socket_t fd, short what, void *arg)
 		rlog_info(&d->log, "session: no session within %ld s; exiting",
 		    d->idle_timeout_s);
 	event_base_loopbreak(d->base);
+}
+
+void
+rockd_session_probed(struct rockd *d)
+{
+	struct timeval grace = { SESSION_PROBE_GRACE_S, 0 }, at, now;
+
+	if (!d->session || d->idle == NULL || d->rocks != NULL ||
+	    d->relays != NULL || d->stopping)
+		return;
+	if (evtimer_pending(d->idle, &at) &&
+	    event_base_gettimeofday_cached(d->base, &now) == 0 &&
+	    at.tv_sec - now.tv_sec >= SESSION_PROBE_GRACE_S)
+		return;
+	evtimer_add(d->idle, &grace);
 }
 
 /* "ROCKD-SESSION 1 PORT KEY" for the client at the other end of ssh,

@@ -40,6 +40,7 @@ answer_probe(struct sniff *sn)
 	rlog_debug(&sn->d->log, "probe from a rock client: announcing");
 	(void)send(sn->fd, ann, ROCK_ANNOUNCE_LEN, MSG_NOSIGNAL | MSG_DONTWAIT);
 	close(sn->fd);
+	rockd_session_probed(sn->d);
 }
 
 /* Refusals come as fast as strangers connect: their lines have a budget. */

@@ -70,6 +70,8 @@ static const struct env_var env_vars[ROCK_ENV_NVARS] = {
 	    "an absolute file path, or empty (share no probe results)" },
 	{ ROCK_ENV_SSH_PERSIST, ENV_INT, 0, 86400, FIELD(ssh_persist_s),
 	    "seconds, 0 to 86400" },
+	{ ROCK_ENV_SSH_MEMO, ENV_PATH, 0, 0, FIELD(ssh_memo),
+	    "an absolute file path (set by rock ssh)" },
 };
 
 void

@@ -71,6 +71,8 @@ struct rock_config {
 	char run_dir[PATH_MAX];		/* the user's runtime directory for rocks
 					 * (control sockets); "": none */
 	int ssh_persist_s;		/* rock ssh: a session rockd's stay */
+	char ssh_memo[PATH_MAX];	/* rock ssh's memo of the rockd pinned
+					 * to; "": none */
 };
 
 /* The enhanced port for a destination port: itself unless mapped. */
@@ -84,7 +86,7 @@ typedef void rock_env_warn_fn(void *arg, const char *var, const char *value,
 /* Looks a variable up; returns NULL when unset (getenv has this shape). */
 typedef const char *rock_env_get_fn(void *arg, const char *name);
 
-#define ROCK_ENV_NVARS 23
+#define ROCK_ENV_NVARS 24
 
 /*
  * The parser remembers the bad values it has reported, so that re-reading

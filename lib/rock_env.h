@@ -27,6 +27,9 @@
 /* rock ssh: seconds a session rockd it starts stays after its last
  * session, for the next rock ssh to the host (rockd --persist). */
 #define ROCK_ENV_SSH_PERSIST		"ROCK_SSH_PERSIST"
+/* Set by rock ssh for ssh: the memo of the session rockd that ssh is
+ * pinned to, forgotten if what answers there fails to prove the key. */
+#define ROCK_ENV_SSH_MEMO		"ROCK_SSH_MEMO"
 
 /* Server keys (doc/PROTOCOL.md 2.4): the known-servers file, a pinned
  * key, and taking a changed key once. */

@@ -15,10 +15,12 @@ mkdir -p "$t_tmp/bin"
 cat >"$t_tmp/bin/ssh" <<'FAKE'
 #!/bin/sh
 for a; do last=$a; done
-case " $* " in *" -G "*ssh://*)
-	printf '%s|' "$@" >"$FAKE_DIR/jumpg.args"
-	echo "user root"; echo "hostname j"; echo "port ${FAKE_JUMP_PORT:-22}"; exit 0 ;;
-*" -G "*)
+case " $* " in *" -G "*)
+	# Without the destination h among its words: the jump host's.
+	if [ -n "${FAKE_JUMP:-}" ] && ! printf '%s\n' "$@" | grep -qxE '(u@)?h'; then
+		printf '%s|' "$@" >"$FAKE_DIR/jumpg.args"
+		echo "user root"; echo "hostname j"; echo "port ${FAKE_JUMP_PORT:-22}"; exit 0
+	fi
 	echo "user root"; echo "hostname h"; echo "port ${FAKE_PORT:-22}"
 	[ -n "${FAKE_NOCP:-}" ] || echo "controlpath /x/cm-h"
 	[ -z "${FAKE_JUMP:-}" ] || echo "proxyjump $FAKE_JUMP"
@@ -31,9 +33,12 @@ case " $* " in *" -O check "*)
 	echo "Control socket connect(/x): No such file or directory" >&2; exit 255 ;;
 esac
 case $last in
-*"rockd --session --persist "*)
+*"rockd --session"*)
 	printf '%s|' "$@" >"$FAKE_DIR/boot.args"
 	case $FAKE in
+	oldpersist)
+		case $last in *--persist*) echo "rockd: unrecognized option '--persist'" >&2; exit 2 ;; esac
+		echo "ROCKD-SESSION 1 40000 $FAKE_KEY" ;;
 	ok) echo "ROCKD-SESSION 1 40000 $FAKE_KEY" ;;
 	missing) echo "env: 'rockd': No such file or directory" >&2; exit 127 ;;
 	noconnect) echo "ssh: connect to host h port 22: Connection refused" >&2; exit 255 ;;
@@ -111,17 +116,31 @@ t_check "a master is running, rock -v: says so" \
 # -J: ssh's own connection is to the jump host; the session rockd is
 # started there, with the -F file the jump's ssh reads too.
 FAKE_JUMP=u@j:2200 FAKE_JUMP_PORT=2200 fake ok ssh -F cfg -J u@j:2200 h true
-t_eq "jump: the jump host resolved as ssh's ProxyJump dials it" "$(cat "$t_tmp/jumpg.args")" "-G|-F|cfg|ssh://u@j:2200|"
+t_eq "jump: the jump host resolved as ssh's ProxyJump dials it" "$(cat "$t_tmp/jumpg.args")" "-G|-F|cfg|-l|u|-p|2200|j|"
 t_eq "jump: the bootstrap runs on the jump host" "$(cat "$t_tmp/boot.args")" \
-	"-T|-o|ClearAllForwardings=yes|-o|ControlMaster=no|-o|ControlPath=none|-o|RemoteCommand=none|-F|cfg|ssh://u@j:2200|$remote|"
+	"-T|-o|ClearAllForwardings=yes|-o|ControlMaster=no|-o|ControlPath=none|-o|RemoteCommand=none|-F|cfg|-l|u|-p|2200|j|$remote|"
 t_eq "jump: the jump host's port mapped, pinned" "$(cat "$t_tmp/out")" "map=2200=40000 key=$key"
 t_eq "jump: ssh's own arguments unchanged" "$(cat "$t_tmp/run.args")" "-F|cfg|-J|u@j:2200|h|true|"
+FAKE_JUMP=ssh://u@j:2200 FAKE_JUMP_PORT=2200 fake ok ssh -vF cfg -J ssh://u@j:2200 h true
+t_eq "jump as a URI, -F in a cluster: the same words" "$(cat "$t_tmp/jumpg.args")" "-G|-F|cfg|-l|u|-p|2200|j|"
+FAKE_JUMP="[2001:db8::1]:2200" FAKE_JUMP_PORT=2200 fake ok ssh -J "[2001:db8::1]:2200" h true
+t_eq "jump by IPv6 address (ssh -G brackets it)" "$(cat "$t_tmp/jumpg.args")" "-G|-p|2200|2001:db8::1|"
+FAKE_JUMP="u@[2001:db8::1" fake ok ssh h true
+t_eq "jump host unreadable: said, ssh as usual" "$(cat "$t_tmp/err") $(cat "$t_tmp/out")" \
+	"rock: cannot read the jump host \"u@[2001:db8::1\"; running ssh as usual map=unset key=unset"
 FAKE_PROXY="nc %h %p" fake ok ssh h true
 t_check "ProxyCommand: no bootstrap (ssh makes no connection of its own)" test ! -e "$t_tmp/boot.args"
 t_eq "ProxyCommand: nothing said" "$rc $(cat "$t_tmp/err")" "0 "
 ROCK_SSH_PERSIST=60 fake ok ssh h
 t_check "ROCK_SSH_PERSIST=60: the session rockd stays 60 s" \
 	grep -q -- "rockd --session --persist 60|$" "$t_tmp/boot.args"
+ROCK_SSH_PERSIST=0 fake ok ssh h
+t_check "ROCK_SSH_PERSIST=0: no --persist (a rockd from before it runs as ever)" \
+	grep -q -- "rockd --session|$" "$t_tmp/boot.args"
+fake oldpersist -v ssh h
+t_check "a rockd without --persist: asked again without it" grep -q -- "rockd --session|$" "$t_tmp/boot.args"
+t_eq "a rockd without --persist: pinned to it" "$(cat "$t_tmp/out")" "map=22=40000 key=$key"
+t_check "a rockd without --persist: -v says so" grep -q "has no --persist; starting it without" "$t_tmp/err"
 ROCK_SSH_PERSIST=soon fake ok ssh h
 t_eq "ROCK_SSH_PERSIST=soon: reported once (by ssh's librock), the default kept" \
 	"$(grep -c 'ROCK_SSH_PERSIST="soon" ignored.*accepted: seconds, 0 to 86400' "$t_tmp/err") $(grep -c -- "--persist 300|$" "$t_tmp/boot.args")" "1 1"

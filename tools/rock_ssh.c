@@ -9,10 +9,12 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include "rock_config.h"
 #include "rock_engine.h"
 #include "rock_env.h"
+#include "rock_err.h"
 #include "rock_known.h"
 #include "rock_log.h"
 #include "rock_parse.h"
@@ -114,52 +116,65 @@ set_port(struct ssh_plan *p, unsigned port)
 		((struct sockaddr_in *)&p->addr)->sin_port = htons(port);
 }
 
-/* Probe the hop's PORT: 0 and the instance its announcement names (the
- * answer shared with the user's processes, so ssh's connect skips its
- * own probe), or -1. */
+/* Probe the hop's PORT: 0 and the instance its announcement names, or
+ * the probe's error (ROCK_ERR_SYSTEM: no address). What it found goes to
+ * the cache the user's processes share, as a connect's probe does, so
+ * ssh's connect does not probe again. *answered: a definite answer (a
+ * rockd, a refusal, an ordinary server), not silence. */
 static int
 probe_port(struct ssh_plan *p, unsigned port,
-    uint8_t instance[SSH_MEMO_INSTANCE_LEN])
+    uint8_t instance[SSH_MEMO_INSTANCE_LEN], int *answered)
 {
 	uint8_t ann[ROCK_ANNOUNCE_LEN];
-	int silent;
+	int r, silent = 0;
 
+	*answered = 0;
 	if (p->addr_len == 0)
-		return -1;
+		return ROCK_ERR_SYSTEM;
 	set_port(p, port);
-	if (rock_probe(&p->log, (struct sockaddr *)&p->addr, p->addr_len,
-	    rock_probe_budget_ms(p->cfg.probe_timeout_ms, 1), ann,
-	    &silent) != 0)
-		return -1;
-	rock_probe_file_put(&p->probes, &p->log, (struct sockaddr *)&p->addr,
-	    p->addr_len, ann, ROCK_PROBE_TTL_MS);
-	memcpy(instance, ann + SSH_MEMO_INSTANCE_OFF, SSH_MEMO_INSTANCE_LEN);
-	return 0;
+	r = rock_probe(&p->log, (struct sockaddr *)&p->addr, p->addr_len,
+	    rock_probe_budget_ms(p->cfg.probe_timeout_ms, 1), ann, &silent);
+	*answered = r != ROCK_ERR_TIMEOUT && !silent;
+	if (r == 0 || (rock_probe_found_plain(r) && !silent))
+		rock_probe_file_put(&p->probes, &p->log,
+		    (struct sockaddr *)&p->addr, p->addr_len, r == 0 ? ann : NULL,
+		    r == 0 ? ROCK_PROBE_TTL_MS : ROCK_PROBE_PLAIN_TTL_MS);
+	if (r == 0)
+		memcpy(instance, ann + SSH_MEMO_INSTANCE_OFF,
+		    SSH_MEMO_INSTANCE_LEN);
+	return r;
 }
 
-/* ssh's connection goes to PORT of the hop, pinned to KEY. */
+/* ssh's connection goes to PORT of the hop, pinned to KEY; the memo is
+ * named for ssh's librock to forget if the key is not proved. */
 static int
 pin(struct ssh_plan *p, unsigned port, const char *key)
 {
 	char map[32];
 
 	snprintf(map, sizeof(map), "%u=%u", p->hop.port, port);
-	return setenv(ROCK_ENV_PORT_MAP, map, 1) == 0 &&
-	    setenv(ROCK_ENV_SERVER_KEY, key, 1) == 0 ? 0 : -1;
+	if (setenv(ROCK_ENV_PORT_MAP, map, 1) != 0 ||
+	    setenv(ROCK_ENV_SERVER_KEY, key, 1) != 0 ||
+	    (p->memo[0] != '\0' && setenv(ROCK_ENV_SSH_MEMO, p->memo, 1) != 0))
+		return -1;
+	return 0;
 }
 
 /* The session rockd an earlier rock ssh started: 1 when it answers as
  * the same process (its key is then proved by ssh's own handshake,
- * which fails rather than go elsewhere); 0, forgotten, when it does not. */
+ * which fails rather than go elsewhere, and forgets the memo). 0 when it
+ * does not; forgotten when something else answered there, kept when
+ * nothing did (the host out of reach for now: a bootstrap replaces it). */
 static int
 remembered(struct ssh_plan *p)
 {
 	uint8_t inst[SSH_MEMO_INSTANCE_LEN];
 	struct ssh_memo m;
+	int answered;
 
 	if (p->memo[0] == '\0' || ssh_memo_load(p->memo, &m) != 0)
 		return 0;
-	if (probe_port(p, m.port, inst) == 0 &&
+	if (probe_port(p, m.port, inst, &answered) == 0 &&
 	    memcmp(inst, m.instance, sizeof(inst)) == 0 &&
 	    pin(p, m.port, m.key) == 0) {
 		if (p->verbose)
@@ -170,30 +185,53 @@ remembered(struct ssh_plan *p)
 	}
 	if (p->verbose)
 		fprintf(stderr, "rock: the session rockd remembered on port %u of "
-		    "%s is gone; starting another\n", m.port, p->hop.host);
-	ssh_memo_forget(p->memo);
+		    "%s %s; starting another\n", m.port, p->hop.host,
+		    answered ? "is gone" : "does not answer");
+	if (answered)
+		ssh_memo_forget(p->memo);
 	return 0;
 }
 
 /* A rockd on the port the port map sends ssh to, as the user's probe
- * cache knows it (a system rockd, or a server that makes rocks itself):
- * ssh's connection becomes a rock with nothing to start. */
+ * cache knows it (a system rockd, or a server that makes rocks itself),
+ * whose key the known servers file holds: ssh's connection becomes a
+ * rock to it, pinned to that key, with nothing to start. Without a key
+ * known, a bootstrap: its key comes over ssh, never on first use from
+ * whatever listens on an unprivileged port. */
 static int
 known_rockd(struct ssh_plan *p)
 {
 	unsigned port = rock_port_mapped(&p->cfg, (unsigned short)p->hop.port);
+	char key[ROCK_KEY_TEXT_LEN];
+	uint8_t pk[ROCK_IDENT_LEN];
 	struct rock_probe_fact f;
 
 	if (p->addr_len == 0)
 		return 0;
 	set_port(p, port);
 	if (!rock_probe_file_get(&p->probes, &p->log,
-	    (struct sockaddr *)&p->addr, p->addr_len, &f) || !f.enhanced)
+	    (struct sockaddr *)&p->addr, p->addr_len, &f) || !f.enhanced ||
+	    !rock_trust_known(&p->cfg.trust, &p->log,
+	    (struct sockaddr *)&p->addr, p->addr_len, pk))
+		return 0;
+	rock_key_text(pk, key);
+	if (setenv(ROCK_ENV_SERVER_KEY, key, 1) != 0)
 		return 0;
 	if (p->verbose)
-		fprintf(stderr, "rock: a rockd on port %u of %s (probe cache): "
-		    "nothing to start\n", port, p->hop.host);
+		fprintf(stderr, "rock: a rockd on port %u of %s (probe cache), "
+		    "key %s (known servers): nothing to start\n", port,
+		    p->hop.host, key);
 	return 1;
+}
+
+/* rockd said it knows no --persist (getopt's "unrecognized option"). */
+static int
+older_rockd(FILE *err)
+{
+	char why[256];
+
+	first_line(err, why, sizeof(why));
+	return strstr(why, "--persist") != NULL;
 }
 
 /* Start a session rockd over ssh, pin ssh to it, and remember it. */
@@ -204,7 +242,7 @@ start(struct ssh_plan *p)
 	struct ssh_memo m;
 	unsigned port;
 	FILE *err;
-	int r;
+	int r, answered;
 
 	if (p->verbose)
 		fprintf(stderr, "rock: starting a session rockd on %s over ssh\n",
@@ -215,6 +253,22 @@ start(struct ssh_plan *p)
 	    line, sizeof(line), err);
 	if (r == 0 && parse_answer(line, &port, key) != 0)
 		r = -3;
+	if (r == 2 && p->cfg.ssh_persist_s > 0 && older_rockd(err)) {
+		/* A rockd from before --persist: one that leaves with its
+		 * last session, and nothing to remember. */
+		if (p->verbose)
+			fprintf(stderr, "rock: the rockd on %s has no --persist; "
+			    "starting it without\n", p->hop.host);
+		p->cfg.ssh_persist_s = 0;
+		rewind(err);
+		if (ftruncate(fileno(err), 0) != 0)
+			r = -1;
+		else
+			r = bootstrap(p->ssh, p->hop_argv, p->hop_cmd, 0, line,
+			    sizeof(line), err);
+		if (r == 0 && parse_answer(line, &port, key) != 0)
+			r = -3;
+	}
 	if (r != 0) {
 		r = fall_back(r, p->hop.host, err, line);
 		fclose(err);
@@ -228,25 +282,68 @@ start(struct ssh_plan *p)
 		    "key %s\n", p->hop.host, port, p->hop.port, key);
 	m.port = port;
 	memcpy(m.key, key, sizeof(m.key));
-	if (p->memo[0] != '\0' && probe_port(p, port, m.instance) == 0 &&
+	if (p->memo[0] != '\0' && p->cfg.ssh_persist_s > 0 &&
+	    probe_port(p, port, m.instance, &answered) == 0 &&
 	    ssh_memo_save(p->memo, &m) == 0 && p->verbose)
 		fprintf(stderr, "rock: remembered in %s for %d s after its last "
 		    "session\n", p->memo, p->cfg.ssh_persist_s);
 	return 0;
 }
 
-/* The argument of -F among ssh's options, if given: the jump host's ssh
- * reads the same file. */
-static const char *
-config_file(char **argv, int cmd)
+/* ProxyJump's first hop, [ssh://][user@]host[:port] with host in
+ * brackets if IPv6 (as ssh -G writes it), as ssh's own ProxyJump runs
+ * it: [-F file] [-l user] [-p port] host, in v (6 words and NULL, into
+ * buf); the count, or -1 for a hop it cannot read. */
+static int
+jump_argv(const char *argv0, const char *config, const char *spec,
+    char *buf, size_t size, char **v)
 {
-	int i;
+	char *user = NULL, *host, *port = NULL, *end;
+	int n = 0;
 
-	for (i = 1; i < cmd; i++)
-		if (strncmp(argv[i], "-F", 2) == 0)
-			return argv[i][2] != '\0' ? argv[i] + 2 :
-			    i + 1 < cmd ? argv[i + 1] : NULL;
-	return NULL;
+	if (strncmp(spec, "ssh://", 6) == 0)
+		spec += 6;
+	if (snprintf(buf, size, "%s", spec) >= (int)size)
+		return -1;
+	host = buf;
+	if ((end = strrchr(host, '@')) != NULL) {
+		*end = '\0';
+		user = host;
+		host = end + 1;
+	}
+	if (host[0] == '[') {
+		if ((end = strchr(host, ']')) == NULL)
+			return -1;
+		*end = '\0';
+		host++;
+		if (end[1] == ':')
+			port = end + 2;
+		else if (end[1] != '\0')
+			return -1;
+	} else if ((end = strchr(host, ':')) != NULL &&
+	    strchr(end + 1, ':') == NULL) {
+		*end = '\0';
+		port = end + 1;
+	}
+	if (host[0] == '\0' || (user != NULL && user[0] == '\0') ||
+	    (port != NULL && port[0] == '\0'))
+		return -1;
+	v[n++] = (char *)(uintptr_t)argv0;
+	if (config != NULL) {
+		v[n++] = (char *)(uintptr_t)"-F";
+		v[n++] = (char *)(uintptr_t)config;
+	}
+	if (user != NULL) {
+		v[n++] = (char *)(uintptr_t)"-l";
+		v[n++] = user;
+	}
+	if (port != NULL) {
+		v[n++] = (char *)(uintptr_t)"-p";
+		v[n++] = port;
+	}
+	v[n++] = host;
+	v[n] = NULL;
+	return n;
 }
 
 static int plan(const char *ssh, int argc, char **argv, int verbose);
@@ -278,11 +375,10 @@ plan(const char *ssh, int argc, char **argv, int verbose)
 	static struct ssh_plan p;
 	/* A bad value is ssh's librock's to report: once. */
 	struct rock_env_parser env = { .get = env_get };
-	char jump[sizeof(p.hop.jump) + 8];
-	char *jump_argv[5];
-	const char *file;
+	char jump[sizeof(p.hop.jump)], buf[sizeof(p.hop.jump)];
+	char *jv[8];
 	struct ssh_args a;
-	int n = 1;
+	int n, r, lock;
 
 	ssh_split(argc, argv, &a);
 	memset(&p, 0, sizeof(p));
@@ -310,21 +406,19 @@ plan(const char *ssh, int argc, char **argv, int verbose)
 	/* -J: ssh's own connection goes to the first jump host, and the
 	 * session to the destination rides in it: the rock is to that host. */
 	if (p.hop.jump[0] != '\0' && !p.hop.proxy_command) {
-		snprintf(jump, sizeof(jump), "ssh://%.*s",
-		    (int)sizeof(p.hop.jump) - 1, p.hop.jump);
-		jump_argv[0] = argv[0];
-		if ((file = config_file(argv, a.cmd)) != NULL) {
-			jump_argv[n++] = (char *)(uintptr_t)"-F";
-			jump_argv[n++] = (char *)(uintptr_t)file;
+		snprintf(jump, sizeof(jump), "%s", p.hop.jump);
+		if ((n = jump_argv(argv[0], a.config, jump, buf, sizeof(buf),
+		    jv)) < 0) {
+			fprintf(stderr, "rock: cannot read the jump host \"%s\"; "
+			    "running ssh as usual\n", jump);
+			return 0;
 		}
-		jump_argv[n++] = jump;
-		jump_argv[n] = NULL;
-		p.hop_argv = jump_argv;
+		p.hop_argv = jv;
 		p.hop_cmd = n;
 		if (verbose)
 			fprintf(stderr, "rock: ssh reaches %s through %s: the rock "
-			    "is to %s\n", argv[a.host], p.hop.jump, p.hop.jump);
-		if (ssh_resolve(ssh, jump_argv, n, &p.hop) != 0) {
+			    "is to %s\n", argv[a.host], jump, jump);
+		if (ssh_resolve(ssh, jv, n, &p.hop) != 0) {
 			snprintf(p.hop.host, sizeof(p.hop.host), "%.*s",
 			    (int)sizeof(p.hop.host) - 1, jump);
 			return start(&p);
@@ -340,7 +434,14 @@ plan(const char *ssh, int argc, char **argv, int verbose)
 	if (ssh_memo_path(p.cfg.run_dir, p.hop.user, p.hop.host, p.hop.port,
 	    p.memo, sizeof(p.memo)) != 0)
 		p.memo[0] = '\0';
+	/* A password typed for one bootstrap holds the others that long. */
+	lock = p.memo[0] != '\0' ? ssh_memo_lock(p.memo, ANSWER_TIMEOUT_MS +
+	    5000) : -1;
 	if (remembered(&p) || known_rockd(&p))
-		return 0;
-	return start(&p);
+		r = 0;
+	else
+		r = start(&p);
+	if (lock >= 0)
+		close(lock);
+	return r;
 }

@@ -41,6 +41,7 @@ ssh_split(int argc, char **argv, struct ssh_args *a)
 
 	a->host = -1;
 	a->session = 1;
+	a->config = NULL;
 	for (i = 1; i < argc; i++) {
 		const char *p = argv[i];
 
@@ -59,6 +60,9 @@ ssh_split(int argc, char **argv, struct ssh_args *a)
 			if (strchr(ssh_nosession, *p) != NULL)
 				a->session = 0;
 			if (strchr(ssh_argopts, *p) != NULL) {
+				if (*p == 'F')
+					a->config = p[1] != '\0' ? p + 1 :
+					    i + 1 < argc ? argv[i + 1] : NULL;
 				i += p[1] == '\0';
 				break;
 			}
@@ -353,8 +357,13 @@ bootstrap(const char *ssh, char **argv, int cmd, int persist_s,
 	int fds[2], n, st;
 	pid_t pid;
 
-	snprintf(remote, sizeof(remote), "%s --persist %d", REMOTE_COMMAND,
-	    persist_s);
+	/* 0 is rockd's default: said only otherwise, so that a rockd older
+	 * than --persist runs as before. */
+	if (persist_s > 0)
+		snprintf(remote, sizeof(remote), "%s --persist %d",
+		    REMOTE_COMMAND, persist_s);
+	else
+		snprintf(remote, sizeof(remote), "%s", REMOTE_COMMAND);
 	if ((v = ssh_argv(argv, cmd, extra, remote)) == NULL ||
 	    pipe2(fds, O_CLOEXEC) != 0) {
 		free(v);

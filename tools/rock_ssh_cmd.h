@@ -12,6 +12,7 @@ struct ssh_args {
 	int host;	/* index of the destination; -1: none */
 	int cmd;	/* index of the remote command; argc: none */
 	int session;	/* 0: ssh is asked for no remote command */
+	const char *config;	/* -F's file; NULL: none */
 };
 
 /* Options come before the destination and may follow it: ssh parses
@@ -25,7 +26,7 @@ char **without_session_flags(char **argv, int cmd, char **buf, int *n);
  * config: the destination, or the first hop of its ProxyJump. */
 struct ssh_hop {
 	char host[256];		/* hostname, after the config's HostName */
-	char user[64];
+	char user[256];
 	unsigned port;
 	int family;		/* AddressFamily: AF_UNSPEC, AF_INET, AF_INET6 */
 	char jump[512];		/* ProxyJump's first hop; "": none */
@@ -37,8 +38,8 @@ struct ssh_hop {
 int ssh_resolve(const char *ssh, char **argv, int cmd, struct ssh_hop *h);
 /* 1: ssh -O check finds a live master for the destination. */
 int master_alive(const char *ssh, char **argv, int cmd);
-/* Run rockd --session --persist over ssh (argv up to cmd, never a
- * master): 0 and its line; ssh's exit status, or -1 (no ssh), -2 (no
+/* Run rockd --session --persist S (S 0: without it) over ssh (argv
+ * up to cmd, never a master): 0 and its line; ssh's exit status, or -1 (no ssh), -2 (no
  * line in time), -3 (no line). ssh's complaints go to err. */
 int bootstrap(const char *ssh, char **argv, int cmd, int persist_s,
     char *line, size_t size, FILE *err);

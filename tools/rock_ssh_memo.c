@@ -6,7 +6,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "rock_known.h"
@@ -56,7 +58,8 @@ ssh_memo_path(const char *run_dir, const char *user, const char *host,
 	return 0;
 }
 
-/* The directory is ours alone: what a file in it says decides which
+/* The directory and its parent (the runtime directory's rock/, or
+ * /tmp/rock-UID) are ours alone: what a file in them says decides which
  * port and key a session goes to. */
 static int
 dir_private(const char *path)
@@ -64,13 +67,18 @@ dir_private(const char *path)
 	char dir[PATH_MAX];
 	struct stat st;
 	char *slash;
+	int level;
 
 	snprintf(dir, sizeof(dir), "%s", path);
-	if ((slash = strrchr(dir, '/')) == NULL)
-		return 0;
-	*slash = '\0';
-	return lstat(dir, &st) == 0 && S_ISDIR(st.st_mode) &&
-	    st.st_uid == geteuid() && (st.st_mode & 077) == 0;
+	for (level = 0; level < 2; level++) {
+		if ((slash = strrchr(dir, '/')) == NULL || slash == dir)
+			return 0;
+		*slash = '\0';
+		if (lstat(dir, &st) != 0 || !S_ISDIR(st.st_mode) ||
+		    st.st_uid != geteuid() || (st.st_mode & 077) != 0)
+			return 0;
+	}
+	return 1;
 }
 
 static void
@@ -156,6 +164,28 @@ ssh_memo_save(const char *path, const struct ssh_memo *m)
 	else
 		unlink(tmp);
 	return r;
+}
+
+int
+ssh_memo_lock(const char *path, int wait_ms)
+{
+	struct timespec tick = { 0, 50 * 1000000 };
+	char lock[PATH_MAX];
+	int fd, waited;
+
+	if (snprintf(lock, sizeof(lock), "%s.lock", path) >= (int)sizeof(lock) ||
+	    rock_mkdir_parents(lock) != 0 || !dir_private(lock) ||
+	    (fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW,
+	    0600)) < 0)
+		return -1;
+	for (waited = 0; flock(fd, LOCK_EX | LOCK_NB) != 0; waited += 50) {
+		if (errno != EWOULDBLOCK || waited >= wait_ms) {
+			close(fd);
+			return -1;
+		}
+		nanosleep(&tick, NULL);
+	}
+	return fd;
 }
 
 void

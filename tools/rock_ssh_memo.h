@@ -27,5 +27,9 @@ int ssh_memo_load(const char *path, struct ssh_memo *m);
 /* Written owner-only (the directory made 0700 if missing); 0 or -1. */
 int ssh_memo_save(const char *path, const struct ssh_memo *m);
 void ssh_memo_forget(const char *path);
+/* One rock ssh at a time finds or starts the destination's rockd (the
+ * others then find it): the lock's descriptor (close-on-exec), or -1
+ * after wait_ms or on error (go on without). */
+int ssh_memo_lock(const char *path, int wait_ms);
 
 #endif

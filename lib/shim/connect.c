@@ -6,6 +6,7 @@
 #include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "rock_err.h"
 #include "rock_probe_file.h"
@@ -152,6 +153,20 @@ refused_for_trust(int rc)
 	return rc == ROCK_ERR_KEY || rc == ROCK_ERR_UNVERIFIED;
 }
 
+/* rock ssh pinned us to a session rockd it remembered, and what answers
+ * there did not prove its key: a replayed announcement, a port taken
+ * over. The memo goes, so the next rock ssh starts a rockd of its own
+ * rather than fail the same way for as long as the memo stays. */
+static void
+forget_ssh_memo(const struct shim_state *st)
+{
+	if (st->cfg.ssh_memo[0] == '\0' || unlink(st->cfg.ssh_memo) != 0)
+		return;
+	rlog_warn(&st->log, "the session rockd that rock ssh remembered did "
+	    "not prove its key; %s removed: the next rock ssh starts another",
+	    st->cfg.ssh_memo);
+}
+
 /* The EDP and handshake; 0 with r->s set, or why not. */
 static int
 open_rock(struct attempt *a)
@@ -178,6 +193,9 @@ open_rock(struct attempt *a)
 		    rc == ROCK_ERR_SYSTEM ? ": " : "",
 		    rc == ROCK_ERR_SYSTEM ? strerror(err) : "",
 		    refused_for_trust(rc) ? "refused" : "plain TCP");
+	if (refused_for_trust(rc))
+		forget_ssh_memo(st);
+	errno = err;
 	return rc;
 }
 

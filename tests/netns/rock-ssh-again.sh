@@ -62,7 +62,8 @@ port=$(awk '{ print $3 }' "$memo")
 t_check "first: the memo names the port ssh went to" \
 	grep -q "port $port for 22" "$t_tmp/first.err"
 t_check "first: ssh's connection was a rock" grep -q ': a rock$' "$t_tmp/first.err"
-t_eq "first: the session rockd stays after its last session" "$(session_rockds)" 1
+one_session_rockd() { [ "$(session_rockds)" -eq 1 ]; }
+t_check "first: the session rockd stays after its last session" wait_for 3 one_session_rockd
 
 rock_ssh second -- "$host" echo two
 t_eq "second: output" "$(cat "$t_tmp/second.out")" two
@@ -137,6 +138,75 @@ t_check "persist 2: started with --persist 2" grep -q "persist 2\b\|for 2 s afte
 t_eq "persist 2: still there just after" "$(session_rockds)" 1
 t_check "persist 2: gone within 6 s" wait_for 6 no_session_rockd
 
+# Three at once with nothing remembered: one login starts one rockd, the
+# other two wait for it and find it.
+rm -f "$memo"
+n=$(starts)
+many=()
+for k in 1 2 3; do
+	rock_ssh "many$k" -- "$host" echo "many $k" &
+	many+=($!)
+done
+wait "${many[@]}"
+t_eq "three at once: each its output" "$(cat "$t_tmp"/many[123].out | sort | tr '\n' ' ')" "many 1 many 2 many 3 "
+t_eq "three at once: one session rockd started" "$(($(starts) - n))" 1
+
+# What answers on the remembered port replays the rockd's announcement
+# (anyone can read it) but cannot prove its key: ssh's connect is
+# refused, never made elsewhere, and the memo goes with a warning, so the
+# next rock ssh starts a rockd of its own instead of failing again.
+port=$(awk '{ print $3 }' "$memo")
+nn_c python3 - "$NN_S_ADDR" "$port" >"$t_tmp/announcement" <<'PY'
+import socket, sys
+s = socket.create_connection((sys.argv[1], int(sys.argv[2])))
+s.shutdown(socket.SHUT_WR)
+buf = b""
+while True:
+    b = s.recv(4096)
+    if not b:
+        break
+    buf += b
+sys.stdout.buffer.write(buf)
+PY
+t_eq "replay: the announcement read" "$(wc -c <"$t_tmp/announcement")" 1024
+nn_s pkill -f -- "rockd --session"
+wait_for 5 no_session_rockd
+nn_s python3 - "$port" "$t_tmp/announcement" <<'PY' &
+import socket, sys
+ann = open(sys.argv[2], "rb").read()
+l = socket.socket()
+l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+l.bind(("0.0.0.0", int(sys.argv[1])))
+l.listen(8)
+l.settimeout(30)
+try:
+    while True:
+        c, _ = l.accept()
+        c.settimeout(5)
+        try:
+            first = c.recv(4096)
+            if not first:
+                c.sendall(ann)          # a probe: the replayed announcement
+            else:
+                c.sendall(b"\0" * 200)  # a hello: no key to prove it with
+        except OSError:
+            pass
+        c.close()
+except socket.timeout:
+    pass
+PY
+pids+=($!)
+nn_wait_port "$NN_S" "$NN_S_ADDR" "$port" 5
+n=$(starts)
+rock_ssh replayed -- "$host" echo eight
+t_eq "replay: ssh fails (status 255), nothing printed by the command" "$? $(cat "$t_tmp/replayed.out")" "255 "
+t_check "replay: the pinned key was not proved" grep -q "did not prove its key; .* removed" "$t_tmp/replayed.err"
+t_check "replay: the memo is gone" test ! -e "$memo"
+t_eq "replay: no login meanwhile" "$(starts)" "$n"
+rock_ssh after -- "$host" echo nine
+t_eq "after the replay: the next rock ssh starts its own rockd" "$(cat "$t_tmp/after.out") $(($(starts) - n))" "nine 1"
+kill "${pids[-1]}" 2>/dev/null
+
 # A system rockd on the mapped port (22=4022) that the probe cache knows.
 rm -f "$memo"
 nn_s "$ROCKD" -F -k "$t_tmp/system.key" --listen 4022 --backend 127.0.0.1:22 2>"$t_tmp/system.log" &
@@ -145,10 +215,17 @@ nn_wait_port "$NN_S" "$NN_S_ADDR" 4022 5
 XDG_RUNTIME_DIR="$run" ROCK_KNOWN_SERVERS="$t_tmp/known_servers" \
 	t_foreign nn_c "$ROCK" bash -c "exec 3<>/dev/tcp/$NN_S_ADDR/22" 2>/dev/null
 n=$(starts)
+t_check "system rockd: its key known (first use, by that connect)" grep -q "^$NN_S_ADDR:4022 " "$t_tmp/known_servers"
 rock_ssh system -- "$host" echo seven
 t_eq "system rockd: output" "$(cat "$t_tmp/system.out")" seven
 t_eq "system rockd: no bootstrap" "$(starts)" "$n"
 t_check "system rockd: -v says the probe cache knew it" \
-	grep -q "a rockd on port 4022 of $NN_S_ADDR (probe cache): nothing to start" "$t_tmp/system.err"
+	grep -q "a rockd on port 4022 of $NN_S_ADDR (probe cache), key $(awk -v d="$NN_S_ADDR:4022" '$1 == d { print $2 }' "$t_tmp/known_servers") (known servers): nothing to start" "$t_tmp/system.err"
 t_check "system rockd: ssh's connection a rock to it" grep -q ': a rock$' "$t_tmp/system.err"
+# Its key not known (another known servers file): never taken on first
+# use from whatever listens on an unprivileged port; a bootstrap instead.
+rm -f "$memo"
+n=$(starts)
+rock_ssh unknown ROCK_KNOWN_SERVERS="$t_tmp/other_known" -- "$host" echo ten
+t_eq "system rockd, key unknown: a session rockd of our own" "$(cat "$t_tmp/unknown.out") $(($(starts) - n))" "ten 1"
 t_done
