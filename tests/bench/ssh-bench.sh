@@ -4,8 +4,9 @@
 # Usage (as root, from the build tree): tests/bench/ssh-bench.sh [ROUNDS]
 #   ROUNDS     runs of each kind per profile (default 5); plain and rock
 #              alternate which goes first from one round to the next
-#   PROFILES   path profiles (default "lan wan cellular";
-#              tests/netns/profiles.sh)
+#   PROFILES   path profiles (default "lan wan rtt200 cellular";
+#              tests/netns/profiles.sh), and rttN: N ms of round trip
+#              and nothing else (the issue's "200 ms path")
 #
 # The server namespace runs an sshd of the bench's own on port 22 and has
 # the build's rockd in the user's PATH, as an installed rockd would be; the
@@ -69,13 +70,18 @@ git_ten() {
 }
 
 bench_profile() {
-	local p=$1 r k first order host
+	local p=$1 r k first order host delay=
+	case $p in rtt[0-9]*) delay=$((${p#rtt} / 2)) p=lan ;; esac
 	local -a fp=() fr=() tp=() tr=() gp=() gr=() rf=() rt=() rg=()
 	export NN_PROFILE=$p
 	# Each profile from nothing: keys, known hosts, runtime directories.
 	rm -rf "$t_tmp"
 	mkdir -p "$t_tmp"
 	rock_netns_up
+	if [ -n "$delay" ]; then
+		nn_netem both delay "${delay}ms" || return 1
+		p="rtt$((delay * 2))"
+	fi
 	sshd_up "PermitUserEnvironment yes"
 	mkdir -p "$t_tmp/bin"
 	ln -sf "$ROCKD" "$t_tmp/bin/rockd"
@@ -91,7 +97,11 @@ Host *
     LogLevel ERROR
 EOF
 	host="root@$NN_S_ADDR"
-	echo "== $p: round trip $(nn_profile_rtt_ms "$p") ms; netem each way: $(nn_profile_netem "$(nn_profile_base "$p")")"
+	if [ -n "$delay" ]; then
+		echo "== $p: round trip $((delay * 2)) ms; netem each way: delay ${delay}ms"
+	else
+		echo "== $p: round trip $(nn_profile_rtt_ms "$p") ms; netem each way: $(nn_profile_netem "$(nn_profile_base "$p")")"
+	fi
 	# The host key learnt once, outside the figures.
 	timed plain - ssh -F "$t_tmp/ssh_config" "$host" true >/dev/null || return 1
 	mkdir -m 700 -p "$t_tmp/run"
@@ -146,7 +156,7 @@ EOF
 }
 
 nn_require_root
-for p in ${PROFILES:-lan wan cellular}; do
+for p in ${PROFILES:-lan wan rtt200 cellular}; do
 	NN_ID=rsb$$$p
 	NN_ID=${NN_ID//[^a-z0-9]/}
 	bench_profile "$p" || echo "   $p: could not set up or a run failed: $(tail -n 3 "$t_tmp"/*.err 2>/dev/null)"
