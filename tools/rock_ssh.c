@@ -234,6 +234,33 @@ older_rockd(FILE *err)
 	return strstr(why, "--persist") != NULL;
 }
 
+/* rockd --session over ssh, and again without --persist for a rockd
+ * from before it: 0 with its port and key, or what bootstrap says. */
+static int
+session_answer(struct ssh_plan *p, char *line, size_t size, unsigned *port,
+    char *key, FILE *err)
+{
+	int r;
+
+	r = bootstrap(p->ssh, p->hop_argv, p->hop_cmd, p->cfg.ssh_persist_s,
+	    line, size, err);
+	if (r == 2 && p->cfg.ssh_persist_s > 0 && older_rockd(err)) {
+		/* One that leaves with its last session: nothing to
+		 * remember. */
+		if (p->verbose)
+			fprintf(stderr, "rock: the rockd on %s has no --persist; "
+			    "starting it without\n", p->hop.host);
+		p->cfg.ssh_persist_s = 0;
+		rewind(err);
+		r = ftruncate(fileno(err), 0) != 0 ? -1 :
+		    bootstrap(p->ssh, p->hop_argv, p->hop_cmd, 0, line, size,
+		    err);
+	}
+	if (r == 0 && parse_answer(line, port, key) != 0)
+		r = -3;
+	return r;
+}
+
 /* Start a session rockd over ssh, pin ssh to it, and remember it. */
 static int
 start(struct ssh_plan *p)
@@ -249,27 +276,7 @@ start(struct ssh_plan *p)
 		    p->hop.host);
 	if ((err = tmpfile()) == NULL)
 		return fall_back(-1, p->hop.host, NULL, "");
-	r = bootstrap(p->ssh, p->hop_argv, p->hop_cmd, p->cfg.ssh_persist_s,
-	    line, sizeof(line), err);
-	if (r == 0 && parse_answer(line, &port, key) != 0)
-		r = -3;
-	if (r == 2 && p->cfg.ssh_persist_s > 0 && older_rockd(err)) {
-		/* A rockd from before --persist: one that leaves with its
-		 * last session, and nothing to remember. */
-		if (p->verbose)
-			fprintf(stderr, "rock: the rockd on %s has no --persist; "
-			    "starting it without\n", p->hop.host);
-		p->cfg.ssh_persist_s = 0;
-		rewind(err);
-		if (ftruncate(fileno(err), 0) != 0)
-			r = -1;
-		else
-			r = bootstrap(p->ssh, p->hop_argv, p->hop_cmd, 0, line,
-			    sizeof(line), err);
-		if (r == 0 && parse_answer(line, &port, key) != 0)
-			r = -3;
-	}
-	if (r != 0) {
+	if ((r = session_answer(p, line, sizeof(line), &port, key, err)) != 0) {
 		r = fall_back(r, p->hop.host, err, line);
 		fclose(err);
 		return r;

@@ -83,19 +83,10 @@ bench_profile() {
 		p="rtt$((delay * 2))"
 	fi
 	sshd_up "PermitUserEnvironment yes"
-	mkdir -p "$t_tmp/bin"
-	ln -sf "$ROCKD" "$t_tmp/bin/rockd"
-	echo "environment=\"PATH=$t_tmp/bin:/usr/bin:/bin\" $(cat "$t_tmp/id.pub")" >"$t_tmp/authorized_keys"
+	ssh_rockd_in_path
 	nn_wait_port "$NN_S" 127.0.0.1 22 5 || return 1
 	git init -q --bare "$t_tmp/repo.git" && git -C "$t_tmp/repo.git" symbolic-ref HEAD refs/heads/main
-	cat >"$t_tmp/ssh_config" <<EOF
-Host *
-    IdentityFile $t_tmp/id
-    BatchMode yes
-    StrictHostKeyChecking no
-    UserKnownHostsFile $t_tmp/known_hosts
-    LogLevel ERROR
-EOF
+	ssh_user_config
 	host="root@$NN_S_ADDR"
 	if [ -n "$delay" ]; then
 		echo "== $p: round trip $((delay * 2)) ms; netem each way: delay ${delay}ms"

@@ -12,20 +12,9 @@ ssh_require
 rock_netns_up
 sshd_up "PermitUserEnvironment yes" "Subsystem sftp internal-sftp"
 # The build's rockd "installed" for the user: each start counted.
-mkdir -p "$t_tmp/bin"
-printf '#!/bin/sh\necho $$ >>"%s"\nexec "%s" "$@"\n' "$t_tmp/session.starts" "$ROCKD" \
-	>"$t_tmp/bin/rockd"
-chmod 755 "$t_tmp/bin/rockd"
-echo "environment=\"PATH=$t_tmp/bin:/usr/bin:/bin\" $(cat "$t_tmp/id.pub")" >"$t_tmp/authorized_keys"
+ssh_rockd_in_path
 nn_wait_port "$NN_S" 127.0.0.1 22 5 || t_skip_all "sshd did not start"
-cat >"$t_tmp/ssh_config" <<EOF
-Host *
-    IdentityFile $t_tmp/id
-    BatchMode yes
-    StrictHostKeyChecking no
-    UserKnownHostsFile $t_tmp/known_hosts
-    LogLevel ERROR
-EOF
+ssh_user_config
 run="$t_tmp/run"
 mkdir -m 700 "$run"
 starts() { cat "$t_tmp/session.starts" 2>/dev/null | wc -l; }

@@ -13,25 +13,11 @@ rock_netns_up
 nn_on_cleanup stop_ssh
 sshd_up "PermitUserEnvironment yes"
 # The build's rockd "installed" for the user: each start counted.
-mkdir -p "$t_tmp/bin"
-printf '#!/bin/sh\necho $$ >>"%s"\nexec "%s" "$@"\n' "$t_tmp/session.starts" "$ROCKD" \
-	>"$t_tmp/bin/rockd"
-chmod 755 "$t_tmp/bin/rockd"
-echo "environment=\"PATH=$t_tmp/bin:/usr/bin:/bin\" $(cat "$t_tmp/id.pub")" >"$t_tmp/authorized_keys"
+ssh_rockd_in_path
 nn_wait_port "$NN_S" 127.0.0.1 22 5 || t_skip_all "sshd did not start"
 
 # The user's config, as people write it.
-cat >"$t_tmp/ssh_config" <<EOF
-Host *
-    IdentityFile $t_tmp/id
-    BatchMode yes
-    StrictHostKeyChecking no
-    UserKnownHostsFile $t_tmp/known_hosts
-    LogLevel ERROR
-    ControlMaster auto
-    ControlPath $t_tmp/cm-%C
-    ControlPersist yes
-EOF
+ssh_user_config "ControlMaster auto" "ControlPath $t_tmp/cm-%C" "ControlPersist yes"
 # shellcheck disable=SC2317 # run by nn_cleanup
 stop_ssh() {
 	nn_c ssh -F "$t_tmp/ssh_config" -O exit "root@$NN_S_ADDR" 2>/dev/null

@@ -15,20 +15,9 @@ sshd_up "PermitUserEnvironment yes"
 # The destination behind the jump host: on the server's loopback only.
 sshd_run inner 2222 "" "ListenAddress 127.0.0.1:2222"
 sed -i '/^ListenAddress 0.0.0.0:2222$/d' "$t_tmp/inner_config"
-mkdir -p "$t_tmp/bin"
-printf '#!/bin/sh\necho $$ >>"%s"\nexec "%s" "$@"\n' "$t_tmp/session.starts" "$ROCKD" \
-	>"$t_tmp/bin/rockd"
-chmod 755 "$t_tmp/bin/rockd"
-echo "environment=\"PATH=$t_tmp/bin:/usr/bin:/bin\" $(cat "$t_tmp/id.pub")" >"$t_tmp/authorized_keys"
+ssh_rockd_in_path
 nn_wait_port "$NN_S" 127.0.0.1 22 5 || t_skip_all "sshd did not start"
-cat >"$t_tmp/ssh_config" <<EOF
-Host *
-    IdentityFile $t_tmp/id
-    BatchMode yes
-    StrictHostKeyChecking no
-    UserKnownHostsFile $t_tmp/known_hosts
-    LogLevel ERROR
-EOF
+ssh_user_config
 tmux_() { nn_c tmux -S "$t_tmp/tmux.sock" "$@"; }
 # shellcheck disable=SC2317 # run by nn_cleanup
 stop_tmux() { tmux_ kill-server 2>/dev/null; }

@@ -50,3 +50,26 @@ EOC
 	nn_s "${wrap[@]}" "$SSHD" -D -e -f "$t_tmp/${name}_config" 2>"$t_tmp/$name.log" &
 	pids+=($!)
 }
+
+# The build's rockd "installed" for the key's user on the server, as in
+# PATH: each start a line of $t_tmp/session.starts (after sshd_up with
+# "PermitUserEnvironment yes").
+ssh_rockd_in_path() {
+	mkdir -p "$t_tmp/bin"
+	printf '#!/bin/sh\necho $$ >>"%s"\nexec "%s" "$@"\n' "$t_tmp/session.starts" "$ROCKD" \
+		>"$t_tmp/bin/rockd"
+	chmod 755 "$t_tmp/bin/rockd"
+	echo "environment=\"PATH=$t_tmp/bin:/usr/bin:/bin\" $(cat "$t_tmp/id.pub")" >"$t_tmp/authorized_keys"
+}
+
+# [LINE...]: $t_tmp/ssh_config, a user's config as people write it (the
+# test's key and known hosts, no prompts), then each LINE under Host *.
+ssh_user_config() {
+	local line
+	{
+		printf 'Host *\n    IdentityFile %s\n    BatchMode yes\n' "$t_tmp/id"
+		printf '    StrictHostKeyChecking no\n    UserKnownHostsFile %s\n' "$t_tmp/known_hosts"
+		printf '    LogLevel ERROR\n'
+		for line in "$@"; do printf '    %s\n' "$line"; done
+	} >"$t_tmp/ssh_config"
+}
