@@ -38,7 +38,7 @@ quiet() {
 }
 host="root@$NN_S_ADDR"
 memo="$run/rock/ssh/root@$NN_S_ADDR:22"
-session_rockds() { nn_s pgrep -f -- "rockd --session" | wc -l; }
+session_rockds() { ssh_session_pids | wc -l; }
 no_session_rockd() { [ "$(session_rockds)" -eq 0 ]; }
 
 rock_ssh first -- "$host" echo one
@@ -95,7 +95,7 @@ done
 t_eq "scripts: no login to start rockd" "$(starts)" 1
 
 # The remembered rockd is gone: one more login starts another.
-nn_s pkill -f -- "rockd --session"
+ssh_stop_sessions
 wait_for 5 no_session_rockd
 rock_ssh gone -- "$host" echo four
 t_eq "gone: output" "$(cat "$t_tmp/gone.out")" four
@@ -105,7 +105,7 @@ port2=$(awk '{ print $3 }' "$memo")
 t_check "gone: the new one remembered" test -n "$port2" -a "$port2" != "$port"
 
 # Another rockd (another key) on the remembered port: not taken for ours.
-nn_s pkill -f -- "rockd --session"
+ssh_stop_sessions
 wait_for 5 no_session_rockd
 nn_s "$ROCKD" -F -k "$t_tmp/other.key" --listen "$port2" --backend 127.0.0.1:22 2>"$t_tmp/other.log" &
 pids+=($!)
@@ -119,7 +119,7 @@ t_eq "another rockd on the port: it saw no rock" "$(grep -c 'rock .* from' "$t_t
 kill "${pids[-1]}" 2>/dev/null
 
 # --persist: the session rockd leaves that long after its last session.
-nn_s pkill -f -- "rockd --session"
+ssh_stop_sessions
 wait_for 5 no_session_rockd
 rock_ssh persist ROCK_SSH_PERSIST=2 -- "$host" echo six
 t_eq "persist 2: output" "$(cat "$t_tmp/persist.out")" six
@@ -158,7 +158,7 @@ while True:
 sys.stdout.buffer.write(buf)
 PY
 t_eq "replay: the announcement read" "$(wc -c <"$t_tmp/announcement")" 1024
-nn_s pkill -f -- "rockd --session"
+ssh_stop_sessions
 wait_for 5 no_session_rockd
 nn_s python3 - "$port" "$t_tmp/announcement" <<'PY' &
 import socket, sys

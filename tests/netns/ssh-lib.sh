@@ -52,12 +52,14 @@ EOC
 }
 
 # The build's rockd "installed" for the key's user on the server, as in
-# PATH: each start a line of $t_tmp/session.starts (after sshd_up with
-# "PermitUserEnvironment yes").
+# PATH: each start a line of $t_tmp/session.starts, each one running a
+# pid file in $t_tmp/sessions/ (other tests' run beside it) (after
+# sshd_up with "PermitUserEnvironment yes").
 ssh_rockd_in_path() {
-	mkdir -p "$t_tmp/bin"
-	printf '#!/bin/sh\necho $$ >>"%s"\nexec "%s" "$@"\n' "$t_tmp/session.starts" "$ROCKD" \
-		>"$t_tmp/bin/rockd"
+	nn_on_cleanup ssh_stop_sessions
+	mkdir -p "$t_tmp/bin" "$t_tmp/sessions"
+	printf '#!/bin/sh\necho $$ >>"%s"\nexec "%s" -p "%s/$$.pid" "$@"\n' \
+		"$t_tmp/session.starts" "$ROCKD" "$t_tmp/sessions" >"$t_tmp/bin/rockd"
 	chmod 755 "$t_tmp/bin/rockd"
 	echo "environment=\"PATH=$t_tmp/bin:/usr/bin:/bin\" $(cat "$t_tmp/id.pub")" >"$t_tmp/authorized_keys"
 }
@@ -73,3 +75,14 @@ ssh_user_config() {
 		for line in "$@"; do printf '    %s\n' "$line"; done
 	} >"$t_tmp/ssh_config"
 }
+
+# The session rockds of this test that are running: their pids.
+ssh_session_pids() {
+	local f
+	for f in "$t_tmp"/sessions/*.pid; do
+		[ -e "$f" ] && kill -0 "$(cat "$f")" 2>/dev/null && cat "$f"
+	done
+}
+# shellcheck disable=SC2317 # run by nn_cleanup
+# They stay ROCK_SSH_PERSIST s after their last session: not past the test.
+ssh_stop_sessions() { ssh_session_pids | xargs -r kill 2>/dev/null; }
