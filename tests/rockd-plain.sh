@@ -478,10 +478,13 @@ clierr "both -f and --listen" "rockd: give either -f CONFIG or --listen/--backen
 "$ROCKD" -t >"$t_tmp/out" 2>"$t_tmp/err"
 t_eq "neither -f nor --listen: the default service (4022 to sshd) is valid" "$?" 0
 clierr "unknown option" "$ROCKD: unrecognized option '--bogus'" -t --bogus -f "$cf"
-sessionerr="rockd: --session takes no -f, --listen, -t or --metrics (it takes -F, -v, -p, -k, --control, --backend and --idle-timeout)"
+sessionerr="rockd: --session takes no -f, --listen, -t or --metrics (it takes -F, -v, -p, -k, --control, --backend, --idle-timeout and --persist)"
 clierr "--session with --listen and no --backend" "$sessionerr" --session --listen 7001
 clierr "--session with two --listen" "$sessionerr" --session --listen 7001 --listen 7002
 clierr "--session with --metrics" "$sessionerr" --session --metrics 127.0.0.1:9187
+clierr "--persist without --session" "rockd: --persist needs --session" --persist 5
+clierr "--persist not seconds" "rockd: --persist needs seconds, 0 to 86400" --session --persist 5m
+clierr "--persist past a day" "rockd: --persist needs seconds, 0 to 86400" --session --persist 86401
 clierr "bad --listen port" "rockd: \"127.0.0.1:99999\": port must be 1 to 65535" \
 	-t --listen 127.0.0.1:99999 --backend 127.0.0.1:7002
 
