@@ -299,8 +299,8 @@ start(struct ssh_plan *p)
 
 /* ProxyJump's first hop, [ssh://][user@]host[:port] with host in
  * brackets if IPv6 (as ssh -G writes it), as ssh's own ProxyJump runs
- * it: [-F file] [-l user] [-p port] host, in v (6 words and NULL, into
- * buf); the count, or -1 for a hop it cannot read. */
+ * it: argv0 [-F file] [-l user] [-p port] host, in v (8 words and
+ * NULL at most; into buf); the count, or -1 for a hop it cannot read. */
 static int
 jump_argv(const char *argv0, const char *config, const char *spec,
     char *buf, size_t size, char **v)
@@ -383,7 +383,7 @@ plan(const char *ssh, int argc, char **argv, int verbose)
 	/* A bad value is ssh's librock's to report: once. */
 	struct rock_env_parser env = { .get = env_get };
 	char jump[sizeof(p.hop.jump)], buf[sizeof(p.hop.jump)];
-	char *jv[8];
+	char *jv[9];
 	struct ssh_args a;
 	int n, r, lock;
 
