@@ -73,6 +73,12 @@ static struct {
 	struct relay *pending;	/* set up at a fork, not yet taken */
 	struct relay *running;	/* the thread's */
 	int wake_fd;		/* eventfd: a new relay, or stop */
+	/* The socket table holders_gone() reads, opened by the program's
+	 * call that starts the thread and kept, out of the low numbers: an
+	 * open in the thread would take the lowest free number for the
+	 * length of a scan, the very number a program that just closed it
+	 * may be about to dup2 onto (stdio's close is one we never see). */
+	FILE *tcp;
 	int started, stopping;
 	pthread_t thread;
 } rl = { .wake_fd = -1 };
@@ -394,16 +400,16 @@ holders_gone(const struct relay *x)
 	unsigned long inode;
 	struct stat st;
 	char line[256];
-	FILE *f;
+	FILE *f = rl.tcp;
 	int ours = 0, orphan = 0;
 
-	if (fstat(x->prog, &st) != 0 ||
+	if (f == NULL || fstat(x->prog, &st) != 0 ||
 	    getsockname(x->prog, (struct sockaddr *)&me,
 	    &(socklen_t){ sizeof(me) }) != 0 ||
 	    shim_real.getpeername(x->prog, (struct sockaddr *)&them,
-	    &(socklen_t){ sizeof(them) }) != 0 ||
-	    (f = fopen("/proc/thread-self/net/tcp", "re")) == NULL)
+	    &(socklen_t){ sizeof(them) }) != 0)
 		return 0;
+	rewind(f);
 	while (fgets(line, sizeof(line), f) != NULL) {
 		if (sscanf(line, " %*d: %x:%x %x:%x %*x %*x:%*x %*x:%*x %*x %*u "
 		    "%*d %lu", &la, &lp, &ra, &rp, &inode) != 5)
@@ -415,7 +421,6 @@ holders_gone(const struct relay *x)
 		    ra == me.sin_addr.s_addr && rp == ntohs(me.sin_port))
 			orphan |= inode == 0;
 	}
-	shim_real.fclose(f);
 	return ours && orphan;
 }
 
@@ -584,6 +589,23 @@ relay_main(void *arg)
 	return NULL;
 }
 
+/* Lock held. path read-only, under a number out of the program's way;
+ * NULL when it cannot be opened (the relays then never judge holders
+ * gone: they end with the rock or the process). */
+static FILE *
+open_aside(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	FILE *f;
+
+	if (fd < 0)
+		return NULL;
+	fd = shim_fd_aside(fd);
+	if ((f = shim_real.fdopen(fd, "r")) == NULL)
+		shim_real.close(fd);
+	return f;
+}
+
 /* Lock not held. After a fork in the parent, and in a keeper. */
 void
 shim_fork_relay_start(void)
@@ -598,6 +620,8 @@ shim_fork_relay_start(void)
 	}
 	rl.started = 1;
 	rl.stopping = 0;
+	if (rl.tcp == NULL)
+		rl.tcp = open_aside("/proc/thread-self/net/tcp");
 	shim_unlock();
 	sigfillset(&all);
 	(void)pthread_sigmask(SIG_BLOCK, &all, &old);
@@ -657,6 +681,9 @@ shim_fork_relay_child(void)
 	if (rl.wake_fd >= 0)
 		shim_real.close(rl.wake_fd);
 	rl.wake_fd = -1;
+	if (rl.tcp != NULL)
+		shim_real.fclose(rl.tcp);
+	rl.tcp = NULL;
 	rl.started = 0;
 }
 
@@ -666,7 +693,7 @@ shim_fork_relay_owns_fd(int fd)
 	struct relay *lists[2] = { rl.pending, rl.running }, *x;
 	int i;
 
-	if (fd == rl.wake_fd)
+	if (fd == rl.wake_fd || (rl.tcp != NULL && fd == fileno(rl.tcp)))
 		return 1;
 	for (i = 0; i < 2; i++)
 		for (x = lists[i]; x != NULL; x = x->next)
