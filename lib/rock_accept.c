@@ -9,6 +9,7 @@
 
 #include "rock_engine_int.h"
 #include "rock_err.h"
+#include "rock_sys.h"
 
 /* A line a stranger's bytes cause: within the engine's budget for its kind. */
 #define stranger(e, kind, ...) \
@@ -50,7 +51,7 @@ send_error(const struct rock_engine *e, int fd, uint8_t code,
 
 	rock_answer_sign(out + n - ROCK_SIG_LEN, &e->ident, ROCK_ANSWER_ERROR,
 	    got, ngot, out, n - ROCK_SIG_LEN);
-	(void)send(fd, out, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+	(void)rock_sys.send(fd, out, n, MSG_NOSIGNAL | MSG_DONTWAIT);
 }
 
 /* Reads, and one deadline for the whole handshake that reads do not push
@@ -88,7 +89,7 @@ fill(int fd, uint8_t *buf, size_t *have, size_t want)
 {
 	ssize_t got;
 
-	got = recv(fd, buf + *have, want - *have, MSG_DONTWAIT);
+	got = rock_sys.recv(fd, buf + *have, want - *have, MSG_DONTWAIT);
 	if (got < 0)
 		return errno == EAGAIN || errno == EINTR ? 0 : -1;
 	if (got == 0)
@@ -105,7 +106,7 @@ handshake_free(struct rock_handshake *hs, int close_fd)
 		hs->on_hello(NULL, hs->arg);
 	disarm(&hs->ev, &hs->deadline);
 	if (close_fd && hs->fd >= 0)
-		close(hs->fd);
+		rock_sys.close(hs->fd);
 	hs->e->nhandshakes--;
 	free(hs);
 }
@@ -230,7 +231,7 @@ rock_server_handshake(struct rock_engine *e, int fd, const uint8_t *early,
 	if (hs == NULL || nearly > ROCK_HELLO_TOTAL) {
 		e->stats.handshake_failed[ROCK_HS_ERROR]++;
 		free(hs);
-		close(fd);
+		rock_sys.close(fd);
 		on_hello(NULL, arg);	/* the owner's arg is released */
 		return;
 	}
@@ -242,7 +243,7 @@ rock_server_handshake(struct rock_engine *e, int fd, const uint8_t *early,
 	memcpy(hs->buf, early, nearly);
 	hs->have = nearly;
 	hs->peer_len = sizeof(hs->peer);
-	if (getpeername(fd, (struct sockaddr *)&hs->peer, &hs->peer_len) != 0)
+	if (rock_sys.getpeername(fd, (struct sockaddr *)&hs->peer, &hs->peer_len) != 0)
 		hs->peer_len = 0;
 	if (arm(e, &hs->ev, &hs->deadline, fd, on_hello_read, on_hello_deadline,
 	    hs) != 0) {
@@ -276,7 +277,7 @@ send_server_hello(struct rock_handshake *hs, const struct rock_keypair *kp,
 	rock_answer_sign(sh.sig, &hs->e->ident, ROCK_ANSWER_HELLO, hs->buf,
 	    ROCK_HELLO_TOTAL, out, ROCK_SERVER_HELLO_SIGNED);
 	rock_server_hello_encode(&sh, out);
-	return send(hs->fd, out, sizeof(out), MSG_NOSIGNAL | MSG_DONTWAIT) ==
+	return rock_sys.send(hs->fd, out, sizeof(out), MSG_NOSIGNAL | MSG_DONTWAIT) ==
 	    (ssize_t)sizeof(out) ? 0 : ROCK_ERR_SYSTEM;
 }
 
@@ -360,7 +361,7 @@ rock_sniff_read(int fd, uint8_t buf[ROCK_MAGIC_LEN], size_t *have, int peek)
 	size_t from = peek ? 0 : *have;
 	ssize_t n;
 
-	n = recv(fd, buf + from, ROCK_MAGIC_LEN - from,
+	n = rock_sys.recv(fd, buf + from, ROCK_MAGIC_LEN - from,
 	    MSG_DONTWAIT | (peek ? MSG_PEEK : 0));
 	if (n < 0 && (errno == EAGAIN || errno == EINTR))
 		return ROCK_SNIFF_MORE;
@@ -379,7 +380,7 @@ reconnect_free(struct reconnect *rc, int close_fd)
 {
 	disarm(&rc->ev, &rc->deadline);
 	if (close_fd)
-		close(rc->fd);
+		rock_sys.close(rc->fd);
 	rc->e->nhandshakes--;
 	free(rc);
 }
@@ -443,9 +444,9 @@ answer_status(struct rock_session *s, struct reconnect *rc,
 	if (rock_session_peer_count(s, rq->consumed, rq->end,
 	    rq->flags & (ROCK_FLAG_WR_SHUT | ROCK_FLAG_EOF_SEEN)) == 0) {
 		ok_encode(s, rq->nonce, out);
-		(void)send(fd, out, sizeof(out), MSG_NOSIGNAL | MSG_DONTWAIT);
+		(void)rock_sys.send(fd, out, sizeof(out), MSG_NOSIGNAL | MSG_DONTWAIT);
 	}
-	close(fd);
+	rock_sys.close(fd);
 	rock_session_release(s);
 }
 
@@ -460,16 +461,16 @@ take_over(struct rock_session *s, struct reconnect *rc,
 
 	reconnect_free(rc, 0);
 	ok_encode(s, rq->nonce, out);
-	if (send(fd, out, sizeof(out), MSG_NOSIGNAL | MSG_DONTWAIT) !=
+	if (rock_sys.send(fd, out, sizeof(out), MSG_NOSIGNAL | MSG_DONTWAIT) !=
 	    (ssize_t)sizeof(out)) {
-		close(fd);
+		rock_sys.close(fd);
 		return;
 	}
 	s->last_attempt = rq->attempt;
 	s->e->stats.reconnects++;
 	/* Where the client is now: its own newcomers may replace this rock. */
 	s->peer_len = sizeof(s->peer);
-	if (getpeername(fd, (struct sockaddr *)&s->peer, &s->peer_len) != 0)
+	if (rock_sys.getpeername(fd, (struct sockaddr *)&s->peer, &s->peer_len) != 0)
 		s->peer_len = 0;
 	rock_session_hold(s);
 	/* The client gave up on the old connection: so do we. */
@@ -576,7 +577,7 @@ rock_server_reconnect(struct rock_engine *e, int fd, const uint8_t *early,
 
 	if (rc == NULL || nearly > ROCK_RECONNECT_REQ_LEN) {
 		free(rc);
-		close(fd);
+		rock_sys.close(fd);
 		return;
 	}
 	e->nhandshakes++;

@@ -10,6 +10,7 @@
 
 #include "rock_engine_int.h"
 #include "rock_err.h"
+#include "rock_sys.h"
 
 
 static void on_udp(evutil_socket_t fd, short what, void *arg);
@@ -46,10 +47,10 @@ size_buffers(int fd)
 {
 	int v = CONTROL_BUFFER;
 
-	if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &v, sizeof(v)) != 0)
-		(void)setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &v, sizeof(v));
-	if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &v, sizeof(v)) != 0)
-		(void)setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &v, sizeof(v));
+	if (rock_sys.setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &v, sizeof(v)) != 0)
+		(void)rock_sys.setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &v, sizeof(v));
+	if (rock_sys.setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &v, sizeof(v)) != 0)
+		(void)rock_sys.setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &v, sizeof(v));
 }
 
 static int
@@ -57,13 +58,14 @@ open_socket(struct rock_engine *e, int family, const struct sockaddr *bind_to,
     socklen_t len)
 {
 	struct sockaddr_storage any;
-	int fd = socket(family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	int fd = rock_sys_aside(rock_sys.socket(family,
+	    SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
 	int off = 0;
 
 	if (fd < 0)
 		return -1;
 	if (family == AF_INET6)
-		setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof(off));
+		rock_sys.setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof(off));
 	if (bind_to == NULL) {
 		memset(&any, 0, sizeof(any));
 		any.ss_family = (sa_family_t)family;
@@ -72,7 +74,7 @@ open_socket(struct rock_engine *e, int family, const struct sockaddr *bind_to,
 		    sizeof(struct sockaddr_in);
 	}
 	if (bind(fd, bind_to, len) != 0) {
-		close(fd);
+		rock_sys.close(fd);
 		return -1;
 	}
 	e->udp_family = family;
@@ -145,7 +147,7 @@ rock_control_close(struct rock_engine *e)
 	if (e->ev_tick != NULL)
 		event_free(e->ev_tick);
 	if (e->udp_fd >= 0)
-		close(e->udp_fd);
+		rock_sys.close(e->udp_fd);
 	e->ev_udp = e->ev_tick = NULL;
 	e->udp_fd = -1;
 }
@@ -410,7 +412,7 @@ rock_control_send_packet(struct rock_engine *e,
 	size_t len = ROCK_HB_HEADER_LEN + (size_t)pkt[6] * ROCK_HB_RECORD_LEN;
 
 	/* Loss is normal on this channel: the next interval sends again. */
-	(void)sendto(e->udp_fd, pkt, len, MSG_DONTWAIT | MSG_NOSIGNAL,
+	(void)rock_sys.sendto(e->udp_fd, pkt, len, MSG_DONTWAIT | MSG_NOSIGNAL,
 	    (const struct sockaddr *)to, tolen);
 }
 
@@ -975,7 +977,7 @@ read_udp(struct rock_engine *e, int fd, unsigned max)
 
 	for (budget = 0; budget < max; budget++) {
 		fromlen = sizeof(from);
-		got = recvfrom(fd, buf, sizeof(buf), MSG_DONTWAIT,
+		got = rock_sys.recvfrom(fd, buf, sizeof(buf), MSG_DONTWAIT,
 		    (struct sockaddr *)&from, &fromlen);
 		if (got < 0)
 			return 0;

@@ -17,6 +17,7 @@
 #include "rock_ctl.h"
 #include "rock_engine_int.h"
 #include "rock_known.h"
+#include "rock_sys.h"
 
 /* Clients served at once: more are turned away, not queued in memory. */
 #define CTL_CONNS 8
@@ -135,12 +136,12 @@ claim_name(const char *path, unsigned flags)
 		return errno == ENOENT ? 0 : -1;
 	if (!(flags & ROCK_CTL_TAKEOVER)) {
 		memcpy(sun.sun_path, path, strlen(path));
-		if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK |
+		if ((fd = rock_sys.socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK |
 		    SOCK_CLOEXEC, 0)) < 0)
 			return -1;
-		r = connect(fd, (struct sockaddr *)&sun, sizeof(sun));
+		r = rock_sys.connect(fd, (struct sockaddr *)&sun, sizeof(sun));
 		err = errno;
-		close(fd);
+		rock_sys.close(fd);
 		/* EAGAIN: its backlog is full, so it is alive. */
 		if (r == 0 || err == EAGAIN) {
 			errno = EADDRINUSE;
@@ -267,7 +268,7 @@ conn_free(struct ctl_conn *k)
 		event_free(k->ev);
 	if (k->out != NULL)
 		evbuffer_free(k->out);
-	close(k->fd);
+	rock_sys.close(k->fd);
 	if (k->next != NULL)
 		k->next->pprev = k->pprev;
 	*k->pprev = k->next;
@@ -319,7 +320,7 @@ on_conn(evutil_socket_t fd, short what, void *arg)
 	if (what & EV_TIMEOUT)
 		goto out;
 	if (k->out == NULL) {
-		n = recv(fd, k->req + k->have, ROCK_CTL_REQ_MAX - k->have, 0);
+		n = rock_sys.recv(fd, k->req + k->have, ROCK_CTL_REQ_MAX - k->have, 0);
 		if (n < 0 && (errno == EAGAIN || errno == EINTR))
 			return;
 		if (n <= 0)
@@ -343,7 +344,7 @@ peer_is_owner(int fd)
 	struct ucred cr;
 	socklen_t len = sizeof(cr);
 
-	return getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) == 0 &&
+	return rock_sys.getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) == 0 &&
 	    cr.uid == geteuid();
 }
 
@@ -356,15 +357,16 @@ on_accept(evutil_socket_t lfd, short what, void *arg)
 	int fd;
 
 	(void)what;
-	if ((fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC)) < 0)
+	if ((fd = rock_sys_aside(rock_sys.accept4(lfd, NULL, NULL,
+	    SOCK_NONBLOCK | SOCK_CLOEXEC))) < 0)
 		return;
 	if (!peer_is_owner(fd)) {
-		(void)!send(fd, refused, sizeof(refused) - 1, MSG_NOSIGNAL);
-		close(fd);
+		(void)!rock_sys.send(fd, refused, sizeof(refused) - 1, MSG_NOSIGNAL);
+		rock_sys.close(fd);
 		return;
 	}
 	if (c->nconns >= CTL_CONNS || (k = calloc(1, sizeof(*k))) == NULL) {
-		close(fd);
+		rock_sys.close(fd);
 		return;
 	}
 	k->c = c;
@@ -385,8 +387,8 @@ ctl_listen(struct rock_ctl *c, unsigned flags)
 	struct sockaddr_un sun = { .sun_family = AF_UNIX };
 
 	memcpy(sun.sun_path, c->path, sizeof(sun.sun_path));
-	if ((c->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
-	    0)) < 0)
+	if ((c->fd = rock_sys_aside(rock_sys.socket(AF_UNIX,
+	    SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0))) < 0)
 		return -1;
 	if (claim_name(c->path, flags) != 0)
 		return -1;
@@ -394,7 +396,7 @@ ctl_listen(struct rock_ctl *c, unsigned flags)
 	if (bind(c->fd, (struct sockaddr *)&sun, sizeof(sun)) != 0)
 		return -1;
 	c->bound = 1;
-	if (chmod(c->path, 0600) != 0 || listen(c->fd, CTL_CONNS) != 0)
+	if (chmod(c->path, 0600) != 0 || rock_sys.listen(c->fd, CTL_CONNS) != 0)
 		return -1;
 	c->ev = event_new(c->e->base, c->fd, EV_READ | EV_PERSIST, on_accept, c);
 	return c->ev == NULL || event_add(c->ev, NULL) != 0 ? -1 : 0;
@@ -440,7 +442,7 @@ rock_ctl_free(struct rock_ctl *c, int unlink_path)
 	if (c->ev != NULL)
 		event_free(c->ev);
 	if (c->fd >= 0)
-		close(c->fd);
+		rock_sys.close(c->fd);
 	if (unlink_path)
 		(void)unlink(c->path);
 	free(c);
@@ -454,6 +456,6 @@ rock_ctl_forget(struct rock_ctl *c)
 	if (c == NULL)
 		return;
 	for (k = c->conns; k != NULL; k = k->next)
-		close(k->fd);
-	close(c->fd);
+		rock_sys.close(k->fd);
+	rock_sys.close(c->fd);
 }

@@ -14,6 +14,7 @@
 #include "rock_engine_int.h"
 #include "rock_err.h"
 #include "rock_probe_file.h"
+#include "rock_sys.h"
 
 #ifndef TCP_FASTOPEN_CONNECT
 #define TCP_FASTOPEN_CONNECT 30	/* Linux 4.11 */
@@ -31,7 +32,7 @@ wait_fd(int fd, short events, int64_t deadline)
 	if (left <= 0)
 		return ROCK_ERR_TIMEOUT;
 	do
-		r = poll(&p, 1, (int)left);
+		r = rock_sys.poll(&p, 1, (int)left);
 	while (r < 0 && errno == EINTR);
 	if (r < 0)
 		return ROCK_ERR_SYSTEM;
@@ -54,10 +55,10 @@ dial_connect(int fd, const struct sockaddr *addr, socklen_t len,
 
 	*sent = 0;
 	if (n > 0)
-		(void)setsockopt(fd, IPPROTO_TCP, TCP_FASTOPEN_CONNECT, &one,
+		(void)rock_sys.setsockopt(fd, IPPROTO_TCP, TCP_FASTOPEN_CONNECT, &one,
 		    sizeof(one));
-	if (connect(fd, addr, len) == 0) {
-		w = send(fd, data, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+	if (rock_sys.connect(fd, addr, len) == 0) {
+		w = rock_sys.send(fd, data, n, MSG_NOSIGNAL | MSG_DONTWAIT);
 		if (w > 0)
 			*sent = (size_t)w;
 		else if (w < 0 && errno != EINPROGRESS && errno != EAGAIN)
@@ -67,7 +68,7 @@ dial_connect(int fd, const struct sockaddr *addr, socklen_t len,
 	}
 	if ((r = wait_fd(fd, POLLOUT, deadline)) != 0)
 		return r;
-	if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) != 0 || err != 0) {
+	if (rock_sys.getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) != 0 || err != 0) {
 		errno = err;
 		return ROCK_ERR_SYSTEM;
 	}
@@ -78,7 +79,7 @@ static int
 dial_blocking(const struct sockaddr *addr, socklen_t len, int64_t deadline,
     int *out)
 {
-	int fd = socket(addr->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	int fd = rock_sys.socket(addr->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	int err, r;
 	size_t sent;
 
@@ -86,7 +87,7 @@ dial_blocking(const struct sockaddr *addr, socklen_t len, int64_t deadline,
 		return ROCK_ERR_SYSTEM;
 	if ((r = dial_connect(fd, addr, len, deadline, NULL, 0, &sent)) != 0) {
 		err = errno;
-		close(fd);
+		rock_sys.close(fd);
 		errno = err;
 		return r;
 	}
@@ -101,7 +102,7 @@ write_all(int fd, const uint8_t *p, size_t n, int64_t deadline)
 	int r;
 
 	while (n > 0) {
-		w = send(fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+		w = rock_sys.send(fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
 		if (w < 0 && errno == EAGAIN) {
 			if ((r = wait_fd(fd, POLLOUT, deadline)) != 0)
 				return r;
@@ -123,7 +124,7 @@ read_exact(int fd, uint8_t *p, size_t n, int64_t deadline)
 	int r;
 
 	while (n > 0) {
-		got = recv(fd, p, n, MSG_DONTWAIT);
+		got = rock_sys.recv(fd, p, n, MSG_DONTWAIT);
 		if (got < 0 && errno == EAGAIN) {
 			if ((r = wait_fd(fd, POLLIN, deadline)) != 0)
 				return r;
@@ -220,13 +221,13 @@ probe_once(const struct sockaddr *addr, socklen_t len, int64_t deadline,
 	rtt = probe_rtt_ms(fd, (int)(up - t0));
 	if ((wait_end = rock_now_ms() + announce_wait_ms(rtt)) < deadline)
 		deadline = wait_end;
-	shutdown(fd, SHUT_WR);
+	rock_sys.shutdown(fd, SHUT_WR);
 	/* The magic first: an ordinary server's first bytes end it early. */
 	r = wait_fd(fd, POLLIN, deadline);
 	first = rock_now_ms();
 	if (r == 0) {
 		first_unacked = fin_unacked(fd);
-		first_bytes = recv(fd, &extra, 1, MSG_PEEK | MSG_DONTWAIT) > 0;
+		first_bytes = rock_sys.recv(fd, &extra, 1, MSG_PEEK | MSG_DONTWAIT) > 0;
 		r = read_exact(fd, ann, ROCK_MAGIC_LEN, deadline);
 	}
 	if (r == 0 && memcmp(ann, rock_magic_announce, ROCK_MAGIC_LEN) != 0)
@@ -243,7 +244,7 @@ probe_once(const struct sockaddr *addr, socklen_t len, int64_t deadline,
 	if (r != 0)
 		*unheard = went_unheard(fd, r, first - up, rtt, first_unacked,
 		    first_bytes);
-	close(fd);
+	rock_sys.close(fd);
 	if (r == 0 && rock_announce_decode(&a, ann) == 0 &&
 	    rock_version_pick(ROCK_VERSION, ROCK_VERSION, a.version_min,
 	    a.version_max) != 0)
@@ -612,7 +613,7 @@ handshake_once(struct rock_engine *e, const struct sockaddr *addr,
 	 * giving up early would make a rock of nothing but a plain fallback. */
 	if (deadline < t0 + e->cfg.handshake_timeout_ms)
 		deadline = t0 + e->cfg.handshake_timeout_ms;
-	if ((fd = socket(addr->sa_family, SOCK_STREAM | SOCK_NONBLOCK |
+	if ((fd = rock_sys.socket(addr->sa_family, SOCK_STREAM | SOCK_NONBLOCK |
 	    SOCK_CLOEXEC, 0)) < 0)
 		return ROCK_ERR_SYSTEM;
 	rock_engine_enter(e);
@@ -623,7 +624,7 @@ handshake_once(struct rock_engine *e, const struct sockaddr *addr,
 	    &sent)) != 0) {
 		err = errno;
 		rock_keypair_wipe(&kp);
-		close(fd);
+		rock_sys.close(fd);
 		errno = err;
 		return r;
 	}
@@ -644,7 +645,7 @@ handshake_once(struct rock_engine *e, const struct sockaddr *addr,
 	rock_keypair_wipe(&kp);
 	rock_keys_wipe(&keys);
 	if (r != 0 && fd >= 0)
-		close(fd);
+		rock_sys.close(fd);
 	return r;
 }
 
@@ -913,7 +914,7 @@ send_request(struct rock_attempt *a, short wait)
 	    lowest_open(s->dial, a->number), s->flags, out);
 	memcpy(a->req, out, sizeof(a->req));
 	/* 85 bytes on a fresh connection always fit its send buffer. */
-	if (send(a->fd, out, sizeof(out), MSG_NOSIGNAL | MSG_DONTWAIT) !=
+	if (rock_sys.send(a->fd, out, sizeof(out), MSG_NOSIGNAL | MSG_DONTWAIT) !=
 	    (ssize_t)sizeof(out))
 		return -1;
 	a->requested = 1;
@@ -951,13 +952,14 @@ launch_attempt(struct rock_session *s)
 	a->rtt_ms = 0;
 	a->have = 0;
 	rock_lookup_next(s, &a->addr, &a->addr_len);
-	a->fd = socket(a->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	a->fd = rock_sys_aside(rock_sys.socket(a->addr.ss_family,
+	    SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
 	if (a->fd < 0) {
 		attempt_failed(a, strerror(errno));
 		return;
 	}
-	(void)setsockopt(a->fd, IPPROTO_TCP, TCP_FASTOPEN_CONNECT, &one, sizeof(one));
-	if (connect(a->fd, (struct sockaddr *)&a->addr, a->addr_len) == 0) {
+	(void)rock_sys.setsockopt(a->fd, IPPROTO_TCP, TCP_FASTOPEN_CONNECT, &one, sizeof(one));
+	if (rock_sys.connect(a->fd, (struct sockaddr *)&a->addr, a->addr_len) == 0) {
 		/* A Fast Open cookie is cached: the request rides in the SYN;
 		 * the socket turns writable when the handshake completes. */
 		if (send_request(a, EV_READ | EV_WRITE) != 0)
@@ -1131,7 +1133,7 @@ read_reply(struct rock_attempt *a, size_t want)
 			return -1;
 		need = a->have < 3 ? 3 : 3 + (size_t)a->buf[2] + ROCK_SIG_LEN;
 	}
-	got = recv(a->fd, a->buf + a->have, need - a->have, MSG_DONTWAIT);
+	got = rock_sys.recv(a->fd, a->buf + a->have, need - a->have, MSG_DONTWAIT);
 	if (got < 0)
 		return errno == EAGAIN || errno == EINTR ? 0 : -1;
 	if (got == 0)
@@ -1288,7 +1290,7 @@ attempt_step(struct rock_attempt *a, short what)
 		return;
 	}
 	if ((what & EV_WRITE) && !a->connected) {
-		if (getsockopt(a->fd, SOL_SOCKET, SO_ERROR, &err, &el) != 0 || err != 0) {
+		if (rock_sys.getsockopt(a->fd, SOL_SOCKET, SO_ERROR, &err, &el) != 0 || err != 0) {
 			attempt_failed(a, strerror(err));
 			return;
 		}

@@ -10,6 +10,7 @@
 
 #include "rock_engine_int.h"
 #include "rock_err.h"
+#include "rock_sys.h"
 
 int
 rock_direct_attach(struct rock_session *s, int fd)
@@ -132,7 +133,7 @@ rock_direct_shutdown(struct rock_session *s, int connected)
 		return;
 	s->flags |= ROCK_FLAG_WR_SHUT;
 	rock_session_tell_peer(s);
-	shutdown(s->fd, SHUT_WR);
+	rock_sys.shutdown(s->fd, SHUT_WR);
 	s->shut_sent = 1;
 }
 
@@ -204,12 +205,12 @@ swap_in(struct rock_session *s)
 			rock_session_tell_peer(s);
 		}
 		if (s->want_shut) {
-			shutdown(fd, SHUT_WR);
+			rock_sys.shutdown(fd, SHUT_WR);
 			s->shut_sent = 1;
 		}
 	} else if (rock_stream_attach(s, fd) != 0) {
 		/* Released meanwhile: the engine drives it from here on. */
-		close(fd);
+		rock_sys.close(fd);
 		rock_dial_schedule(s, 0);
 		return;
 	}
@@ -228,7 +229,7 @@ replay_step(struct rock_session *s)
 	while (s->replay_from < rock_ring_end(&s->ring)) {
 		if (rock_ring_peek(&s->ring, s->replay_from, iov, &n) != 0)
 			goto failed;
-		w = sendmsg(s->replay_fd, &(struct msghdr){ .msg_iov = iov,
+		w = rock_sys.sendmsg(s->replay_fd, &(struct msghdr){ .msg_iov = iov,
 		    .msg_iovlen = (size_t)n }, MSG_NOSIGNAL | MSG_DONTWAIT);
 		if (w < 0 && (errno == EAGAIN || errno == EINTR)) {
 			/* A new path that dies mid-replay is given up like a

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "rock_engine_int.h"
+#include "rock_sys.h"
 
 /* Reads per wake-up: a peer that keeps sending cannot hold the loop. */
 #define DRAIN_READS 16
@@ -29,7 +30,7 @@ discard(int fd)
 	int i;
 
 	for (i = 0; i < DRAIN_READS; i++) {
-		n = recv(fd, NULL, ROCK_READ_CHUNK, MSG_TRUNC | MSG_DONTWAIT);
+		n = rock_sys.recv(fd, NULL, ROCK_READ_CHUNK, MSG_TRUNC | MSG_DONTWAIT);
 		if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
 			return 1;
 		if (n < 0 && errno == EAGAIN)
@@ -48,7 +49,7 @@ end(struct rock_engine *e, struct rock_drain *d)
 	e->ndrains--;
 	(void)discard(d->fd);
 	event_free(d->ev);
-	close(d->fd);
+	rock_sys.close(d->fd);
 	free(d);
 }
 
@@ -99,14 +100,14 @@ rock_drain_close(struct rock_engine *e, int fd, int fin_read)
 
 	/* The usual end: the peer's FIN was read, nothing can follow it. */
 	if (fin_read || discard(fd)) {
-		close(fd);
+		rock_sys.close(fd);
 		return 0;
 	}
 	make_room(e);
 	if ((d = calloc(1, sizeof(*d))) == NULL ||
 	    (d->ev = event_new(e->base, fd, EV_READ, on_drain, d)) == NULL) {
 		free(d);
-		close(fd);
+		rock_sys.close(fd);
 		return 0;
 	}
 	d->e = e;

@@ -9,6 +9,7 @@
 
 #include "rock_engine_int.h"
 #include "rock_err.h"
+#include "rock_sys.h"
 
 void
 rock_engine_config_defaults(struct rock_engine_config *cfg)
@@ -49,7 +50,7 @@ rmem_max(void)
 	if (f != NULL) {
 		if (fscanf(f, "%lu %lu %lu", &lo, &def, &hi) != 3)
 			hi = 0;
-		fclose(f);
+		rock_sys.fclose(f);
 	}
 	if (hi == 0)
 		hi = 6 * 1024 * 1024;	/* Linux's default when /proc says nothing */
@@ -287,7 +288,7 @@ rock_engine_make_room(struct rock_engine *e, size_t max,
 	/* A connected victim's client hears a reset, not a FIN it could take
 	 * for an end. */
 	if (victim->fd >= 0)
-		(void)setsockopt(victim->fd, SOL_SOCKET, SO_LINGER,
+		(void)rock_sys.setsockopt(victim->fd, SOL_SOCKET, SO_LINGER,
 		    &(struct linger){ 1, 0 }, sizeof(struct linger));
 	e->stats.evictions++;
 	rock_session_close(victim, ROCK_ERR_TIMEOUT, "evicted to make room");
@@ -400,9 +401,9 @@ rock_socket_buffers(const struct rock_engine *e, int fd, uint32_t *rcvbuf,
 	socklen_t len = sizeof(r);
 	uint32_t max = e->rmem_max;
 
-	getsockopt(fd, SOL_SOCKET, SO_RCVBUF, &r, &len);
+	rock_sys.getsockopt(fd, SOL_SOCKET, SO_RCVBUF, &r, &len);
 	len = sizeof(s);
-	getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &s, &len);
+	rock_sys.getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &s, &len);
 	*rcvbuf = (uint32_t)r > max ? (uint32_t)r : max;
 	*sndbuf = (uint32_t)s;
 }

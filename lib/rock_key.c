@@ -14,6 +14,7 @@
 
 #include "rock_key.h"
 #include "rock_known.h"
+#include "rock_sys.h"
 
 static int
 fail(char *err, size_t errlen, const char *path, const char *what)
@@ -46,7 +47,7 @@ read_seed(int fd, const char *path, uint8_t seed[ROCK_KEY_LEN], char *err,
 		    (long long)st.st_size, ROCK_KEY_FILE_LEN);
 		return fail(err, errlen, path, why);
 	}
-	got = read(fd, seed, ROCK_KEY_LEN);
+	got = rock_sys.read(fd, seed, ROCK_KEY_LEN);
 	if (got != ROCK_KEY_LEN)
 		return fail(err, errlen, path, got < 0 ? strerror(errno) :
 		    "short read");
@@ -68,11 +69,11 @@ write_new(const char *path, char *err, size_t errlen)
 	if ((fd = mkstemp(tmp)) < 0)
 		return fail(err, errlen, path, strerror(errno));
 	randombytes_buf(seed, sizeof(seed));
-	if (write(fd, seed, sizeof(seed)) != (ssize_t)sizeof(seed) ||
+	if (rock_sys.write(fd, seed, sizeof(seed)) != (ssize_t)sizeof(seed) ||
 	    fsync(fd) != 0)
 		r = fail(err, errlen, tmp, strerror(errno));
 	sodium_memzero(seed, sizeof(seed));
-	close(fd);
+	rock_sys.close(fd);
 	/* link, not rename: a key another server made meanwhile stays. */
 	if (r == 0 && link(tmp, path) != 0 && errno != EEXIST)
 		r = fail(err, errlen, path, strerror(errno));
@@ -98,7 +99,7 @@ rock_key_load(const char *path, int create, struct rock_identity *id,
 	if (fd < 0)
 		return fail(err, errlen, path, strerror(errno));
 	r = read_seed(fd, path, seed, err, errlen);
-	close(fd);
+	rock_sys.close(fd);
 	if (r == 0)
 		rock_identity_from_seed(id, seed);
 	sodium_memzero(seed, sizeof(seed));

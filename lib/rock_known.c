@@ -15,6 +15,7 @@
 
 #include "rock_err.h"
 #include "rock_known.h"
+#include "rock_sys.h"
 
 #define LINE_MAX_LEN 512
 
@@ -140,7 +141,7 @@ rock_known_lookup(const char *path, const char *dest,
 		}
 	}
 	free(buf);
-	fclose(f);
+	rock_sys.fclose(f);
 	return found;
 }
 
@@ -167,9 +168,9 @@ rock_known_add(const char *path, const char *dest,
 	fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return ROCK_ERR_SYSTEM;
-	if (write(fd, line, (size_t)n) != n)
+	if (rock_sys.write(fd, line, (size_t)n) != n)
 		r = ROCK_ERR_SYSTEM;
-	if (close(fd) != 0)
+	if (rock_sys.close(fd) != 0)
 		r = ROCK_ERR_SYSTEM;
 	return r;
 }
@@ -213,8 +214,8 @@ rock_known_replace(const char *path, const char *dest,
 	if (snprintf(tmp, sizeof(tmp), "%s.XXXXXX", path) >= (int)sizeof(tmp) ||
 	    (fd = mkstemp(tmp)) < 0)
 		return ROCK_ERR_SYSTEM;
-	if ((out = fdopen(fd, "w")) == NULL) {
-		close(fd);
+	if ((out = rock_sys.fdopen(fd, "w")) == NULL) {
+		rock_sys.close(fd);
 		unlink(tmp);
 		return ROCK_ERR_SYSTEM;
 	}
@@ -222,10 +223,10 @@ rock_known_replace(const char *path, const char *dest,
 	r = in != NULL ? copy_replacing(in, out, dest, line) :
 	    fputs(line, out) < 0 ? -1 : 0;
 	if (in != NULL)
-		fclose(in);
+		rock_sys.fclose(in);
 	if (fflush(out) != 0 || fsync(fd) != 0)
 		r = -1;
-	if (fclose(out) != 0 || r != 0 || rename(tmp, path) != 0) {
+	if (rock_sys.fclose(out) != 0 || r != 0 || rename(tmp, path) != 0) {
 		unlink(tmp);
 		return ROCK_ERR_SYSTEM;
 	}

@@ -13,6 +13,7 @@
 #include "rock_engine_int.h"
 #include "rock_err.h"
 #include "rock_names.h"
+#include "rock_sys.h"
 
 #define ROCK_CANDIDATES 8	/* addresses dialled in turn, the old one last */
 #define LOOKUP_AFTER_MS 1000	/* redialing unanswered this long: look up */
@@ -47,7 +48,7 @@ lookup_unref(struct rock_lookup *lk)
 {
 	if (__atomic_sub_fetch(&lk->refs, 1, __ATOMIC_ACQ_REL) != 0)
 		return;
-	close(lk->efd);
+	rock_sys.close(lk->efd);
 	free(lk);
 }
 
@@ -83,13 +84,13 @@ lookup_main(void *arg)
 	hints.ai_family = AF_UNSPEC;
 	hints.ai_socktype = SOCK_STREAM;
 	hints.ai_flags = AI_ADDRCONFIG;
-	lk->r = getaddrinfo(lk->name, NULL, &hints, &res);
+	lk->r = rock_sys.getaddrinfo(lk->name, NULL, &hints, &res);
 	if (lk->r == 0)
 		lookup_collect(lk, res);
 	if (res != NULL)
 		freeaddrinfo(res);
 	__atomic_store_n(&lk->done, 1, __ATOMIC_RELEASE);
-	(void)!write(lk->efd, &one, sizeof(one));
+	(void)!rock_sys.write(lk->efd, &one, sizeof(one));
 	lookup_unref(lk);
 	return NULL;
 }
@@ -238,7 +239,7 @@ lookup_start(struct rock_session *s)
 	lk->refs = 2;
 	lk->s = s;
 	memcpy(lk->name, nm->name, sizeof(lk->name));
-	if ((lk->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0) {
+	if ((lk->efd = rock_sys_aside(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC))) < 0) {
 		free(lk);
 		return;
 	}
@@ -246,7 +247,7 @@ lookup_start(struct rock_session *s)
 	    on_lookup, lk)) == NULL || event_add(lk->ev, NULL) != 0) {
 		if (lk->ev != NULL)
 			event_free(lk->ev);
-		close(lk->efd);
+		rock_sys.close(lk->efd);
 		free(lk);
 		return;
 	}

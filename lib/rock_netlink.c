@@ -11,6 +11,7 @@
 
 #include "rock_engine_int.h"
 #include "rock_err.h"
+#include "rock_sys.h"
 
 static void on_netlink(evutil_socket_t fd, short what, void *arg);
 
@@ -19,8 +20,8 @@ rock_netlink_open(struct rock_engine *e)
 {
 	struct sockaddr_nl sa;
 
-	e->nl_fd = socket(AF_NETLINK, SOCK_RAW | SOCK_NONBLOCK | SOCK_CLOEXEC,
-	    NETLINK_ROUTE);
+	e->nl_fd = rock_sys_aside(rock_sys.socket(AF_NETLINK,
+	    SOCK_RAW | SOCK_NONBLOCK | SOCK_CLOEXEC, NETLINK_ROUTE));
 	if (e->nl_fd < 0)
 		return ROCK_ERR_SYSTEM;
 	memset(&sa, 0, sizeof(sa));
@@ -42,7 +43,7 @@ rock_netlink_close(struct rock_engine *e)
 	if (e->ev_nl != NULL)
 		event_free(e->ev_nl);
 	if (e->nl_fd >= 0)
-		close(e->nl_fd);
+		rock_sys.close(e->nl_fd);
 	e->ev_nl = NULL;
 	e->nl_fd = -1;
 }
@@ -109,7 +110,7 @@ read_netlink(struct rock_engine *e, int fd)
 	int news = 0;
 	ssize_t n;
 
-	while ((n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT)) > 0) {
+	while ((n = rock_sys.recv(fd, buf, sizeof(buf), MSG_DONTWAIT)) > 0) {
 		int len = (int)n;
 
 		for (nh = (struct nlmsghdr *)buf; NLMSG_OK(nh, len);

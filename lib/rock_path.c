@@ -11,6 +11,7 @@
 #include <linux/tcp.h>
 
 #include "rock_engine_int.h"
+#include "rock_sys.h"
 
 /* The kernel's TCP states (include/net/tcp_states.h), not in its uapi. */
 #define TCP_STATE_SYN_RECV 3
@@ -26,7 +27,7 @@ rock_tcp_sample(int fd, struct rock_tcp_sample *out)
 
 	memset(&ti, 0, sizeof(ti));
 	memset(out, 0, sizeof(*out));
-	if (fd < 0 || getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0)
+	if (fd < 0 || rock_sys.getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0)
 		return -1;
 	out->state = ti.tcpi_state;
 	out->rtt_us = ti.tcpi_rtt;
@@ -119,8 +120,8 @@ system_rto_max_ms(struct rock_engine *e)
 	if ((fd = open("/proc/sys/net/ipv4/tcp_rto_max_ms",
 	    O_RDONLY | O_CLOEXEC)) < 0)
 		return e->tcp_rto_max_ms;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
+	n = rock_sys.read(fd, buf, sizeof(buf) - 1);
+	rock_sys.close(fd);
 	if (n > 0) {
 		buf[n] = '\0';
 		if ((v = atoi(buf)) >= ROCK_TCP_RTO_MAX_LOW_MS &&
@@ -150,7 +151,7 @@ rock_path_bound_rto(struct rock_session *s, int fd)
 	if (ms > sys)
 		ms = sys;
 	s->rto_bound_rtt = s->rtt_ms > 0;
-	s->rto_bound_ms = fd >= 0 && setsockopt(fd, IPPROTO_TCP,
+	s->rto_bound_ms = fd >= 0 && rock_sys.setsockopt(fd, IPPROTO_TCP,
 	    TCP_RTO_MAX_MS, &ms, sizeof(ms)) == 0 ? ms : 0;
 }
 
@@ -178,7 +179,7 @@ rock_path_adopted_connection(struct rock_session *s)
 
 	/* The record's round trip is TCP's last estimate, maybe the very
 	 * sample the bound is against: the predecessor's bound stays. */
-	if (getsockopt(s->fd, IPPROTO_TCP, TCP_RTO_MAX_MS, &ms, &len) == 0 &&
+	if (rock_sys.getsockopt(s->fd, IPPROTO_TCP, TCP_RTO_MAX_MS, &ms, &len) == 0 &&
 	    ms < system_rto_max_ms(s->e)) {
 		s->rto_bound_ms = ms;
 		s->rto_bound_rtt = 1;
@@ -317,7 +318,7 @@ farewell_only(struct rock_session *s, const struct rock_tcp_sample *t)
 		return 0;
 	/* A reset or TCP's own timeout also leaves nothing unacknowledged
 	 * (the queue purged): that is a failure, not a close. */
-	if (getsockopt(s->fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0 || err != 0)
+	if (rock_sys.getsockopt(s->fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0 || err != 0)
 		return 0;
 	return t->state == TCP_STATE_FIN_WAIT2 || t->state == TCP_STATE_TIME_WAIT ||
 	    t->state == TCP_STATE_CLOSE;

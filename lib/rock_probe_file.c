@@ -14,6 +14,7 @@
 
 #include "rock_known.h"
 #include "rock_probe_file.h"
+#include "rock_sys.h"
 
 /*
  * The file: a header (8 bytes of magic, the entry count as 4 bytes, 4 zero
@@ -208,9 +209,9 @@ load(struct rock_probe_file *pf, const struct rock_log *log,
 		why = "out of memory";
 	/* One read: the file is small and replaced whole, never written in
 	 * place. */
-	if (why == NULL && (got = read(fd, buf, cap)) < 0)
+	if (why == NULL && (got = rock_sys.read(fd, buf, cap)) < 0)
 		why = strerror(errno);
-	close(fd);
+	rock_sys.close(fd);
 	if (why == NULL)
 		why = parse(buf, (size_t)got, out, count);
 	free(buf);
@@ -276,8 +277,8 @@ store(const char *path, const struct entry *all, size_t n)
 	/* mkstemp: O_CREAT | O_EXCL, mode 0600. No fsync: a cache lost in a
 	 * crash costs a probe. */
 	if ((fd = mkstemp(tmp)) >= 0) {
-		r = write(fd, buf, size) == (ssize_t)size ? 0 : -1;
-		if (close(fd) != 0 || r != 0 || rename(tmp, path) != 0) {
+		r = rock_sys.write(fd, buf, size) == (ssize_t)size ? 0 : -1;
+		if (rock_sys.close(fd) != 0 || r != 0 || rename(tmp, path) != 0) {
 			unlink(tmp);
 			r = -1;
 		}

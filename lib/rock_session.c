@@ -9,6 +9,7 @@
 
 #include "rock_engine_int.h"
 #include "rock_err.h"
+#include "rock_sys.h"
 
 void
 rock_assert_fail(const char *what, const char *file, int line)
@@ -17,7 +18,7 @@ rock_assert_fail(const char *what, const char *file, int line)
 	int n = snprintf(msg, sizeof(msg), "rocks: invariant broken: %s (%s:%d)\n",
 	    what, file, line);
 
-	(void)!write(STDERR_FILENO, msg, n > 0 ? (size_t)n : 0);
+	(void)!rock_sys.write(STDERR_FILENO, msg, n > 0 ? (size_t)n : 0);
 	abort();
 }
 
@@ -204,8 +205,8 @@ rock_close_reset(int fd)
 
 	if (fd < 0)
 		return;
-	setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
-	close(fd);
+	rock_sys.setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+	rock_sys.close(fd);
 }
 
 void
@@ -248,9 +249,9 @@ close_data(struct rock_session *s, int err)
 	 * in the kernel or in a poll with nothing hidden, wake to take the
 	 * error; what is queued stays readable, and nothing is sent. */
 	if (err != 0 && rock_is_direct(s))
-		shutdown(s->fd, SHUT_RD);
+		rock_sys.shutdown(s->fd, SHUT_RD);
 	if (err != 0 || rock_is_direct(s))
-		close(s->fd);
+		rock_sys.close(s->fd);
 	else if (rock_drain_close(s->e, s->fd, s->fin_read))
 		rlog_debug(s->e->log, "rock %s: data connection held for the "
 		    "peer's FIN, %d ms at most", s->name, ROCK_FAREWELL_MS);
@@ -497,7 +498,7 @@ rock_session_free(struct rock_session *s)
 	rock_direct_stop(s);
 	rock_stream_detach(s);
 	if (s->fd >= 0)
-		close(s->fd);
+		rock_sys.close(s->fd);
 	table_remove(s->e, s);
 	evbuffer_free(s->outq);
 	rock_ring_free(&s->ring);
@@ -583,7 +584,7 @@ rock_session_kill(struct rock_session *s, const char *why)
 	s->flags |= ROCK_FLAG_RESET;
 	rock_farewell_add(s);
 	if (s->fd >= 0)
-		(void)connect(s->fd, &sa, sizeof(sa));
+		(void)rock_sys.connect(s->fd, &sa, sizeof(sa));
 	rock_close_reset(s->fd);
 	s->fd = -1;
 	rock_session_close(s, ROCK_ERR_RESET, why);

@@ -11,6 +11,7 @@
 
 #include "rock_engine_int.h"
 #include "rock_err.h"
+#include "rock_sys.h"
 
 #ifndef TCP_FASTOPEN_CONNECT
 #define TCP_FASTOPEN_CONNECT 30	/* Linux 4.11 */
@@ -58,7 +59,7 @@ rock_status_free(struct rock_session *s)
 	if (st->deadline != NULL)
 		event_free(st->deadline);
 	if (st->fd >= 0)
-		close(st->fd);
+		rock_sys.close(st->fd);
 	free(st);
 	s->status = NULL;
 }
@@ -72,7 +73,7 @@ send_request(struct rock_session *s, struct rock_status *st)
 	rock_dial_request_encode(s, st->nonce, 1, 1,
 	    (s->flags & (ROCK_FLAG_WR_SHUT | ROCK_FLAG_EOF_SEEN)) |
 	    ROCK_FLAG_STATUS, out);
-	if (send(st->fd, out, sizeof(out), MSG_NOSIGNAL | MSG_DONTWAIT) !=
+	if (rock_sys.send(st->fd, out, sizeof(out), MSG_NOSIGNAL | MSG_DONTWAIT) !=
 	    (ssize_t)sizeof(out))
 		return errno == EINPROGRESS || errno == EAGAIN ? 1 : -1;
 	st->sent = 1;
@@ -114,7 +115,7 @@ status_step(struct rock_session *s, short what)
 			rock_status_free(s);
 		return;
 	}
-	got = recv(st->fd, st->buf + st->have, sizeof(st->buf) - st->have,
+	got = rock_sys.recv(st->fd, st->buf + st->have, sizeof(st->buf) - st->have,
 	    MSG_DONTWAIT);
 	if (got < 0 && (errno == EAGAIN || errno == EINTR))
 		return;
@@ -151,14 +152,14 @@ status_open(struct rock_session *s, struct rock_status *st)
 {
 	int one = 1;
 
-	st->fd = socket(s->peer.ss_family, SOCK_STREAM | SOCK_NONBLOCK |
-	    SOCK_CLOEXEC, 0);
+	st->fd = rock_sys_aside(rock_sys.socket(s->peer.ss_family,
+	    SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
 	if (st->fd < 0)
 		return -1;
 	/* With a cookie the request rides in the SYN: one round trip. */
-	(void)setsockopt(st->fd, IPPROTO_TCP, TCP_FASTOPEN_CONNECT, &one,
+	(void)rock_sys.setsockopt(st->fd, IPPROTO_TCP, TCP_FASTOPEN_CONNECT, &one,
 	    sizeof(one));
-	if (connect(st->fd, (struct sockaddr *)&s->peer, s->peer_len) == 0)
+	if (rock_sys.connect(st->fd, (struct sockaddr *)&s->peer, s->peer_len) == 0)
 		return send_request(s, st) < 0 ? -1 : 0;
 	return errno == EINPROGRESS ? 0 : -1;
 }

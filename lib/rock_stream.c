@@ -12,6 +12,7 @@
 
 #include "rock_engine_int.h"
 #include "rock_err.h"
+#include "rock_sys.h"
 
 static void on_read(evutil_socket_t fd, short what, void *arg);
 static void on_write(evutil_socket_t fd, short what, void *arg);
@@ -19,7 +20,7 @@ static void on_write(evutil_socket_t fd, short what, void *arg);
 static int
 set_int(int fd, int level, int opt, int v)
 {
-	return setsockopt(fd, level, opt, &v, sizeof(v));
+	return rock_sys.setsockopt(fd, level, opt, &v, sizeof(v));
 }
 
 /* Keepalive probes every second make both kernels speak on an idle data
@@ -95,9 +96,9 @@ events_new(struct rock_session *s, int fd)
 int
 rock_stream_attach(struct rock_session *s, int fd)
 {
-	int flags = fcntl(fd, F_GETFL);
+	int flags = rock_sys.fcntl(fd, F_GETFL, 0);
 
-	if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0)
+	if (flags < 0 || rock_sys.fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0)
 		return ROCK_ERR_SYSTEM;
 	set_int(fd, IPPROTO_TCP, TCP_NODELAY, 1);
 	rock_stream_detach(s);
@@ -182,7 +183,7 @@ write_replay(struct rock_session *s)
 		m.msg_iovlen = (size_t)n;
 		/* A reset connection is an error here, not SIGPIPE for the
 		 * whole process (a keeper, a program that embeds the engine). */
-		w = sendmsg(s->fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+		w = rock_sys.sendmsg(s->fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
 		if (w < 0)
 			return errno == EAGAIN || errno == EINTR ? 0 : -1;
 		rock_session_wrote(s, (uint64_t)w);
@@ -226,7 +227,7 @@ write_outq(struct rock_session *s)
 		if (evbuffer_peek(s->outq, -1, NULL, &v, 1) < 1)
 			break;
 		len = v.iov_len < space ? v.iov_len : space;
-		w = send(s->fd, v.iov_base, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+		w = rock_sys.send(s->fd, v.iov_base, len, MSG_NOSIGNAL | MSG_DONTWAIT);
 		if (w < 0)
 			return errno == EAGAIN || errno == EINTR ? 0 : -1;
 		/* space was checked: the copy cannot fail but for memory */
@@ -249,7 +250,7 @@ maybe_shut(struct rock_session *s)
 	 * peer reading end of file on a closed socket looks for that word. */
 	s->flags |= ROCK_FLAG_WR_SHUT;
 	rock_session_tell_peer(s);
-	shutdown(s->fd, SHUT_WR);
+	rock_sys.shutdown(s->fd, SHUT_WR);
 	s->shut_sent = 1;
 }
 
@@ -313,7 +314,7 @@ rock_session_send_from(struct rock_session *s, int fd, size_t max)
 		if ((r = rock_ring_tail(&s->ring, max < room ? max : room, iov,
 		    &cnt)) != 0)
 			return r;
-		if ((n = readv(fd, iov, cnt)) < 0)
+		if ((n = rock_sys.readv(fd, iov, cnt)) < 0)
 			return ROCK_ERR_SYSTEM;
 		/* readv filled no more than the segments: this cannot fail */
 		if ((r = rock_ring_commit(&s->ring, (size_t)n)) != 0)
@@ -364,7 +365,7 @@ read_data(struct rock_session *s, int fd)
 	uint8_t buf[ROCK_READ_CHUNK];
 	ssize_t n;
 
-	n = read(fd, buf, sizeof(buf));
+	n = rock_sys.read(fd, buf, sizeof(buf));
 	if (n < 0 && (errno == EAGAIN || errno == EINTR))
 		return;
 	rock_session_hold(s);

@@ -32,26 +32,6 @@ shim_fd_forget(int fd)
 	shim_fd_set(fd, SHIM_FD_UNKNOWN, 0);
 }
 
-/* Lowest number a descriptor the library keeps for itself is moved to:
- * clear of 0-9 (shell redirections) and of the numbers a program opens
- * first, which it may close and dup2 onto again, trusting that no other
- * thread of its own opened anything meanwhile. */
-#define SHIM_FD_ASIDE_FLOOR 100
-
-/* fd, or its copy at or above the floor (fd closed); fd itself when no
- * such number is free (the soft limit is lower, say). */
-int
-shim_fd_aside(int fd)
-{
-	int high;
-
-	if (fd < 0 || fd >= SHIM_FD_ASIDE_FLOOR ||
-	    (high = shim_real.fcntl(fd, F_DUPFD_CLOEXEC, SHIM_FD_ASIDE_FLOOR)) < 0)
-		return fd;
-	shim_real.close(fd);
-	return high;
-}
-
 SHIM_EXPORT int
 close(int fd)
 {

@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "rock_sys.h"
 #include "shim.h"
 
 /*
@@ -600,7 +601,7 @@ open_aside(const char *path)
 
 	if (fd < 0)
 		return NULL;
-	fd = shim_fd_aside(fd);
+	fd = rock_sys_aside(fd);
 	if ((f = shim_real.fdopen(fd, "r")) == NULL)
 		shim_real.close(fd);
 	return f;

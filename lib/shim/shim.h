@@ -135,7 +135,6 @@ enum shim_fd_state {
 unsigned shim_fd_get(int fd);
 void shim_fd_set(int fd, enum shim_fd_state state, unsigned opts);
 void shim_fd_forget(int fd);	/* lock not held: before fd is closed */
-int shim_fd_aside(int fd);	/* a number of the library's, moved high */
 /* Lock not held: a rock stdio will use goes behind a relay (stdio.c). */
 void shim_stdio_relay(int fd, const char *call);
 void shim_fd_add_opts(int fd, unsigned opts);
