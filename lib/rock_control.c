@@ -1,6 +1,7 @@
 /* rock_control.c: the UDP control channel: heartbeats, acks, failure detection. */
 #include "config.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <stdlib.h>
@@ -405,15 +406,41 @@ rock_control_seal(struct rock_hb_record *r, const uint8_t tx[ROCK_KEY_LEN],
 	rock_hb_tag(out + ROCK_HB_RECORD_LEN - ROCK_TAG_LEN, tx, out);
 }
 
+static size_t
+packet_len(const uint8_t *pkt)
+{
+	return ROCK_HB_HEADER_LEN + (size_t)pkt[6] * ROCK_HB_RECORD_LEN;
+}
+
 void
 rock_control_send_packet(struct rock_engine *e,
     const struct sockaddr_storage *to, socklen_t tolen, const uint8_t *pkt)
 {
-	size_t len = ROCK_HB_HEADER_LEN + (size_t)pkt[6] * ROCK_HB_RECORD_LEN;
-
 	/* Loss is normal on this channel: the next interval sends again. */
-	(void)rock_sys.sendto(e->udp_fd, pkt, len, MSG_DONTWAIT | MSG_NOSIGNAL,
-	    (const struct sockaddr *)to, tolen);
+	(void)rock_sys.sendto(e->udp_fd, pkt, packet_len(pkt),
+	    MSG_DONTWAIT | MSG_NOSIGNAL, (const struct sockaddr *)to, tolen);
+}
+
+/* n packets (at most ROCK_CONTROL_BATCH) to one address, in one call. */
+void
+rock_control_send_packets(struct rock_engine *e,
+    const struct sockaddr_storage *to, socklen_t tolen,
+    uint8_t (*pkts)[ROCK_HB_MAX_LEN], unsigned n)
+{
+	struct mmsghdr v[ROCK_CONTROL_BATCH];
+	struct iovec iov[ROCK_CONTROL_BATCH];
+	unsigned i;
+
+	ROCK_ASSERT(n <= ROCK_CONTROL_BATCH);
+	memset(v, 0, sizeof(v));
+	for (i = 0; i < n; i++) {
+		iov[i] = (struct iovec){ pkts[i], packet_len(pkts[i]) };
+		v[i].msg_hdr.msg_name = (void *)(uintptr_t)to;
+		v[i].msg_hdr.msg_namelen = tolen;
+		v[i].msg_hdr.msg_iov = &iov[i];
+		v[i].msg_hdr.msg_iovlen = 1;
+	}
+	(void)rock_sys.sendmmsg(e->udp_fd, v, n, MSG_DONTWAIT | MSG_NOSIGNAL);
 }
 
 /* A packet being filled under anchor g. */
@@ -969,19 +996,35 @@ rock_control_datagram(struct rock_engine *e, const uint8_t *buf, size_t len,
 static int
 read_udp(struct rock_engine *e, int fd, unsigned max)
 {
-	uint8_t buf[ROCK_HB_MAX_LEN + 1];
-	struct sockaddr_storage from;
-	socklen_t fromlen;
-	unsigned budget;
-	ssize_t got;
+	/* One byte over the largest packet: a longer datagram is seen as
+	 * too long, not cut to a valid length. */
+	static_assert(ROCK_CONTROL_BATCH * (ROCK_HB_MAX_LEN + 1) <= 16384,
+	    "read_udp's buffers live on the stack");
+	uint8_t buf[ROCK_CONTROL_BATCH][ROCK_HB_MAX_LEN + 1];
+	struct sockaddr_storage from[ROCK_CONTROL_BATCH];
+	struct iovec iov[ROCK_CONTROL_BATCH];
+	struct mmsghdr v[ROCK_CONTROL_BATCH];
+	unsigned budget, i;
+	int got;
 
-	for (budget = 0; budget < max; budget++) {
-		fromlen = sizeof(from);
-		got = rock_sys.recvfrom(fd, buf, sizeof(buf), MSG_DONTWAIT,
-		    (struct sockaddr *)&from, &fromlen);
-		if (got < 0)
+	for (budget = 0; budget < max; budget += (unsigned)got) {
+		memset(v, 0, sizeof(v));
+		for (i = 0; i < ROCK_CONTROL_BATCH; i++) {
+			iov[i] = (struct iovec){ buf[i], sizeof(buf[i]) };
+			v[i].msg_hdr.msg_name = &from[i];
+			v[i].msg_hdr.msg_namelen = sizeof(from[i]);
+			v[i].msg_hdr.msg_iov = &iov[i];
+			v[i].msg_hdr.msg_iovlen = 1;
+		}
+		got = rock_sys.recvmmsg(fd, v, ROCK_CONTROL_BATCH, MSG_DONTWAIT);
+		if (got <= 0)
 			return 0;
-		rock_control_datagram(e, buf, (size_t)got, &from, fromlen);
+		for (i = 0; i < (unsigned)got; i++)
+			rock_control_datagram(e, buf[i], v[i].msg_len, &from[i],
+			    v[i].msg_hdr.msg_namelen);
+		/* A short batch emptied the queue: no call to hear EAGAIN. */
+		if (got < ROCK_CONTROL_BATCH)
+			return 0;
 	}
 	return 1;
 }

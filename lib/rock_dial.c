@@ -374,10 +374,10 @@ hello_exchange(struct rock_engine *e, int fd, const uint8_t *hello,
 }
 
 static int
-make_session(struct rock_engine *e, int fd, const struct sockaddr *addr,
-    socklen_t len, const struct rock_server_hello *sh,
-    const struct rock_keys *keys, const struct rock_session_cbs *cbs,
-    void *arg, struct rock_session **out)
+make_session(struct rock_engine *e, int fd, int rtt_ms,
+    const struct sockaddr *addr, socklen_t len,
+    const struct rock_server_hello *sh, const struct rock_keys *keys,
+    const struct rock_session_cbs *cbs, void *arg, struct rock_session **out)
 {
 	uint32_t rcv, snd;
 	struct rock_session *s;
@@ -404,6 +404,7 @@ make_session(struct rock_engine *e, int fd, const struct sockaddr *addr,
 	memcpy(&s->peer, addr, len);
 	s->peer_len = len;
 	rock_udp_peer_from_tcp(s, sh->udp_port);
+	rock_path_init(s, rtt_ms);	/* no connection yet: the attach bounds it */
 	if ((r = rock_is_direct(s) ? rock_direct_attach(s, fd) :
 	    rock_stream_attach(s, fd)) != 0) {
 		s->fd = -1;
@@ -637,9 +638,8 @@ handshake_once(struct rock_engine *e, const struct sockaddr *addr,
 	    (r = trusted(e, addr, len, known, sh.ident)) == 0 &&
 	    (r = rock_keys_client(&keys, &kp, sh.pk)) == 0) {
 		rock_engine_enter(e);
-		r = make_session(e, fd, addr, len, &sh, &keys, cbs, arg, out);
-		if (r == 0)
-			rock_path_init(*out, rtt);
+		r = make_session(e, fd, rtt, addr, len, &sh, &keys, cbs, arg,
+		    out);
 		rock_engine_leave(e);
 	}
 	rock_keypair_wipe(&kp);

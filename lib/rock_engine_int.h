@@ -382,6 +382,9 @@ int rock_handshake_ms(const struct rock_engine *e, int rtt_ms);
 void rock_path_init(struct rock_session *s, int rtt_ms);
 /* A new data connection: its signs of life and progress start afresh. */
 void rock_path_new_connection(struct rock_session *s);
+/* The same connection under new management (direct to stream): its
+ * bound stays, the watch starts over. */
+void rock_path_same_connection(struct rock_session *s);
 /* A connection handed over by a predecessor (rock_stream_adopt): the
  * bound it set on it stays. */
 void rock_path_adopted_connection(struct rock_session *s);
@@ -429,6 +432,11 @@ int rock_dial_ok_decode(const struct rock_session *s,
 /* Encode r and tag it with tx. */
 void rock_control_seal(struct rock_hb_record *r, const uint8_t tx[ROCK_KEY_LEN],
     uint8_t out[ROCK_HB_RECORD_LEN]);
+/* Datagrams read, or sent to one address, per system call. */
+#define ROCK_CONTROL_BATCH 8
+void rock_control_send_packets(struct rock_engine *e,
+    const struct sockaddr_storage *to, socklen_t tolen,
+    uint8_t (*pkts)[ROCK_HB_MAX_LEN], unsigned n);
 void rock_control_send_packet(struct rock_engine *e,
     const struct sockaddr_storage *to, socklen_t tolen, const uint8_t *pkt);
 

@@ -1,6 +1,7 @@
 /* rock_farewell.c: a finished rock's last word, repeated for a moment after its session is gone (TCP's TIME_WAIT for the control channel). */
 #include "config.h"
 
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -9,6 +10,7 @@
 #include "rock_rec.h"
 
 #define FAREWELL_COPIES 6
+static_assert(FAREWELL_COPIES <= ROCK_CONTROL_BATCH, "one sendmmsg");
 /* Every record and packet for an id no session has is looked up here: a
  * list scanned per datagram cost a mass close seconds of CPU at 4,096
  * farewells (and 7 % of a busy connect loop's). A power of two. */
@@ -81,12 +83,12 @@ drop(struct rock_engine *e, struct rock_farewell *f)
 	e->nfarewells--;
 }
 
+/* The farewell's next packet, sealed. */
 static void
-say(struct rock_engine *e, struct rock_farewell *f)
+seal(struct rock_farewell *f, uint8_t pkt[ROCK_HB_MAX_LEN])
 {
 	struct rock_hb_header h;
 	struct rock_hb_record r;
-	uint8_t pkt[ROCK_HB_HEADER_LEN + ROCK_HB_RECORD_LEN];
 
 	/* In a packet of its own: the rock that anchored it may be gone. */
 	memset(&h, 0, sizeof(h));
@@ -101,7 +103,19 @@ say(struct rock_engine *e, struct rock_farewell *f)
 	memcpy(r.anchor, f->id, ROCK_ID_LEN);
 	rock_control_seal(&r, f->keys.tx, pkt + ROCK_HB_HEADER_LEN);
 	rock_hb_packet_seal(&h, f->keys.tx, pkt);
-	rock_control_send_packet(e, &f->to, f->tolen, pkt);
+}
+
+/* n copies (each its own sequence number) in one call. */
+static void
+say(struct rock_engine *e, struct rock_farewell *f, unsigned n)
+{
+	uint8_t pkts[FAREWELL_COPIES][ROCK_HB_MAX_LEN];
+	unsigned i;
+
+	ROCK_ASSERT(n <= FAREWELL_COPIES);
+	for (i = 0; i < n; i++)
+		seal(f, pkts[i]);
+	rock_control_send_packets(e, &f->to, f->tolen, pkts, n);
 }
 
 void
@@ -109,7 +123,6 @@ rock_farewell_add(struct rock_session *s)
 {
 	struct rock_engine *e = s->e;
 	struct rock_farewell *f;
-	int i;
 
 	if (s->udp_peer_len == 0 || !(s->features & ROCK_FEAT_UDP))
 		return;
@@ -137,8 +150,7 @@ rock_farewell_add(struct rock_session *s)
 	/* Copies now: the process may exit before the next tick, and a peer
 	 * that hears none waits for its dead time. Six make one rock in a
 	 * thousand of those closed at 20 % loss wait so (0.2^6 each). */
-	for (i = 0; i < FAREWELL_COPIES; i++)
-		say(e, f);
+	say(e, f, FAREWELL_COPIES);
 }
 
 static struct rock_farewell *
@@ -163,7 +175,7 @@ answer(struct rock_engine *e, struct rock_farewell *f,
 	f->to = *from;
 	f->tolen = fromlen;
 	if (!f->answered)
-		say(e, f);
+		say(e, f, 1);
 	f->answered = 1;
 }
 
@@ -206,20 +218,49 @@ rock_farewell_answer_packet(struct rock_engine *e,
 	return 0;
 }
 
+/* Packets gathered for one address, sent in one call when full or when
+ * the next farewell goes elsewhere (a mass close: one peer, many). */
+struct batch {
+	uint8_t pkts[ROCK_CONTROL_BATCH][ROCK_HB_MAX_LEN];
+	unsigned n;
+	const struct rock_farewell *to;
+};
+
+static void
+flush(struct rock_engine *e, struct batch *b)
+{
+	if (b->n > 0)
+		rock_control_send_packets(e, &b->to->to, b->to->tolen, b->pkts,
+		    b->n);
+	b->n = 0;
+}
+
+static int
+same_address(const struct rock_farewell *a, const struct rock_farewell *b)
+{
+	return a->tolen == b->tolen && memcmp(&a->to, &b->to, a->tolen) == 0;
+}
+
 void
 rock_farewell_tick(struct rock_engine *e, int64_t now)
 {
 	struct rock_farewell *f, *next;
+	struct batch b;
 
+	b.n = 0;
 	for (f = e->farewells; f != NULL; f = next) {
 		next = f->next;
 		if (now >= f->expires_ms) {
 			drop(e, f);
 			continue;
 		}
-		say(e, f);
+		if (b.n == ROCK_CONTROL_BATCH || (b.n > 0 && !same_address(b.to, f)))
+			flush(e, &b);
+		seal(f, b.pkts[b.n++]);
+		b.to = f;
 		f->answered = 0;
 	}
+	flush(e, &b);
 }
 
 void

@@ -172,6 +172,12 @@ rock_path_new_connection(struct rock_session *s)
 }
 
 void
+rock_path_same_connection(struct rock_session *s)
+{
+	watch_anew(s);
+}
+
+void
 rock_path_adopted_connection(struct rock_session *s)
 {
 	int ms = 0;

@@ -96,18 +96,25 @@ events_new(struct rock_session *s, int fd)
 int
 rock_stream_attach(struct rock_session *s, int fd)
 {
-	int flags = rock_sys.fcntl(fd, F_GETFL, 0);
+	int flags = rock_sys.fcntl(fd, F_GETFL, 0), same = s->fd == fd;
 
-	if (flags < 0 || rock_sys.fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0)
+	if (flags < 0 || (!(flags & O_NONBLOCK) &&
+	    rock_sys.fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0))
 		return ROCK_ERR_SYSTEM;
 	set_int(fd, IPPROTO_TCP, TCP_NODELAY, 1);
 	rock_stream_detach(s);
 	/* The old connection goes only now that the new one is proven. */
-	if (s->fd >= 0 && s->fd != fd)
+	if (s->fd >= 0 && !same)
 		rock_close_reset(s->fd);
 	s->fd = fd;
-	s->fast_keepalive = -1;
-	rock_path_new_connection(s);
+	/* A direct rock handed to the stream keeps its connection, and
+	 * with it the bound and keepalive already set on it. */
+	if (same) {
+		rock_path_same_connection(s);
+	} else {
+		s->fast_keepalive = -1;
+		rock_path_new_connection(s);
+	}
 	rock_stream_keepalive(s, !s->udp_verified);
 	if (events_new(s, fd) != 0) {
 		s->fd = -1;	/* the caller still owns fd */

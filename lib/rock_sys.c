@@ -137,6 +137,12 @@ sys_sendmmsg(int fd, struct mmsghdr *v, unsigned n, int flags)
 	return (int)syscall(SYS_sendmmsg, fd, v, n, flags);
 }
 
+static int
+sys_recvmmsg(int fd, struct mmsghdr *v, unsigned n, int flags)
+{
+	return (int)syscall(SYS_recvmmsg, fd, v, n, flags, NULL);
+}
+
 /* libc's, past this object (a hook in front of it comes before us). */
 static void *
 libc_next(const char *name)
@@ -197,6 +203,7 @@ const struct rock_sys rock_sys = {
 	.sendto = sys_sendto,
 	.sendmsg = sys_sendmsg,
 	.sendmmsg = sys_sendmmsg,
+	.recvmmsg = sys_recvmmsg,
 	.fdopen = libc_fdopen,
 	.fclose = libc_fclose,
 	.getaddrinfo = libc_getaddrinfo,

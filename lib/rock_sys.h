@@ -50,6 +50,7 @@ struct rock_sys {
 	    const struct sockaddr *to, socklen_t tolen);
 	ssize_t (*sendmsg)(int fd, const struct msghdr *msg, int flags);
 	int (*sendmmsg)(int fd, struct mmsghdr *v, unsigned n, int flags);
+	int (*recvmmsg)(int fd, struct mmsghdr *v, unsigned n, int flags);
 	FILE *(*fdopen)(int fd, const char *mode);
 	int (*fclose)(FILE *f);
 	int (*getaddrinfo)(const char *node, const char *service,

@@ -111,9 +111,11 @@ void
 shim_rock_install(struct shim_rock *r, int old_fd, int new_fd)
 {
 	int fl = shim_real.fcntl(r->nfds > 0 ? r->fds[0] : old_fd, F_GETFL);
+	unsigned entry = shim_fd_get(old_fd);
 	int i;
 
-	shim_copy_options(old_fd, new_fd);
+	if (!(entry & SHIM_FD_BORN) || (entry & SHIM_FD_OTHER_SET))
+		shim_copy_options(old_fd, new_fd);
 	shim_opts_apply(r, new_fd);
 	if (fl >= 0)
 		shim_real.fcntl(new_fd, F_SETFL, fl);

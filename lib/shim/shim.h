@@ -128,7 +128,14 @@ enum shim_fd_state {
 
 #define SHIM_FD_SNDBUF_SET (1u << 8)
 #define SHIM_FD_RCVBUF_SET (1u << 9)
-#define SHIM_FD_OPTS_MASK (0x1fu | SHIM_FD_SNDBUF_SET | SHIM_FD_RCVBUF_SET)
+/* Made by our socket(): every option the program set on it came through
+ * our setsockopt(); and one of them was none of the above. A socket
+ * born here with nothing else set has only the kernel's defaults, which
+ * a rock's new connection has too: nothing to copy (shim_rock_install). */
+#define SHIM_FD_BORN (1u << 10)
+#define SHIM_FD_OTHER_SET (1u << 11)
+#define SHIM_FD_OPTS_MASK (0x1fu | SHIM_FD_SNDBUF_SET | SHIM_FD_RCVBUF_SET | \
+	SHIM_FD_BORN | SHIM_FD_OTHER_SET)
 #define SHIM_FD_STATE_SHIFT 5
 #define SHIM_FD_STATE_MASK 7u
 

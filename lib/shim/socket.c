@@ -29,7 +29,7 @@ socket(int domain, int type, int protocol)
 		return fd;
 	}
 	if (is_tcp_request(domain, type, protocol)) {
-		shim_fd_set(fd, SHIM_FD_TCP_PENDING, 0);
+		shim_fd_set(fd, SHIM_FD_TCP_PENDING, SHIM_FD_BORN);
 		rlog_debug(&st->log, "fd %d: socket(%d, %#x, %d) is TCP; "
 		    "options follow at connect or listen", fd, domain, type,
 		    protocol);

@@ -6,11 +6,14 @@
 static unsigned
 opt_bit(int level, int optname)
 {
+	unsigned ka;
+
 	if (level == SOL_SOCKET && optname == SO_SNDBUF)
 		return SHIM_FD_SNDBUF_SET;
 	if (level == SOL_SOCKET && optname == SO_RCVBUF)
 		return SHIM_FD_RCVBUF_SET;
-	return rock_ka_opt_of(level, optname);
+	return (ka = rock_ka_opt_of(level, optname)) != 0 ? ka :
+	    SHIM_FD_OTHER_SET;
 }
 
 /* The program's own value wins, also over options we apply later. */
