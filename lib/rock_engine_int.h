@@ -406,6 +406,30 @@ int rock_path_only_farewell_missing(struct rock_session *s);
  * not dead, within a few dead times of the close. */
 int rock_path_close_owed(struct rock_session *s, int64_t now);
 
+/* The initial connection's blocking steps, bounded by a deadline
+ * (rock_blocking.c): 0 or a ROCK_ERR_* code, errno kept for SYSTEM. */
+int rock_blocking_wait(int fd, short events, int64_t deadline);
+int rock_blocking_connect(int fd, const struct sockaddr *addr, socklen_t len,
+    int64_t deadline, const uint8_t *data, size_t n, size_t *sent);
+int rock_blocking_dial(const struct sockaddr *addr, socklen_t len,
+    int64_t deadline, int *out);
+int rock_blocking_write(int fd, const uint8_t *p, size_t n, int64_t deadline);
+int rock_blocking_read(int fd, uint8_t *p, size_t n, int64_t deadline);
+
+/* The probe cache (rock_probe.c). The announcement for a destination:
+ * cached, shared, or probed; *cached: not a probe's just now. */
+int rock_probe_announcement(struct rock_engine *e, const struct sockaddr *addr,
+    socklen_t len, int64_t deadline, uint8_t ann[ROCK_ANNOUNCE_LEN],
+    int *cached);
+/* Forgotten here and in the shared file; without the owner's lock. */
+void rock_probe_forget_everywhere(struct rock_engine *e,
+    const struct sockaddr *addr, socklen_t len);
+
+/* A refusal (rock_hello.c): 0 when ident signed it over what we sent. */
+int rock_refusal_verify(struct rock_engine *e,
+    const uint8_t ident[ROCK_IDENT_LEN], const struct rock_error_msg *em,
+    const uint8_t *msg, size_t nmsg, const uint8_t *sent, size_t nsent);
+
 /* The control channel (rock_control.c). */
 int rock_control_open(struct rock_engine *e, const struct sockaddr *bind,
     socklen_t len);

@@ -1,0 +1,311 @@
+/* rock_probe.c: the client's Enhancement Detection Protocol probe, and the cache of its answers (here, and in the file the user's processes share). */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "rock_engine_int.h"
+#include "rock_err.h"
+#include "rock_probe_file.h"
+#include "rock_sys.h"
+
+/* The probe's round trip: the SYN's as TCP measured it (timestamps make
+ * it valid even when the SYN went twice), else the connect's time. */
+static int
+probe_rtt_ms(int fd, int connect_ms)
+{
+	struct rock_tcp_sample t;
+
+	if (rock_tcp_sample(fd, &t) == 0 && t.rtt_us > 0)
+		return (int)(t.rtt_us / 1000);
+	return connect_ms;
+}
+
+/* How long a probe waits for the announcement: two lost segments
+ * survive (our FIN resent after our RTO, rockd's answer after its own, its
+ * round trip maybe longer than ours by the path's jitter). At least
+ * 500 ms: what a silent ordinary server costs on first contact. */
+static int
+announce_wait_ms(int rtt)
+{
+	int ms = 2 * rock_exchange_ms(rtt);
+
+	return ms < 500 ? 500 : ms;
+}
+
+/* Whether a probe's end (FIN) is still unacknowledged: a probe sends no
+ * byte, so past the SYN, the FIN is all there is to acknowledge. */
+static int
+fin_unacked(int fd)
+{
+	struct rock_tcp_sample t;
+
+	return rock_tcp_sample(fd, &t) == 0 && t.bytes_acked < 2;
+}
+
+/* A rockd that has not had our FIN when its wait for a silent client's
+ * first bytes ends (at least ROCK_FIRST_BYTES_MS after the handshake)
+ * takes the probe for a plain client and relays it to its backend. Seen
+ * on the cellular profile: a handshake round trip shortened by reordering
+ * made that wait 800 ms, and the FIN was lost. An answer that is not an
+ * announcement may then be rockd's, and the probe went unheard: silence
+ * with our FIN unacknowledged; or an answer as late as that wait after the
+ * connection was up (an ordinary server answers within a round trip) that
+ * came while our FIN was unacknowledged, or that was the end (rockd's
+ * backend ending at our late FIN). A server that greets late has had our
+ * FIN: it stands. */
+static int
+went_unheard(int fd, int r, int64_t waited_ms, int rtt, int first_unacked,
+    int first_bytes)
+{
+	int late_ms = rtt + ROCK_FIRST_BYTES_MS - 50;
+
+	if (r == ROCK_ERR_TIMEOUT)
+		return fin_unacked(fd);
+	return waited_ms >= late_ms && (first_unacked || !first_bytes);
+}
+
+/* EDP probe: connect, shut our side, read to EOF. Exactly an announcement
+ * means enhanced; anything else, an ordinary server. Silence past the wait
+ * is reported as not enhanced too, with *silent set: a rockd may just be
+ * slow, so that answer is not worth remembering. *unheard: see
+ * went_unheard(). The deadline bounds the connect
+ * (rock_probe_budget_ms) and the wait. */
+static int
+probe_once(const struct sockaddr *addr, socklen_t len, int64_t deadline,
+    uint8_t ann[ROCK_ANNOUNCE_LEN], int *silent, int *unheard)
+{
+	int64_t t0 = rock_now_ms(), up, first, wait_end;
+	struct rock_announce a;
+	uint8_t extra;
+	int fd, r, rtt, first_unacked = 0, first_bytes = 0;
+
+	*silent = *unheard = 0;
+	if ((r = rock_blocking_dial(addr, len, deadline, &fd)) != 0)
+		return r;
+	/* rockd's wait for a silent client starts about now, not when our
+	 * FIN leaves: a client slow to send it (a loaded host) would else
+	 * take rockd's relayed backend for an ordinary server's answer. */
+	up = rock_now_ms();
+	rtt = probe_rtt_ms(fd, (int)(up - t0));
+	if ((wait_end = rock_now_ms() + announce_wait_ms(rtt)) < deadline)
+		deadline = wait_end;
+	rock_sys.shutdown(fd, SHUT_WR);
+	/* The magic first: an ordinary server's first bytes end it early. */
+	r = rock_blocking_wait(fd, POLLIN, deadline);
+	first = rock_now_ms();
+	if (r == 0) {
+		first_unacked = fin_unacked(fd);
+		first_bytes = rock_sys.recv(fd, &extra, 1, MSG_PEEK | MSG_DONTWAIT) > 0;
+		r = rock_blocking_read(fd, ann, ROCK_MAGIC_LEN, deadline);
+	}
+	if (r == 0 && memcmp(ann, rock_magic_announce, ROCK_MAGIC_LEN) != 0)
+		r = ROCK_ERR_NOT_ENHANCED;
+	if (r == 0)
+		r = rock_blocking_read(fd, ann + ROCK_MAGIC_LEN,
+		    ROCK_ANNOUNCE_LEN - ROCK_MAGIC_LEN, deadline);
+	if (r == 0) {
+		/* Then the end: anything more is not an announcement. */
+		r = rock_blocking_read(fd, &extra, 1, deadline);
+		r = r == ROCK_ERR_SHORT ? 0 : r == ROCK_ERR_TIMEOUT ? r :
+		    ROCK_ERR_NOT_ENHANCED;
+	}
+	if (r != 0)
+		*unheard = went_unheard(fd, r, first - up, rtt, first_unacked,
+		    first_bytes);
+	rock_sys.close(fd);
+	if (r == 0 && rock_announce_decode(&a, ann) == 0 &&
+	    rock_version_pick(ROCK_VERSION, ROCK_VERSION, a.version_min,
+	    a.version_max) != 0)
+		return 0;
+	if (r == ROCK_ERR_SYSTEM && errno != ECONNRESET)
+		return r;
+	*silent = r == ROCK_ERR_TIMEOUT;
+	return ROCK_ERR_NOT_ENHANCED;
+}
+
+/* A probe, and a second one when the first went unheard, if the deadline
+ * leaves time for it: the second's answer stands. */
+static int
+probe(const struct rock_log *log, const struct sockaddr *addr,
+    socklen_t len, int64_t deadline, uint8_t ann[ROCK_ANNOUNCE_LEN],
+    int *silent)
+{
+	int r, unheard;
+
+	r = probe_once(addr, len, deadline, ann, silent, &unheard);
+	if (r != ROCK_ERR_NOT_ENHANCED || !unheard || rock_now_ms() >= deadline)
+		return r;
+	if (log != NULL)
+		rlog_debug(log, "probe: no announcement, and our end may not "
+		    "have reached a rockd in time: probing again");
+	return probe_once(addr, len, deadline, ann, silent, &unheard);
+}
+
+static struct probe_entry *
+cache_find(struct rock_engine *e, const struct sockaddr *addr, socklen_t len)
+{
+	int64_t now = rock_now_ms();
+	unsigned i;
+
+	for (i = 0; i < PROBE_CACHE; i++) {
+		struct probe_entry *p = &e->probes[i];
+
+		if (p->len == len && memcmp(&p->addr, addr, len) == 0) {
+			if (p->expires_ms > now)
+				return p;
+			p->len = 0;
+		}
+	}
+	return NULL;
+}
+
+/* How long a probe's answer holds: ann NULL (an ordinary server, or none
+ * at all) for a minute, so plain connections pay no probe; a rockd's
+ * announcement for ten. */
+static int64_t
+cache_ttl_ms(const uint8_t *ann)
+{
+	return ann != NULL ? PROBE_CACHE_MS : PROBE_CACHE_PLAIN_MS;
+}
+
+/* ttl_ms: what is left of the answer's life (the shared file's entries
+ * are part spent). */
+static void
+cache_put(struct rock_engine *e, const struct sockaddr *addr, socklen_t len,
+    const uint8_t ann[ROCK_ANNOUNCE_LEN], int64_t ttl_ms)
+{
+	struct probe_entry *p = cache_find(e, addr, len);
+
+	if (p == NULL) {
+		p = &e->probes[e->probe_next];
+		e->probe_next = (e->probe_next + 1) % PROBE_CACHE;
+	}
+	memcpy(&p->addr, addr, len);
+	p->len = len;
+	p->enhanced = ann != NULL;
+	if (ttl_ms > cache_ttl_ms(ann))
+		ttl_ms = cache_ttl_ms(ann);
+	p->expires_ms = rock_now_ms() + ttl_ms;
+	if (ann != NULL)
+		memcpy(p->announcement, ann, ROCK_ANNOUNCE_LEN);
+}
+
+int
+rock_probe_budget_ms(int timeout_ms, int mapped)
+{
+	/* TCP resends a lost SYN after 1 s, then 2 s and 4 s more. */
+	return timeout_ms + (mapped ? 1000 + 2000 : 1000 + 2000 + 4000);
+}
+
+int
+rock_probe(const struct rock_log *log, const struct sockaddr *addr,
+    socklen_t len, int timeout_ms, uint8_t ann[ROCK_ANNOUNCE_LEN], int *silent)
+{
+	return probe(log, addr, len, rock_now_ms() + timeout_ms, ann, silent);
+}
+
+void
+rock_probe_remember(struct rock_engine *e, const struct sockaddr *addr,
+    socklen_t len, const uint8_t ann[ROCK_ANNOUNCE_LEN])
+{
+	rock_engine_enter(e);
+	cache_put(e, addr, len, ann, cache_ttl_ms(ann));
+	rock_engine_leave(e);
+}
+
+void
+rock_engine_set_probe_file(struct rock_engine *e, struct rock_probe_file *pf)
+{
+	e->probe_file = pf;
+}
+
+/* Forgotten here and in the shared file: the next connect, ours or
+ * another process's, probes. Without the owner's lock (file I/O). */
+void
+rock_probe_forget_everywhere(struct rock_engine *e, const struct sockaddr *addr,
+    socklen_t len)
+{
+	rock_engine_enter(e);
+	rock_probe_forget(e, addr, len);
+	rock_engine_leave(e);
+	rock_probe_file_put(e->probe_file, e->log, addr, len, NULL, 0);
+}
+
+void
+rock_probe_forget(struct rock_engine *e, const struct sockaddr *addr,
+    socklen_t len)
+{
+	struct probe_entry *p = cache_find(e, addr, len);
+
+	if (p != NULL)
+		p->len = 0;
+}
+
+int
+rock_probe_found_plain(int r)
+{
+	/* A timeout here is the connect's: nothing answered the SYN. */
+	return r == ROCK_ERR_NOT_ENHANCED || r == ROCK_ERR_TIMEOUT;
+}
+
+/* The announcement for a destination: cached here, else in the file the
+ * user's processes share, else from a probe (whose answer goes to both).
+ * The file and the probe are read without the owner's lock: the probe
+ * takes a round trip or more. *cached: the answer was not a probe's
+ * just now, and may no longer hold. */
+int
+rock_probe_announcement(struct rock_engine *e, const struct sockaddr *addr,
+    socklen_t len, int64_t deadline, uint8_t ann[ROCK_ANNOUNCE_LEN],
+    int *cached)
+{
+	struct rock_probe_fact f;
+	struct probe_entry *p;
+	int r, err, silent;
+
+	*cached = 1;
+	rock_engine_enter(e);
+	if ((p = cache_find(e, addr, len)) != NULL) {
+		e->stats.probe_cache_hits++;
+		r = p->enhanced ? 0 : ROCK_ERR_NOT_ENHANCED;
+		if (p->enhanced)
+			memcpy(ann, p->announcement, ROCK_ANNOUNCE_LEN);
+		rock_engine_leave(e);
+		return r;
+	}
+	rock_engine_leave(e);
+	if (rock_probe_file_get(e->probe_file, e->log, addr, len, &f)) {
+		rock_engine_enter(e);
+		e->stats.probe_cache_hits++;
+		cache_put(e, addr, len, f.enhanced ? f.announcement : NULL,
+		    f.ttl_ms);
+		rock_engine_leave(e);
+		if (!f.enhanced)
+			return ROCK_ERR_NOT_ENHANCED;
+		memcpy(ann, f.announcement, ROCK_ANNOUNCE_LEN);
+		return 0;
+	}
+	*cached = 0;
+	rock_engine_enter(e);
+	e->stats.probes++;
+	rock_engine_leave(e);
+	r = probe(e->log, addr, len, deadline, ann, &silent);
+	err = errno;
+	if (r == 0 || (rock_probe_found_plain(r) && !silent)) {
+		rock_engine_enter(e);
+		cache_put(e, addr, len, r == 0 ? ann : NULL,
+		    cache_ttl_ms(r == 0 ? ann : NULL));
+		rock_engine_leave(e);
+		rock_probe_file_put(e->probe_file, e->log, addr, len,
+		    r == 0 ? ann : NULL, cache_ttl_ms(r == 0 ? ann : NULL));
+	}
+	errno = err;
+	return r;
+}
