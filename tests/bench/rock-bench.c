@@ -43,6 +43,9 @@
  *   like a client cut off, and it keeps that session suspended (for days by
  *   default); "rock-free" does just that, rock_session_free() at once.
  *   Prints "connect MODE N MEDIAN_US".
+ * first: N connections, each timed from socket() to its first 64-byte echo
+ *   read back whole (the echo backend), then closed; plain calls only (a
+ *   rock under tools/rock). Prints "first N MEDIAN_US".
  * A backend given PORT 0 binds an ephemeral port and prints "port N" first.
  * Errors go to stderr with exit status 1; a run is cut off after 120 s.
  */
@@ -107,9 +110,10 @@ usage(void)
 	    "usage: %s throughput rock|plain|plain-nodelay HOST PORT BLOCK TOTAL\n"
 	    "       %s latency rock|plain|plain-nodelay HOST PORT BLOCK N\n"
 	    "       %s connect rock|rock-free|plain HOST PORT N\n"
+	    "       %s first HOST PORT N\n"
 	    "       %s download rock|plain|plain-nodelay HOST PORT BLOCK TOTAL\n"
 	    "       %s sink|echo|source PORT\n"
-	    "       %s freeport\n", prog, prog, prog, prog, prog, prog);
+	    "       %s freeport\n", prog, prog, prog, prog, prog, prog, prog);
 	exit(2);
 }
 
@@ -796,6 +800,37 @@ connect_times(enum kind k, const char *mode, const struct sockaddr_storage *ss,
 	free(t);
 }
 
+static void
+first_echo_times(const struct sockaddr_storage *ss, socklen_t len, size_t n)
+{
+	uint64_t *t = calloc(n, sizeof(*t)), t0;
+	uint8_t out[64], in[64];
+	size_t i, got;
+	ssize_t r;
+
+	if (t == NULL)
+		die("out of memory");
+	memset(out, 'f', sizeof(out));
+	for (i = 0; i < n; i++) {
+		int fd;
+
+		t0 = now_ns();
+		fd = plain_connect(ss, len);
+		if (write(fd, out, sizeof(out)) != (ssize_t)sizeof(out))
+			die("write: %s", strerror(errno));
+		for (got = 0; got < sizeof(in); got += (size_t)r)
+			if ((r = read(fd, in + got, sizeof(in) - got)) <= 0)
+				die("read: %s", r == 0 ? "end of stream" :
+				    strerror(errno));
+		t[i] = now_ns() - t0;
+		if (memcmp(in, out, sizeof(in)) != 0)
+			die("the echo differs from what was sent");
+		close(fd);
+	}
+	printf("first %zu %.1f\n", n, median_us(t, n));
+	free(t);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -842,6 +877,14 @@ main(int argc, char **argv)
 			latency(k, argv[2], &ss, len, (size_t)block,
 			    (size_t)count);
 		}
+		return 0;
+	}
+	if (strcmp(cmd, "first") == 0) {
+		if (argc != 5)
+			usage();
+		resolve(argv[2], argv[3], &ss, &len);
+		first_echo_times(&ss, len, (size_t)parse_count(argv[4], "N",
+		    1000000));
 		return 0;
 	}
 	if (strcmp(cmd, "connect") == 0) {
