@@ -841,6 +841,43 @@ check_opts(int fd, const char *when, size_t upto)
 		    k.l_onoff, k.l_linger);
 }
 
+/* A rock says of the options its program never set what the kernel said
+ * of its socket just before it became one: the first rock of a process
+ * reads it, later ones take the library's record of that reading. Two
+ * rocks opened here, with nothing set, must say the same. */
+static void
+unset_options_agree(void)
+{
+	static const struct { int level, opt; const char *name; } o[] = {
+		{ SOL_SOCKET, SO_KEEPALIVE, "SO_KEEPALIVE" },
+		{ IPPROTO_TCP, TCP_KEEPIDLE, "TCP_KEEPIDLE" },
+		{ IPPROTO_TCP, TCP_KEEPINTVL, "TCP_KEEPINTVL" },
+		{ IPPROTO_TCP, TCP_KEEPCNT, "TCP_KEEPCNT" },
+		{ IPPROTO_TCP, TCP_USER_TIMEOUT, "TCP_USER_TIMEOUT" },
+	};
+	struct linger la, lb;
+	socklen_t len = sizeof(la);
+	int a = dial(0), b = dial(0);
+	size_t i;
+
+	for (i = 0; i < sizeof(o) / sizeof(o[0]); i++) {
+		int va = get_int(a, o[i].level, o[i].opt, 0);
+		int vb = get_int(b, o[i].level, o[i].opt, 0);
+
+		if (va != vb)
+			fail("%s never set: the first rock says %d, the second %d",
+			    o[i].name, va, vb);
+	}
+	if (getsockopt(a, SOL_SOCKET, SO_LINGER, &la, &len) != 0 ||
+	    getsockopt(b, SOL_SOCKET, SO_LINGER, &lb, &len) != 0)
+		die("getsockopt(SO_LINGER)");
+	if (la.l_onoff != 0 || lb.l_onoff != 0)
+		fail("SO_LINGER never set: the rocks say {%d, %d} and {%d, %d}; "
+		    "want off", la.l_onoff, la.l_linger, lb.l_onoff, lb.l_linger);
+	close(a);
+	close(b);
+}
+
 static void
 run_sockopts(void)
 {
@@ -849,6 +886,7 @@ run_sockopts(void)
 	int fd, probe = socket(AF_INET, SOCK_STREAM, 0);
 	size_t off, n;
 
+	unset_options_agree();
 	/* The doubled sizes, as a plain socket reports them. */
 	set_int(probe, SOL_SOCKET, SO_RCVBUF, 65536, "SO_RCVBUF");
 	set_int(probe, SOL_SOCKET, SO_SNDBUF, 98304, "SO_SNDBUF");

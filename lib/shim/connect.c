@@ -23,7 +23,8 @@ rockable(int fd, const struct sockaddr *addr, socklen_t len)
 	if (!((addr->sa_family == AF_INET && len >= sizeof(struct sockaddr_in)) ||
 	    (addr->sa_family == AF_INET6 && len >= sizeof(struct sockaddr_in6))))
 		return 0;
-	if (!shim_fd_is_tcp(fd))
+	/* Born under our socket() as TCP: no need to ask the kernel. */
+	if (!(shim_fd_get(fd) & SHIM_FD_BORN) && !shim_fd_is_tcp(fd))
 		return 0;
 	if (getsockname(fd, (struct sockaddr *)&local, &llen) != 0)
 		return 0;

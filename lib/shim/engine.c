@@ -123,9 +123,10 @@ shim_rock_install(struct shim_rock *r, int old_fd, int new_fd)
 		int fdfl = shim_real.fcntl(r->fds[i], F_GETFD);
 
 		/* A number closed behind our back (fclose of an fdopen'ed
-		 * rock) and reused for something else is left alone. */
-		if (syscall(SYS_kcmp, getpid(), getpid(), KCMP_FILE, r->fds[i],
-		    old_fd) > 0)
+		 * rock) and reused for something else is left alone. At the
+		 * connect, old_fd is the program's own number: no question. */
+		if (r->fds[i] != old_fd && syscall(SYS_kcmp, getpid(), getpid(),
+		    KCMP_FILE, r->fds[i], old_fd) > 0)
 			continue;
 		shim_real.dup3(new_fd, r->fds[i], fdfl >= 0 && (fdfl & FD_CLOEXEC) ?
 		    O_CLOEXEC : 0);

@@ -88,14 +88,55 @@ capture_buffers(struct shim_opts *o, int fd, unsigned set)
 	}
 }
 
+/* What a socket born under our socket() says of the recorded options
+ * when the program set none of them (only our baseline keepalive and
+ * the kernel's defaults): the same for each such socket of the process,
+ * so read from the first only. Under shim_lock(). */
+static struct {
+	int known;
+	struct shim_opts opts;
+} born_defaults;
+
+static int
+only_defaults(unsigned set)
+{
+	return (set & SHIM_FD_BORN) &&
+	    !(set & (KA_BITS | ROCK_KA_USER_TIMEOUT | SHIM_FD_OTHER_SET));
+}
+
+static void read_recorded(struct shim_opts *o, int fd);
+
+/* Lock held. */
 void
 shim_opts_capture(struct shim_rock *r, int fd)
 {
 	struct shim_opts *o = &r->opts;
-	socklen_t len = sizeof(o->linger);
 	unsigned set = shim_fd_get(fd);
 
+	if (only_defaults(set) && born_defaults.known) {
+		*o = born_defaults.opts;
+	} else {
+		read_recorded(o, fd);
+		if (only_defaults(set)) {
+			born_defaults.opts = *o;
+			born_defaults.known = 1;
+		}
+	}
 	o->set = set & (KA_BITS | ROCK_KA_USER_TIMEOUT);
+	if (o->linger.l_onoff)
+		o->set |= SHIM_OPT_LINGER;
+	capture_buffers(o, fd, set);
+	tell_engine(r);
+}
+
+/* The program's view of the options the engine sets its own way on the
+ * data connection: keepalive, user timeout, RTO bound, linger. */
+static void
+read_recorded(struct shim_opts *o, int fd)
+{
+	socklen_t len;
+
+	memset(o, 0, sizeof(*o));
 	o->ka.on = shim_getsockopt_int(fd, SOL_SOCKET, SO_KEEPALIVE) != 0;
 	o->ka.idle = shim_getsockopt_int(fd, IPPROTO_TCP, TCP_KEEPIDLE);
 	o->ka.intvl = shim_getsockopt_int(fd, IPPROTO_TCP, TCP_KEEPINTVL);
@@ -107,11 +148,8 @@ shim_opts_capture(struct shim_rock *r, int fd)
 	    &len) != 0)
 		o->rto_max = -1;
 	len = sizeof(o->linger);
-	if (shim_real.getsockopt(fd, SOL_SOCKET, SO_LINGER, &o->linger, &len) == 0 &&
-	    o->linger.l_onoff)
-		o->set |= SHIM_OPT_LINGER;
-	capture_buffers(o, fd, set);
-	tell_engine(r);
+	if (shim_real.getsockopt(fd, SOL_SOCKET, SO_LINGER, &o->linger, &len) != 0)
+		memset(&o->linger, 0, sizeof(o->linger));
 }
 
 void

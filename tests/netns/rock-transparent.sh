@@ -82,9 +82,10 @@ for m in $modes; do
 		t_bad "$m: it never reconnected (the faults missed it: the test proved little)"
 	fi
 done
-# One connection per mode; many and epoll-many make eight, stdio two.
+# One connection per mode; many and epoll-many make eight, stdio two,
+# sockopts three (two of them to compare options never set).
 t_eq "rockd: one backend connection per connection" \
-	"$(grep -c 'client connected, backend' "$t_tmp/rockd.log")" "$(($(echo "$modes" | wc -w) - 2 + 16 + 1))"
+	"$(grep -c 'client connected, backend' "$t_tmp/rockd.log")" "$(($(echo "$modes" | wc -w) - 2 + 16 + 1 + 2))"
 
 # No rockd at the destination: plain TCP, untouched, nothing left behind.
 bytes=200000
