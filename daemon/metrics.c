@@ -126,6 +126,9 @@ render(const struct rockd *d, struct evbuffer *b)
 	one(b, "rockd_reconnects_rejected_total", "counter", "Reconnect "
 	    "requests refused (unknown session, wrong key, stale, malformed).",
 	    st->reconnect_rejected);
+	one(b, "rockd_reconnects_unanswered_total", "counter", "Refused reconnect "
+	    "requests reset without a signed answer: over the signing budget.",
+	    st->reconnect_unanswered);
 	directions(b, "rockd_rock_bytes_total", "Bytes relayed by rocks, "
 	    "by direction.", d->n.rock_bytes);
 	directions(b, "rockd_plain_bytes_total", "Bytes relayed by plain "

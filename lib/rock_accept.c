@@ -385,10 +385,56 @@ reconnect_free(struct reconnect *rc, int close_fd)
 	free(rc);
 }
 
-static void
-reconnect_reject(struct reconnect *rc, uint8_t code, const char *why)
+/*
+ * A refusal of a request nobody proved (an unknown id, a wrong key, a
+ * malformed request) costs an Ed25519 signature: the dearest thing a
+ * stranger can make us do, dearer than a proven reconnect. So those
+ * signatures come from a bucket of ROCK_REFUSAL_SIGNS, refilled at as
+ * many per second: the clients of a rockd restarted without a hand-over
+ * all learn at once that their sessions are gone, and a flood of forged
+ * requests costs what as many plain connections do. Over the budget the
+ * connection is reset unanswered; its client tries again later.
+ */
+static int
+may_sign_refusal(struct rock_engine *e)
 {
+	int64_t now = rock_now_ms(), add;
+
+	if (e->refusal_signs_ms == 0)
+		e->refusal_signs_ms = now - 1000;
+	add = (now - e->refusal_signs_ms) * ROCK_REFUSAL_SIGNS / 1000;
+	if (add > 0) {
+		e->refusal_signs = add >= ROCK_REFUSAL_SIGNS - e->refusal_signs ?
+		    ROCK_REFUSAL_SIGNS : e->refusal_signs + (int)add;
+		e->refusal_signs_ms += add * 1000 / ROCK_REFUSAL_SIGNS;
+		if (e->refusal_signs == ROCK_REFUSAL_SIGNS)
+			e->refusal_signs_ms = now;
+	}
+	if (e->refusal_signs == 0)
+		return 0;
+	e->refusal_signs--;
+	return 1;
+}
+
+/* proven: the request carried the session's tag (SUPERSEDED): always
+ * answered. */
+static void
+reconnect_reject(struct reconnect *rc, uint8_t code, const char *why,
+    int proven)
+{
+	struct linger reset = { 1, 0 };
+
 	rc->e->stats.reconnect_rejected++;
+	if (!proven && !may_sign_refusal(rc->e)) {
+		rc->e->stats.reconnect_unanswered++;
+		stranger(rc->e, ROCK_STRANGER_RECONNECT, "reconnect rejected: "
+		    "%s; reset unanswered, over the refusals' signing budget",
+		    why);
+		(void)rock_sys.setsockopt(rc->fd, SOL_SOCKET, SO_LINGER, &reset,
+		    sizeof(reset));
+		reconnect_free(rc, 1);
+		return;
+	}
 	stranger(rc->e, ROCK_STRANGER_RECONNECT, "reconnect rejected: %s",
 	    why);
 	send_error(rc->e, rc->fd, code, why, rc->buf, rc->have);
@@ -510,17 +556,17 @@ check_request(struct reconnect *rc)
 	const char *why;
 
 	if (rock_reconnect_req_decode(&rq, rc->buf) != 0) {
-		reconnect_reject(rc, ROCK_WERR_PROTOCOL, "malformed request");
+		reconnect_reject(rc, ROCK_WERR_PROTOCOL, "malformed request", 0);
 		return;
 	}
 	if ((s = rock_engine_find(rc->e, rq.id)) == NULL ||
 	    s->state == ROCK_ST_CLOSED) {
-		reconnect_reject(rc, ROCK_WERR_UNKNOWN, "no such session");
+		reconnect_reject(rc, ROCK_WERR_UNKNOWN, "no such session", 0);
 		return;
 	}
 	rock_request_tag(tag, s->keys.rx, rc->buf);
 	if (!rock_equal(tag, rq.tag, ROCK_TAG_LEN)) {
-		reconnect_reject(rc, ROCK_WERR_AUTH, "wrong key");
+		reconnect_reject(rc, ROCK_WERR_AUTH, "wrong key", 0);
 		return;
 	}
 	s->proven = 1;
@@ -529,7 +575,7 @@ check_request(struct reconnect *rc)
 		return;
 	}
 	if ((why = superseded(s, &rq)) != NULL) {
-		reconnect_reject(rc, ROCK_WERR_SUPERSEDED, why);
+		reconnect_reject(rc, ROCK_WERR_SUPERSEDED, why, 1);
 		return;
 	}
 	take_over(s, rc, &rq);

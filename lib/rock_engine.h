@@ -140,6 +140,8 @@ enum rock_hs_fail {
 struct rock_engine_stats {
 	unsigned long hb_ok, hb_bad_tag, hb_replayed, hb_unknown, hb_malformed;
 	unsigned long reconnects, reconnect_rejected;
+	/* of which reset unanswered: over the refusals' signing budget */
+	unsigned long reconnect_unanswered;
 	unsigned long status_exchanges;	/* client: ends confirmed over TCP */
 	unsigned long probes, probe_cache_hits;
 	unsigned long handshakes;	/* server: sessions made */

@@ -188,6 +188,9 @@ struct rock_session {
 #define ROCK_FAREWELL_MS 1500
 /* Finished rocks' data connections held at most: the oldest goes first. */
 #define ROCK_DRAIN_MAX 4096
+/* Signed refusals of unproven reconnect requests: a second's worth in
+ * the bucket, as many per second (rock_accept.c). */
+#define ROCK_REFUSAL_SIGNS 1000
 #define PROBE_CACHE 16
 #define PROBE_CACHE_MS ROCK_PROBE_TTL_MS
 #define PROBE_CACHE_PLAIN_MS ROCK_PROBE_PLAIN_TTL_MS
@@ -238,6 +241,10 @@ struct rock_engine {
 	struct rock_keypair spare;
 	int spare_ready;
 	size_t nhandshakes;		/* server handshakes and reconnects in progress */
+	/* Signatures left for refusals of unproven requests (rock_accept.c),
+	 * and when the bucket was last filled. */
+	int refusal_signs;
+	int64_t refusal_signs_ms;
 	unsigned long drops_logged;	/* drop count already reported */
 	unsigned long hostile_logged;	/* of which forged, replayed, malformed */
 	struct rock_log_limit stranger_log[ROCK_STRANGER_KINDS];

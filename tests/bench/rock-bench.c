@@ -43,6 +43,10 @@
  *   like a client cut off, and it keeps that session suspended (for days by
  *   default); "rock-free" does just that, rock_session_free() at once.
  *   Prints "connect MODE N MEDIAN_US".
+ * forge: N reconnect requests for sessions that do not exist (random ids,
+ *   nonces and tags: what a stranger can send), CONC connections at a time;
+ *   each reads until the server closes. Prints "forge N ANSWERED
+ *   UNANSWERED SECONDS": answered, a refusal came back (signed, by rockd).
  * first: N connections, each timed from socket() to its first 64-byte echo
  *   read back whole (the echo backend), then closed; plain calls only (a
  *   rock under tools/rock). Prints "first N MEDIAN_US".
@@ -51,6 +55,7 @@
  */
 
 #include <errno.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -69,9 +74,11 @@
 #include <event2/event.h>
 
 #include "rock_config.h"
+#include "rock_crypto.h"
 #include "rock_engine.h"
 #include "rock_err.h"
 #include "rock_log.h"
+#include "rock_wire.h"
 
 #define HIGH_MARK (512 * 1024)	/* stop sending while this much is queued */
 #define BURST (64 * 1024)	/* rock: bytes sent per turn of the event loop */
@@ -111,9 +118,11 @@ usage(void)
 	    "       %s latency rock|plain|plain-nodelay HOST PORT BLOCK N\n"
 	    "       %s connect rock|rock-free|plain HOST PORT N\n"
 	    "       %s first HOST PORT N\n"
+	    "       %s forge HOST PORT N CONC\n"
 	    "       %s download rock|plain|plain-nodelay HOST PORT BLOCK TOTAL\n"
 	    "       %s sink|echo|source PORT\n"
-	    "       %s freeport\n", prog, prog, prog, prog, prog, prog, prog);
+	    "       %s freeport\n", prog, prog, prog, prog, prog, prog, prog,
+	    prog);
 	exit(2);
 }
 
@@ -831,6 +840,73 @@ first_echo_times(const struct sockaddr_storage *ss, socklen_t len, size_t n)
 	free(t);
 }
 
+/* A forged RECONNECT_REQUEST on a new non-blocking connection. */
+static int
+forge_one(const struct sockaddr_storage *ss, socklen_t len)
+{
+	struct rock_reconnect_req rq;
+	uint8_t out[ROCK_RECONNECT_REQ_LEN];
+	int fd = socket(ss->ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	if (fd < 0)
+		die("socket: %s", strerror(errno));
+	if (connect(fd, (const struct sockaddr *)ss, len) != 0)
+		die("connect: %s", strerror(errno));
+	memset(&rq, 0, sizeof(rq));
+	rq.version = ROCK_VERSION;
+	rock_random(rq.id, sizeof(rq.id));
+	rock_random(rq.nonce, sizeof(rq.nonce));
+	rock_random(rq.tag, sizeof(rq.tag));
+	rq.attempt = rq.since = 1;
+	rock_reconnect_req_encode(&rq, out);
+	if (write(fd, out, sizeof(out)) != (ssize_t)sizeof(out))
+		die("write: %s", strerror(errno));
+	if (fcntl(fd, F_SETFL, O_NONBLOCK) != 0)
+		die("fcntl: %s", strerror(errno));
+	return fd;
+}
+
+static void
+forge(const struct sockaddr_storage *ss, socklen_t len, size_t n, size_t conc)
+{
+	struct pollfd *p = calloc(conc, sizeof(*p));
+	char *got = calloc(conc, 1), buf[512];
+	size_t started = 0, done = 0, answered = 0, i;
+	uint64_t t0 = now_ns();
+	ssize_t r;
+
+	if (p == NULL || got == NULL)
+		die("out of memory");
+	for (i = 0; i < conc; i++)
+		p[i].fd = -1;
+	while (done < n) {
+		for (i = 0; i < conc && started < n; i++)
+			if (p[i].fd < 0) {
+				p[i] = (struct pollfd){ forge_one(ss, len), POLLIN, 0 };
+				got[i] = 0;
+				started++;
+			}
+		if (poll(p, conc, 10000) <= 0)
+			die("poll: %s", errno != 0 ? strerror(errno) : "no answer in 10 s");
+		for (i = 0; i < conc; i++) {
+			if (p[i].fd < 0 || p[i].revents == 0)
+				continue;
+			while ((r = read(p[i].fd, buf, sizeof(buf))) > 0)
+				got[i] = 1;
+			if (r < 0 && errno == EAGAIN)
+				continue;
+			answered += got[i] != 0;
+			close(p[i].fd);
+			p[i].fd = -1;
+			done++;
+		}
+	}
+	printf("forge %zu %zu %zu %.2f\n", n, answered, n - answered,
+	    (double)(now_ns() - t0) / 1e9);
+	free(p);
+	free(got);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -877,6 +953,14 @@ main(int argc, char **argv)
 			latency(k, argv[2], &ss, len, (size_t)block,
 			    (size_t)count);
 		}
+		return 0;
+	}
+	if (strcmp(cmd, "forge") == 0) {
+		if (argc != 6)
+			usage();
+		resolve(argv[2], argv[3], &ss, &len);
+		forge(&ss, len, (size_t)parse_count(argv[4], "N", 10000000),
+		    (size_t)parse_count(argv[5], "CONC", 10000));
 		return 0;
 	}
 	if (strcmp(cmd, "first") == 0) {

@@ -571,6 +571,64 @@ START_TEST(test_reconnect_unknown)
 }
 END_TEST
 
+/* One forged reconnect request (a random id): 1 when a refusal came
+ * back, 0 when the connection was reset unanswered; fails on anything
+ * else (a clean end without an answer is neither). */
+static int
+forged_answered(const struct sockaddr_in *to)
+{
+	struct rock_reconnect_req rq;
+	uint8_t out[ROCK_RECONNECT_REQ_LEN], in[ROCK_ERROR_MAX_LEN];
+	int fd = socket(AF_INET, SOCK_STREAM, 0), got = 0;
+	ssize_t n;
+
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(connect(fd, (const struct sockaddr *)to, sizeof(*to)), 0);
+	memset(&rq, 0, sizeof(rq));
+	rq.version = ROCK_VERSION;
+	rock_random(rq.id, sizeof(rq.id));
+	rock_random(rq.nonce, sizeof(rq.nonce));
+	rq.attempt = rq.since = 1;
+	rock_reconnect_req_encode(&rq, out);
+	ck_assert_int_eq(send(fd, out, sizeof(out), MSG_NOSIGNAL), (ssize_t)sizeof(out));
+	while ((n = recv(fd, in, sizeof(in), 0)) > 0)
+		got = 1;
+	if (!got)
+		ck_assert_msg(n < 0 && errno == ECONNRESET, "an unanswered "
+		    "refusal ended with %s, not a reset", n == 0 ? "a clean end" :
+		    strerror(errno));
+	close(fd);
+	return got;
+}
+
+/* Refusals of unproven requests are signed from a budget: a burst of
+ * ROCK_REFUSAL_SIGNS is answered, then forgeries are reset unanswered,
+ * while a proven reconnect beside them is taken as ever. */
+START_TEST(test_refusals_budget)
+{
+	struct server sv;
+	int answered = 0, tries;
+
+	pair_up(&sv, NULL);
+	for (tries = 0; tries < 5 * ROCK_REFUSAL_SIGNS; tries++)
+		if (!forged_answered(&sv.addr))
+			break;
+		else
+			answered++;
+	ck_assert_int_ge(answered, ROCK_REFUSAL_SIGNS);
+	ck_assert_int_lt(tries, 5 * ROCK_REFUSAL_SIGNS);
+	rock_session_fail(cl.s, "test: forced failure");
+	ck_assert(run_until(is_connected, 5000));
+	ck_assert_uint_eq(rock_engine_stats(cl.e)->reconnects, 1);
+	server_stop(&sv);
+	ck_assert_uint_ge(rock_engine_stats(sv.e)->reconnect_unanswered, 1);
+	ck_assert_uint_ge(rock_engine_stats(sv.e)->reconnect_rejected,
+	    (unsigned long)answered + 1);
+	server_free(&sv);
+	client_free();
+}
+END_TEST
+
 /* A peer acknowledging bytes never sent ends only that session. */
 START_TEST(test_protocol_violation)
 {
@@ -753,6 +811,7 @@ session_suite(void)
 	tcase_add_test(tc, test_fin_to_client_asked);
 	tcase_add_test(tc, test_suspend_timeout);
 	tcase_add_test(tc, test_reconnect_unknown);
+	tcase_add_test(tc, test_refusals_budget);
 	tcase_add_test(tc, test_older_client_stale);
 	tcase_add_test(tc, test_protocol_violation);
 	tcase_add_test(tc, test_backend_refused);
