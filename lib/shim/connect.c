@@ -49,6 +49,7 @@ struct attempt {
 	int fd;
 	struct sockaddr_storage addr, target;
 	socklen_t len;
+	int engine_touched;	/* rock_client_open ran: the loop is owed a wake */
 };
 
 static int
@@ -182,9 +183,7 @@ open_rock(struct attempt *a)
 	if (rc == 0) {
 		rc = rock_client_open(e, (struct sockaddr *)&a->target, a->len,
 		    probe_budget_ms(a), shim_rock_cbs(), a->r, &a->r->s);
-		err = errno;
-		shim_engine_wake();
-		errno = err;
+		a->engine_touched = 1;	/* its loop re-arms: woken at unlock */
 	}
 	err = errno;
 	shim_busy = busy;
@@ -250,6 +249,8 @@ connect_blocking(int fd, const struct sockaddr *addr, socklen_t len)
 	a->r->connecting = 1;
 	rc = open_rock(a);
 	shim_lock();
+	if (a->engine_touched)
+		shim_engine_wake_at_unlock();
 	a->r->connecting = 0;
 	if (rc == 0 && a->r->s == NULL)
 		rc = ROCK_ERR_RESET;	/* ended between the handshake and now */
@@ -293,6 +294,8 @@ connect_thread(void *arg)
 	int rc = open_rock(a);
 
 	shim_lock();
+	if (a->engine_touched)
+		shim_engine_wake_at_unlock();
 	r->connecting = 0;
 	/* The session may have ended between the handshake and now. */
 	if (rc == 0 && r->s == NULL)

@@ -237,14 +237,12 @@ shim_rock_cbs(void)
 void
 shim_post(struct shim_rock *r, int cmd)
 {
-	uint64_t one = 1;
-
 	if (r->cmds == 0) {
 		r->next_cmd = eng.cmds;
 		eng.cmds = r;
 	}
 	r->cmds |= cmd;
-	(void)!shim_real.write(eng.cmd_fd, &one, sizeof(one));
+	shim_engine_wake_at_unlock();
 }
 
 /* An accepted rock a fork copied (the child's copy is a plain socket on
@@ -302,11 +300,9 @@ shim_cmd_forget(struct shim_rock *r)
 void
 shim_engine_call(struct shim_call *c)
 {
-	uint64_t one = 1;
-
 	c->next = eng.calls;
 	eng.calls = c;
-	(void)!shim_real.write(eng.cmd_fd, &one, sizeof(one));
+	shim_engine_wake_at_unlock();
 }
 
 static void

@@ -78,12 +78,28 @@ shim_lock(void)
 	pthread_mutex_lock(&lock);
 }
 
+/* The engine's loop is owed a wake (shim_engine_wake_at_unlock): given
+ * once the lock is let go, so that the engine's thread, woken, does not
+ * find it still held and sleep again on it. Under the lock. */
+static int wake_owed;
+
+void
+shim_engine_wake_at_unlock(void)
+{
+	wake_owed = 1;
+}
+
 void
 shim_unlock(void)
 {
+	int wake = wake_owed;
+
+	wake_owed = 0;
 	pthread_mutex_unlock(&lock);
 	__atomic_signal_fence(__ATOMIC_SEQ_CST);
 	lock_held--;
+	if (wake)
+		shim_engine_wake();
 }
 
 /* From a signal handler that may have interrupted this thread taking,
@@ -113,6 +129,7 @@ void
 shim_reinit_after_fork(void)
 {
 	sleepers = 0;	/* those were the parent's threads */
+	wake_owed = 0;	/* and so was the engine owed it */
 	cond_init();
 }
 
@@ -163,6 +180,12 @@ shim_wait(int64_t deadline_ms)
 	int r;
 
 	pthread_once(&cond_once, cond_init);
+	/* The lock goes while we wait: what we wait for may be the work
+	 * the engine was owed a wake for. */
+	if (wake_owed) {
+		wake_owed = 0;
+		shim_engine_wake();
+	}
 	sleepers++;
 	if (deadline_ms < 0) {
 		r = pthread_cond_wait(&changed, &lock);

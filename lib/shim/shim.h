@@ -272,6 +272,7 @@ int shim_engine_here(void);	/* running, in this process (not vfork's) */
 /* Wake the engine's thread with no command: it makes what a connect used
  * up ahead of the next (its X25519 pair). */
 void shim_engine_wake(void);
+void shim_engine_wake_at_unlock(void);	/* lock held: once it is let go */
 /* The probe cache shared with the user's other processes (ROCK_PROBE_CACHE). */
 struct rock_probe_file *shim_probe_file(void);
 const struct rock_session_cbs *shim_rock_cbs(void);
