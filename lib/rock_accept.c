@@ -386,28 +386,32 @@ reconnect_free(struct reconnect *rc, int close_fd)
 }
 
 /*
- * A refusal of a request nobody proved (an unknown id, a wrong key, a
- * malformed request) costs an Ed25519 signature: the dearest thing a
- * stranger can make us do, dearer than a proven reconnect. So those
- * signatures come from a bucket of ROCK_REFUSAL_SIGNS, refilled at as
- * many per second: the clients of a rockd restarted without a hand-over
- * all learn at once that their sessions are gone, and a flood of forged
- * requests costs what as many plain connections do. Over the budget the
- * connection is reset unanswered; its client tries again later.
+ * A refusal of a reconnect request costs an Ed25519 signature, the
+ * dearest thing a stranger can make us do: for a request nobody proved
+ * (an unknown id, a wrong key, a malformed request), and for a proven one
+ * replayed from anywhere (SUPERSEDED; its tag is not bound to the
+ * connection). So refusals are signed from a bucket of a second's worth,
+ * refilled at refusal_signs_per_s: the clients of a rockd restarted
+ * without a hand-over all learn at once that their sessions are gone, and
+ * a flood of forged or replayed requests costs what as many plain
+ * connections do. Over the budget the connection is reset unanswered,
+ * which a client takes for a failed attempt: it tries again later.
  */
 static int
 may_sign_refusal(struct rock_engine *e)
 {
-	int64_t now = rock_now_ms(), add;
+	int64_t now = rock_now_ms(), add, rate = e->cfg.refusal_signs_per_s;
 
+	if (rate <= 0)
+		return 1;
 	if (e->refusal_signs_ms == 0)
 		e->refusal_signs_ms = now - 1000;
-	add = (now - e->refusal_signs_ms) * ROCK_REFUSAL_SIGNS / 1000;
+	add = (now - e->refusal_signs_ms) * rate / 1000;
 	if (add > 0) {
-		e->refusal_signs = add >= ROCK_REFUSAL_SIGNS - e->refusal_signs ?
-		    ROCK_REFUSAL_SIGNS : e->refusal_signs + (int)add;
-		e->refusal_signs_ms += add * 1000 / ROCK_REFUSAL_SIGNS;
-		if (e->refusal_signs == ROCK_REFUSAL_SIGNS)
+		e->refusal_signs = add >= rate - e->refusal_signs ? (int)rate :
+		    e->refusal_signs + (int)add;
+		e->refusal_signs_ms += add * 1000 / rate;
+		if (e->refusal_signs == rate)
 			e->refusal_signs_ms = now;
 	}
 	if (e->refusal_signs == 0)
@@ -416,16 +420,13 @@ may_sign_refusal(struct rock_engine *e)
 	return 1;
 }
 
-/* proven: the request carried the session's tag (SUPERSEDED): always
- * answered. */
 static void
-reconnect_reject(struct reconnect *rc, uint8_t code, const char *why,
-    int proven)
+reconnect_reject(struct reconnect *rc, uint8_t code, const char *why)
 {
 	struct linger reset = { 1, 0 };
 
 	rc->e->stats.reconnect_rejected++;
-	if (!proven && !may_sign_refusal(rc->e)) {
+	if (!may_sign_refusal(rc->e)) {
 		rc->e->stats.reconnect_unanswered++;
 		stranger(rc->e, ROCK_STRANGER_RECONNECT, "reconnect rejected: "
 		    "%s; reset unanswered, over the refusals' signing budget",
@@ -556,17 +557,17 @@ check_request(struct reconnect *rc)
 	const char *why;
 
 	if (rock_reconnect_req_decode(&rq, rc->buf) != 0) {
-		reconnect_reject(rc, ROCK_WERR_PROTOCOL, "malformed request", 0);
+		reconnect_reject(rc, ROCK_WERR_PROTOCOL, "malformed request");
 		return;
 	}
 	if ((s = rock_engine_find(rc->e, rq.id)) == NULL ||
 	    s->state == ROCK_ST_CLOSED) {
-		reconnect_reject(rc, ROCK_WERR_UNKNOWN, "no such session", 0);
+		reconnect_reject(rc, ROCK_WERR_UNKNOWN, "no such session");
 		return;
 	}
 	rock_request_tag(tag, s->keys.rx, rc->buf);
 	if (!rock_equal(tag, rq.tag, ROCK_TAG_LEN)) {
-		reconnect_reject(rc, ROCK_WERR_AUTH, "wrong key", 0);
+		reconnect_reject(rc, ROCK_WERR_AUTH, "wrong key");
 		return;
 	}
 	s->proven = 1;
@@ -575,7 +576,7 @@ check_request(struct reconnect *rc)
 		return;
 	}
 	if ((why = superseded(s, &rq)) != NULL) {
-		reconnect_reject(rc, ROCK_WERR_SUPERSEDED, why, 1);
+		reconnect_reject(rc, ROCK_WERR_SUPERSEDED, why);
 		return;
 	}
 	take_over(s, rc, &rq);

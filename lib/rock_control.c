@@ -425,7 +425,7 @@ rock_control_send_packet(struct rock_engine *e,
 void
 rock_control_send_packets(struct rock_engine *e,
     const struct sockaddr_storage *to, socklen_t tolen,
-    uint8_t (*pkts)[ROCK_HB_MAX_LEN], unsigned n)
+    uint8_t *const pkts[], unsigned n)
 {
 	struct mmsghdr v[ROCK_CONTROL_BATCH];
 	struct iovec iov[ROCK_CONTROL_BATCH];
@@ -998,9 +998,7 @@ read_udp(struct rock_engine *e, int fd, unsigned max)
 {
 	/* One byte over the largest packet: a longer datagram is seen as
 	 * too long, not cut to a valid length. */
-	static_assert(ROCK_CONTROL_BATCH * (ROCK_HB_MAX_LEN + 1) <= 16384,
-	    "read_udp's buffers live on the stack");
-	uint8_t buf[ROCK_CONTROL_BATCH][ROCK_HB_MAX_LEN + 1];
+	uint8_t (*buf)[ROCK_HB_MAX_LEN + 1] = e->udp_in;
 	struct sockaddr_storage from[ROCK_CONTROL_BATCH];
 	struct iovec iov[ROCK_CONTROL_BATCH];
 	struct mmsghdr v[ROCK_CONTROL_BATCH];

@@ -25,6 +25,7 @@ rock_engine_config_defaults(struct rock_engine_config *cfg)
 	cfg->handshake_timeout_ms = 10000;
 	cfg->ring_cap = 0;
 	cfg->ack_every = 256 * 1024;
+	cfg->refusal_signs_per_s = 1000;
 }
 
 static void

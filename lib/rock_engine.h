@@ -43,6 +43,9 @@ struct rock_engine_config {
 	int handshake_timeout_ms; /* server: a handshake must finish within (10000) */
 	size_t ring_cap;	/* in-flight cap per rock; 0: from socket buffers */
 	int ack_every;		/* bytes consumed between unsolicited acks (256 KiB) */
+	/* server: signed refusals of reconnects per second, and a second's
+	 * worth at once (1000); over it, reset unanswered; 0: no bound */
+	int refusal_signs_per_s;
 };
 
 void rock_engine_config_defaults(struct rock_engine_config *cfg);

@@ -17,6 +17,8 @@ void rock_assert_fail(const char *what, const char *file, int line)
     __attribute__((noreturn));
 
 #define ROCK_READ_CHUNK 65536
+/* Datagrams read, or sent to one address, per system call. */
+#define ROCK_CONTROL_BATCH 8
 #define ROCK_OUTQ_LOW (128 * 1024)
 
 /* Client: one connection tried toward the server while reconnecting. */
@@ -188,9 +190,6 @@ struct rock_session {
 #define ROCK_FAREWELL_MS 1500
 /* Finished rocks' data connections held at most: the oldest goes first. */
 #define ROCK_DRAIN_MAX 4096
-/* Signed refusals of unproven reconnect requests: a second's worth in
- * the bucket, as many per second (rock_accept.c). */
-#define ROCK_REFUSAL_SIGNS 1000
 #define PROBE_CACHE 16
 #define PROBE_CACHE_MS ROCK_PROBE_TTL_MS
 #define PROBE_CACHE_PLAIN_MS ROCK_PROBE_PLAIN_TTL_MS
@@ -245,6 +244,9 @@ struct rock_engine {
 	 * and when the bucket was last filled. */
 	int refusal_signs;
 	int64_t refusal_signs_ms;
+	/* read_udp's datagrams, one byte over the largest packet each: here,
+	 * not on a stack (the keeper's loop may run on a signal stack). */
+	uint8_t udp_in[ROCK_CONTROL_BATCH][ROCK_HB_MAX_LEN + 1];
 	unsigned long drops_logged;	/* drop count already reported */
 	unsigned long hostile_logged;	/* of which forged, replayed, malformed */
 	struct rock_log_limit stranger_log[ROCK_STRANGER_KINDS];
@@ -463,11 +465,9 @@ int rock_dial_ok_decode(const struct rock_session *s,
 /* Encode r and tag it with tx. */
 void rock_control_seal(struct rock_hb_record *r, const uint8_t tx[ROCK_KEY_LEN],
     uint8_t out[ROCK_HB_RECORD_LEN]);
-/* Datagrams read, or sent to one address, per system call. */
-#define ROCK_CONTROL_BATCH 8
 void rock_control_send_packets(struct rock_engine *e,
     const struct sockaddr_storage *to, socklen_t tolen,
-    uint8_t (*pkts)[ROCK_HB_MAX_LEN], unsigned n);
+    uint8_t *const pkts[], unsigned n);
 void rock_control_send_packet(struct rock_engine *e,
     const struct sockaddr_storage *to, socklen_t tolen, const uint8_t *pkt);
 

@@ -83,9 +83,12 @@ drop(struct rock_engine *e, struct rock_farewell *f)
 	e->nfarewells--;
 }
 
+/* A farewell's packet: a header and its one record. */
+#define FAREWELL_PKT_LEN (ROCK_HB_HEADER_LEN + ROCK_HB_RECORD_LEN)
+
 /* The farewell's next packet, sealed. */
 static void
-seal(struct rock_farewell *f, uint8_t pkt[ROCK_HB_MAX_LEN])
+seal(struct rock_farewell *f, uint8_t pkt[FAREWELL_PKT_LEN])
 {
 	struct rock_hb_header h;
 	struct rock_hb_record r;
@@ -109,13 +112,14 @@ seal(struct rock_farewell *f, uint8_t pkt[ROCK_HB_MAX_LEN])
 static void
 say(struct rock_engine *e, struct rock_farewell *f, unsigned n)
 {
-	uint8_t pkts[FAREWELL_COPIES][ROCK_HB_MAX_LEN];
+	uint8_t pkts[FAREWELL_COPIES][FAREWELL_PKT_LEN];
+	uint8_t *p[FAREWELL_COPIES];
 	unsigned i;
 
 	ROCK_ASSERT(n <= FAREWELL_COPIES);
 	for (i = 0; i < n; i++)
-		seal(f, pkts[i]);
-	rock_control_send_packets(e, &f->to, f->tolen, pkts, n);
+		seal(f, p[i] = pkts[i]);
+	rock_control_send_packets(e, &f->to, f->tolen, p, n);
 }
 
 void
@@ -221,7 +225,8 @@ rock_farewell_answer_packet(struct rock_engine *e,
 /* Packets gathered for one address, sent in one call when full or when
  * the next farewell goes elsewhere (a mass close: one peer, many). */
 struct batch {
-	uint8_t pkts[ROCK_CONTROL_BATCH][ROCK_HB_MAX_LEN];
+	uint8_t pkts[ROCK_CONTROL_BATCH][FAREWELL_PKT_LEN];
+	uint8_t *p[ROCK_CONTROL_BATCH];
 	unsigned n;
 	const struct rock_farewell *to;
 };
@@ -229,8 +234,12 @@ struct batch {
 static void
 flush(struct rock_engine *e, struct batch *b)
 {
+	unsigned i;
+
+	for (i = 0; i < b->n; i++)
+		b->p[i] = b->pkts[i];
 	if (b->n > 0)
-		rock_control_send_packets(e, &b->to->to, b->to->tolen, b->pkts,
+		rock_control_send_packets(e, &b->to->to, b->to->tolen, b->p,
 		    b->n);
 	b->n = 0;
 }

@@ -71,14 +71,19 @@ sys_fcntl(int fd, int cmd, long arg)
 	return (int)syscall(SYS_fcntl, fd, cmd, arg);
 }
 
-/* ppoll: the call every architecture has. */
+/* poll where the kernel has it (and 32-bit time_t's ppoll would read our
+ * timespec wrong); else ppoll, on 64-bit architectures only. */
 static int
 sys_poll(struct pollfd *fds, nfds_t n, int timeout_ms)
 {
+#ifdef SYS_poll
+	return (int)syscall(SYS_poll, fds, n, timeout_ms);
+#else
 	struct timespec ts = { timeout_ms / 1000, (long)(timeout_ms % 1000) * 1000000 };
 
 	return (int)syscall(SYS_ppoll, fds, n, timeout_ms < 0 ? NULL : &ts,
-	    NULL, (size_t)0);
+	    NULL, (size_t)8);
+#endif
 }
 
 static ssize_t

@@ -50,6 +50,7 @@ struct attempt {
 	struct sockaddr_storage addr, target;
 	socklen_t len;
 	int engine_touched;	/* rock_client_open ran: the loop is owed a wake */
+	unsigned entry;		/* fd's table entry before it named a rock */
 };
 
 static int
@@ -214,6 +215,7 @@ attempt_new(int fd, const struct sockaddr *addr, socklen_t len)
 		return NULL;
 	}
 	a->fd = fd;
+	a->entry = shim_fd_get(fd);
 	a->len = len;
 	memcpy(&a->addr, addr, len);
 	mapped(&shim_state()->cfg, addr, len, &a->target);
@@ -230,8 +232,9 @@ adopt(struct attempt *a)
 
 	r->fds[0] = a->fd;
 	r->nfds = 1;
-	shim_opts_capture(r, a->fd);
-	shim_rock_install(r, a->fd, rock_direct_fd(r->s));
+	shim_opts_capture(r, a->fd, a->entry);
+	shim_rock_install(r, a->fd, rock_direct_fd(r->s),
+	    shim_opts_copy_needed(a->entry));
 	shim_rock_bind(a->fd, r);
 	shim_rock_set_ready(r, 1);
 	rlog_debug(&shim_state()->log, "fd %d: a rock", a->fd);
@@ -309,8 +312,9 @@ connect_thread(void *arg)
 			shim_rock_free(r);
 		}
 	} else if (rc == 0) {
-		shim_opts_capture(r, a->fd);
-		shim_rock_install(r, a->fd, rock_direct_fd(r->s));
+		shim_opts_capture(r, a->fd, a->entry);
+		shim_rock_install(r, a->fd, rock_direct_fd(r->s),
+		    shim_opts_copy_needed(a->entry));
 		shim_rock_set_ready(r, 1);
 		shim_epoll_resume(r);
 		rlog_debug(&shim_state()->log, "fd %d: a rock", a->fd);

@@ -108,13 +108,12 @@ shim_copy_options(int from, int to)
 /* Put new_fd under every descriptor of the program that names the rock;
  * their numbers, O_NONBLOCK and FD_CLOEXEC stay as they were. */
 void
-shim_rock_install(struct shim_rock *r, int old_fd, int new_fd)
+shim_rock_install(struct shim_rock *r, int old_fd, int new_fd, int copy)
 {
 	int fl = shim_real.fcntl(r->nfds > 0 ? r->fds[0] : old_fd, F_GETFL);
-	unsigned entry = shim_fd_get(old_fd);
 	int i;
 
-	if (!(entry & SHIM_FD_BORN) || (entry & SHIM_FD_OTHER_SET))
+	if (copy)
 		shim_copy_options(old_fd, new_fd);
 	shim_opts_apply(r, new_fd);
 	if (fl >= 0)
@@ -141,7 +140,7 @@ on_swap(struct rock_session *s, int old_fd, int new_fd, void *arg)
 	struct shim_rock *r = arg;
 
 	(void)s;
-	shim_rock_install(r, old_fd, new_fd);
+	shim_rock_install(r, old_fd, new_fd, 1);
 	shim_rock_set_ready(r, 1);
 	shim_epoll_resume(r);
 }
@@ -462,6 +461,7 @@ before_fork(void)
 	int n;
 
 	shim_lock();
+	shim_fd_forget_births();
 	if (eng.forking_keeper || eng.state != 1)
 		return;
 	if ((n = shim_fork_relay_all()) > 0)

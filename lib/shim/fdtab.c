@@ -73,12 +73,32 @@ shim_fd_add_opts(int fd, unsigned opts)
 	    (uint16_t)(opts & SHIM_FD_OPTS_MASK), __ATOMIC_RELAXED);
 }
 
+/* Options set through one number go unseen by the other's entry: neither
+ * is "born here with nothing else set" any more. */
 void
 shim_fd_copy(int from, int to)
 {
-	unsigned entry = shim_fd_get(from);
+	unsigned entry = shim_fd_get(from) & ~SHIM_FD_BORN;
 
+	shim_fd_set(from, shim_fd_state_of(entry), entry & SHIM_FD_OPTS_MASK);
 	shim_fd_set(to, shim_fd_state_of(entry), entry & SHIM_FD_OPTS_MASK);
+}
+
+/* Before fork: the child may set options on the sockets it shares. */
+void
+shim_fd_forget_births(void)
+{
+	unsigned p, i;
+
+	for (p = 0; p < NPAGES; p++) {
+		uint16_t *page = __atomic_load_n(&pages[p], __ATOMIC_ACQUIRE);
+
+		if (page == NULL)
+			continue;
+		for (i = 0; i < PAGE_SIZE_ENTRIES; i++)
+			__atomic_fetch_and(&page[i], (uint16_t)~SHIM_FD_BORN,
+			    __ATOMIC_RELAXED);
+	}
 }
 
 void *

@@ -80,9 +80,12 @@ static struct {
 	 * length of a scan, the very number a program that just closed it
 	 * may be about to dup2 onto (stdio's close is one we never see). */
 	FILE *tcp;
+	int tcp_fd;		/* its number (atomic: shim_fork_relay_owns_fd) */
+	dev_t tcp_dev;		/* and what it names: a program that closed */
+	ino_t tcp_ino;		/* it behind our back may have reused it */
 	int started, stopping;
 	pthread_t thread;
-} rl = { .wake_fd = -1 };
+} rl = { .wake_fd = -1, .tcp_fd = -1 };
 
 static void
 wake(void)
@@ -386,6 +389,45 @@ step(struct relay *x)
 	}
 }
 
+/* The socket table, read-only, under a number out of the program's way
+ * (rl.tcp); NULL when it cannot be opened (the relays then never judge
+ * holders gone: they end with the rock or the process). */
+static void
+table_open(void)
+{
+	int fd = open("/proc/thread-self/net/tcp", O_RDONLY | O_CLOEXEC);
+	struct stat st;
+
+	if (fd < 0)
+		return;
+	fd = rock_sys_aside(fd);
+	if (fstat(fd, &st) != 0 || (rl.tcp = shim_real.fdopen(fd, "r")) == NULL) {
+		shim_real.close(fd);
+		return;
+	}
+	rl.tcp_dev = st.st_dev;
+	rl.tcp_ino = st.st_ino;
+	__atomic_store_n(&rl.tcp_fd, fd, __ATOMIC_RELEASE);
+}
+
+/* The relay's thread: the table, opened again if it could not be, or if
+ * its number no longer names it (closed behind our back: the number is
+ * the program's now, and the FILE is let go without touching it). */
+static FILE *
+table_file(void)
+{
+	struct stat st;
+
+	if (rl.tcp != NULL && (fstat(fileno(rl.tcp), &st) != 0 ||
+	    st.st_dev != rl.tcp_dev || st.st_ino != rl.tcp_ino)) {
+		__atomic_store_n(&rl.tcp_fd, -1, __ATOMIC_RELEASE);
+		rl.tcp = NULL;
+	}
+	if (rl.tcp == NULL)
+		table_open();
+	return rl.tcp;
+}
+
 /* The holders' end of the loopback connection is an orphan: every copy
  * closed (the kernel lists such a socket with inode 0 in this thread's
  * network namespace's /proc/net/tcp until it times out). Their end of
@@ -401,7 +443,7 @@ holders_gone(const struct relay *x)
 	unsigned long inode;
 	struct stat st;
 	char line[256];
-	FILE *f = rl.tcp;
+	FILE *f = table_file();
 	int ours = 0, orphan = 0;
 
 	if (f == NULL || fstat(x->prog, &st) != 0 ||
@@ -590,22 +632,6 @@ relay_main(void *arg)
 	return NULL;
 }
 
-/* Lock held. path read-only, under a number out of the program's way;
- * NULL when it cannot be opened (the relays then never judge holders
- * gone: they end with the rock or the process). */
-static FILE *
-open_aside(const char *path)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	FILE *f;
-
-	if (fd < 0)
-		return NULL;
-	fd = rock_sys_aside(fd);
-	if ((f = shim_real.fdopen(fd, "r")) == NULL)
-		shim_real.close(fd);
-	return f;
-}
 
 /* Lock not held. After a fork in the parent, and in a keeper. */
 void
@@ -622,7 +648,7 @@ shim_fork_relay_start(void)
 	rl.started = 1;
 	rl.stopping = 0;
 	if (rl.tcp == NULL)
-		rl.tcp = open_aside("/proc/thread-self/net/tcp");
+		table_open();
 	shim_unlock();
 	sigfillset(&all);
 	(void)pthread_sigmask(SIG_BLOCK, &all, &old);
@@ -685,6 +711,7 @@ shim_fork_relay_child(void)
 	if (rl.tcp != NULL)
 		shim_real.fclose(rl.tcp);
 	rl.tcp = NULL;
+	rl.tcp_fd = -1;
 	rl.started = 0;
 }
 
@@ -694,7 +721,8 @@ shim_fork_relay_owns_fd(int fd)
 	struct relay *lists[2] = { rl.pending, rl.running }, *x;
 	int i;
 
-	if (fd == rl.wake_fd || (rl.tcp != NULL && fd == fileno(rl.tcp)))
+	if (fd == rl.wake_fd || (fd >= 0 &&
+	    fd == __atomic_load_n(&rl.tcp_fd, __ATOMIC_ACQUIRE)))
 		return 1;
 	for (i = 0; i < 2; i++)
 		for (x = lists[i]; x != NULL; x = x->next)

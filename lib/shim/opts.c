@@ -106,12 +106,19 @@ only_defaults(unsigned set)
 
 static void read_recorded(struct shim_opts *o, int fd);
 
+/* A socket born here with nothing set but what the kernel defaults and
+ * a rock's new connection share: nothing to copy to it. */
+int
+shim_opts_copy_needed(unsigned entry)
+{
+	return !(entry & SHIM_FD_BORN) || (entry & SHIM_FD_OTHER_SET);
+}
+
 /* Lock held. */
 void
-shim_opts_capture(struct shim_rock *r, int fd)
+shim_opts_capture(struct shim_rock *r, int fd, unsigned set)
 {
 	struct shim_opts *o = &r->opts;
-	unsigned set = shim_fd_get(fd);
 
 	if (only_defaults(set) && born_defaults.known) {
 		*o = born_defaults.opts;

@@ -137,7 +137,7 @@ adopt(struct shim_rock *r, int lfd, int flags)
 	if (shim_real.getpeername(fd, (struct sockaddr *)&r->peer,
 	    &r->peer_len) != 0)
 		r->peer_len = 0;
-	shim_opts_capture(r, pfd);
+	shim_opts_capture(r, pfd, shim_fd_get(pfd));
 	/* What the program's own accepted socket would say: the listener's
 	 * (accept inherits it), not the bound the engine put on its own. */
 	if (r->opts.rto_max >= 0)

@@ -146,6 +146,7 @@ void shim_fd_forget(int fd);	/* lock not held: before fd is closed */
 void shim_stdio_relay(int fd, const char *call);
 void shim_fd_add_opts(int fd, unsigned opts);
 void shim_fd_copy(int from, int to);
+void shim_fd_forget_births(void);	/* before fork: SHIM_FD_BORN off */
 
 /* A pointer per descriptor, in lazily mapped pages (the rock a descriptor
  * names, an epoll set's registrations); callers hold shim_lock(). */
@@ -341,7 +342,8 @@ void shim_keeper_run(struct event_base *base, struct rock_engine *e,
  * it; put the program's buffer sizes on a new data connection. */
 /* An int option of fd, from the kernel (0 when it has none). */
 int shim_getsockopt_int(int fd, int level, int opt);
-void shim_opts_capture(struct shim_rock *r, int fd);
+/* entry: fd's table entry before it named a rock (shim_fd_get). */
+void shim_opts_capture(struct shim_rock *r, int fd, unsigned entry);
 void shim_opts_apply(const struct shim_rock *r, int fd);
 /* Lock not held. 1: fd is a rock and the option is the record's (*ret
  * the call's result); 0: the kernel's business. */
@@ -349,7 +351,10 @@ int shim_opts_set(int fd, int level, int opt, const void *val, socklen_t len,
     int *ret);
 int shim_opts_get(int fd, int level, int opt, void *val, socklen_t *len);
 /* Put new_fd under the rock's descriptors (connect and reconnect). */
-void shim_rock_install(struct shim_rock *r, int old_fd, int new_fd);
+/* copy: the program may have set options on old_fd that new_fd lacks
+ * (shim_opts_copy_needed at a connect; always at a reconnect). */
+void shim_rock_install(struct shim_rock *r, int old_fd, int new_fd, int copy);
+int shim_opts_copy_needed(unsigned entry);
 /* Options the program set on the socket from go to the socket to. */
 void shim_copy_options(int from, int to);
 struct shim_rock *shim_rock_first(void);		/* lock held */
