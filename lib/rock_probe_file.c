@@ -66,10 +66,8 @@ complain(struct rock_probe_file *pf, const struct rock_log *log,
 		rlog_warn(log, "probe cache %s: %s; ignored", what, why);
 }
 
-/* Ours alone: owned by us, nobody else may read or write (what a file in
- * it says decides where a program's bytes go). NULL, or what is wrong. */
-static const char *
-private_to_us(const struct stat *st, mode_t type)
+const char *
+rock_private_to_us(const struct stat *st, mode_t type)
 {
 	if ((st->st_mode & S_IFMT) != type)
 		return type == S_IFDIR ? "not a directory" : "not a regular file";
@@ -94,7 +92,7 @@ dir_ok(struct rock_probe_file *pf, const struct rock_log *log)
 	*slash = '\0';
 	if (lstat(dir, &st) != 0)
 		return 0;
-	if ((why = private_to_us(&st, S_IFDIR)) != NULL) {
+	if ((why = rock_private_to_us(&st, S_IFDIR)) != NULL) {
 		complain(pf, log, dir, why);
 		return 0;
 	}
@@ -202,7 +200,7 @@ load(struct rock_probe_file *pf, const struct rock_log *log,
 		    strerror(errno)), -1);
 	if (fstat(fd, &st) != 0)
 		why = strerror(errno);
-	else if ((why = private_to_us(&st, S_IFREG)) == NULL &&
+	else if ((why = rock_private_to_us(&st, S_IFREG)) == NULL &&
 	    st.st_size > (off_t)FILE_MAX)
 		why = "larger than a probe cache can be";
 	else if (why == NULL && (buf = malloc(cap)) == NULL)

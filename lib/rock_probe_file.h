@@ -4,6 +4,7 @@
 
 #include <stdint.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 
 #include "rock_log.h"
 #include "rock_wire.h"
@@ -29,6 +30,11 @@ struct rock_probe_fact {
 	int64_t ttl_ms;			/* left, at most what the put gave */
 	uint8_t announcement[ROCK_ANNOUNCE_LEN];
 };
+
+/* Ours alone: of type (S_IFDIR, S_IFREG), owned by us, nobody else may
+ * read or write (what a file there says decides where a program's bytes
+ * go). NULL, or what is wrong. */
+const char *rock_private_to_us(const struct stat *st, mode_t type);
 
 /* 1 and *f: the file knows the destination; 0: it does not, or there is
  * no usable file (a bad one is logged once and ignored). */

@@ -13,6 +13,7 @@
 
 #include "rock_known.h"
 #include "rock_parse.h"
+#include "rock_probe_file.h"
 #include "rock_ssh_memo.h"
 
 #define MEMO_TAG "rock-ssh-session 1"
@@ -74,8 +75,8 @@ dir_private(const char *path)
 		if ((slash = strrchr(dir, '/')) == NULL || slash == dir)
 			return 0;
 		*slash = '\0';
-		if (lstat(dir, &st) != 0 || !S_ISDIR(st.st_mode) ||
-		    st.st_uid != geteuid() || (st.st_mode & 077) != 0)
+		if (lstat(dir, &st) != 0 ||
+		    rock_private_to_us(&st, S_IFDIR) != NULL)
 			return 0;
 	}
 	return 1;
@@ -125,8 +126,7 @@ ssh_memo_load(const char *path, struct ssh_memo *m)
 	if (!dir_private(path) ||
 	    (fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) < 0)
 		return -1;
-	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
-	    st.st_uid != geteuid() || (st.st_mode & 077) != 0 ||
+	if (fstat(fd, &st) != 0 || rock_private_to_us(&st, S_IFREG) != NULL ||
 	    (f = fdopen(fd, "r")) == NULL) {
 		close(fd);
 		return -1;
