@@ -196,9 +196,11 @@ int rock_engine_make_room(struct rock_engine *e, size_t max,
  * a rock never starts one): 0 and the announcement, ROCK_ERR_NOT_ENHANCED
  * (*silent: the server only said nothing in time, maybe a slow rockd),
  * ROCK_ERR_TIMEOUT (no connection) or ROCK_ERR_SYSTEM. log: for a second
- * probe's reason, or NULL. */
+ * probe's reason, or NULL. persist: the destination is declared a rockd's
+ * (a mapped port): silence there is probed again within the bound. */
 int rock_probe(const struct rock_log *log, const struct sockaddr *addr,
-    socklen_t len, int timeout_ms, uint8_t ann[ROCK_ANNOUNCE_LEN], int *silent);
+    socklen_t len, int timeout_ms, int persist, uint8_t ann[ROCK_ANNOUNCE_LEN],
+    int *silent);
 /* The probe's connect bound for a probe timeout (ROCK_PROBE_TIMEOUT_MS):
  * that, and lost SYNs resent on TCP's schedule. To the program's own port,
  * three: its own connect would wait for the same answer, so waiting costs

@@ -131,22 +131,30 @@ probe_once(const struct sockaddr *addr, socklen_t len, int64_t deadline,
 	return ROCK_ERR_NOT_ENHANCED;
 }
 
-/* A probe, and a second one when the first went unheard, if the deadline
- * leaves time for it: the second's answer stands. */
+/* A probe, and another when the first went unheard, if the deadline
+ * leaves time for it: the last answer stands. persist: the destination is
+ * declared a rockd's (a mapped port), so silence there is a rockd slow to
+ * answer (a loaded host, a lossy path), not a server that ignores our
+ * end: it is probed again too, up to three times in all. */
 static int
 probe(const struct rock_log *log, const struct sockaddr *addr,
-    socklen_t len, int64_t deadline, uint8_t ann[ROCK_ANNOUNCE_LEN],
-    int *silent)
+    socklen_t len, int64_t deadline, int persist,
+    uint8_t ann[ROCK_ANNOUNCE_LEN], int *silent)
 {
-	int r, unheard;
+	int r, unheard, tries = 1;
 
-	r = probe_once(addr, len, deadline, ann, silent, &unheard);
-	if (r != ROCK_ERR_NOT_ENHANCED || !unheard || rock_now_ms() >= deadline)
-		return r;
-	if (log != NULL)
-		rlog_debug(log, "probe: no announcement, and our end may not "
-		    "have reached a rockd in time: probing again");
-	return probe_once(addr, len, deadline, ann, silent, &unheard);
+	for (;;) {
+		r = probe_once(addr, len, deadline, ann, silent, &unheard);
+		if (r != ROCK_ERR_NOT_ENHANCED || rock_now_ms() >= deadline ||
+		    !(unheard || (persist && *silent)) ||
+		    tries >= (persist ? 3 : 2))
+			return r;
+		tries++;
+		if (log != NULL)
+			rlog_debug(log, "probe: %s: probing again", unheard ?
+			    "no announcement, and our end may not have reached "
+			    "a rockd in time" : "a mapped port silent");
+	}
 }
 
 static struct probe_entry *
@@ -207,9 +215,11 @@ rock_probe_budget_ms(int timeout_ms, int mapped)
 
 int
 rock_probe(const struct rock_log *log, const struct sockaddr *addr,
-    socklen_t len, int timeout_ms, uint8_t ann[ROCK_ANNOUNCE_LEN], int *silent)
+    socklen_t len, int timeout_ms, int persist, uint8_t ann[ROCK_ANNOUNCE_LEN],
+    int *silent)
 {
-	return probe(log, addr, len, rock_now_ms() + timeout_ms, ann, silent);
+	return probe(log, addr, len, rock_now_ms() + timeout_ms, persist, ann,
+	    silent);
 }
 
 void
@@ -296,7 +306,7 @@ rock_probe_announcement(struct rock_engine *e, const struct sockaddr *addr,
 	rock_engine_enter(e);
 	e->stats.probes++;
 	rock_engine_leave(e);
-	r = probe(e->log, addr, len, deadline, ann, &silent);
+	r = probe(e->log, addr, len, deadline, 0, ann, &silent);
 	err = errno;
 	if (r == 0 || (rock_probe_found_plain(r) && !silent)) {
 		rock_engine_enter(e);

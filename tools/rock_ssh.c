@@ -133,7 +133,7 @@ probe_port(struct ssh_plan *p, unsigned port,
 		return ROCK_ERR_SYSTEM;
 	set_port(p, port);
 	r = rock_probe(&p->log, (struct sockaddr *)&p->addr, p->addr_len,
-	    rock_probe_budget_ms(p->cfg.probe_timeout_ms, 1), ann, &silent);
+	    rock_probe_budget_ms(p->cfg.probe_timeout_ms, 1), 1, ann, &silent);
 	*answered = r != ROCK_ERR_TIMEOUT && !silent;
 	if (r == 0 || (rock_probe_found_plain(r) && !silent))
 		rock_probe_file_put(&p->probes, &p->log,

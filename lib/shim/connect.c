@@ -54,10 +54,16 @@ struct attempt {
 };
 
 static int
+is_mapped(const struct attempt *a)
+{
+	return memcmp(&a->addr, &a->target, a->len) != 0;
+}
+
+static int
 probe_budget_ms(const struct attempt *a)
 {
 	return rock_probe_budget_ms(shim_state()->cfg.probe_timeout_ms,
-	    memcmp(&a->addr, &a->target, a->len) != 0);
+	    is_mapped(a));
 }
 
 /* Destinations found plain before the engine ever started; after that
@@ -125,7 +131,7 @@ first_probe(struct attempt *a, struct rock_engine **e)
 		rc = 0;
 	} else {
 		rc = rock_probe(&st->log, to, a->len, probe_budget_ms(a),
-		    f.announcement, &silent);
+		    is_mapped(a), f.announcement, &silent);
 		if (rc == 0 || (rock_probe_found_plain(rc) && !silent)) {
 			int err = errno;
 
