@@ -39,7 +39,7 @@ struct rockd_metrics {
 /* Label values of enum rock_hs_fail, in its order. */
 static const char *const hs_fail_names[ROCK_HS_FAIL_KINDS] = {
 	"timeout", "closed", "stale", "malformed", "version", "busy",
-	"backend", "error"
+	"backend", "error", "ticket"
 };
 
 static void
@@ -115,6 +115,9 @@ render(const struct rockd *d, struct evbuffer *b)
 	    "sent to clients, not yet known consumed.", ring);
 	one(b, "rockd_handshakes_total", "counter", "Rock handshakes completed.",
 	    st->handshakes);
+	one(b, "rockd_handshakes_resumed_total", "counter", "Of rock handshakes "
+	    "completed, those resumed by a ticket (no key exchange).",
+	    st->resumed);
 	family(b, "rockd_handshake_failures_total", "counter",
 	    "Rock handshakes that ended without a session, by reason.");
 	for (i = 0; i < ROCK_HS_FAIL_KINDS; i++)

@@ -822,6 +822,7 @@ on_tick(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	rock_engine_enter(arg);
 	rock_control_tick(arg);
+	rock_ticket_tick(arg);
 	rock_engine_leave(arg);
 }
 

@@ -14,8 +14,12 @@
 #define LABEL_HBP "rocks hbp v5"
 #define LABEL_RQ "rocks rq v4"
 #define LABEL_OK "rocks ok v4"
-#define LABEL_HELLO "rocks server hello v4"
+#define LABEL_HELLO "rocks server hello v6"
 #define LABEL_ERROR "rocks error v4"
+#define LABEL_RMS "rocks resumption v6"
+#define LABEL_RESUME_KEYS "rocks resume keys v6"
+#define LABEL_RESUME "rocks server resume v6"
+#define LABEL_TICKET "rocks ticket v6"
 #define DIGEST_LEN 32
 
 int
@@ -66,6 +70,12 @@ void
 rock_keys_wipe(struct rock_keys *k)
 {
 	sodium_memzero(k, sizeof(*k));
+}
+
+void
+rock_wipe(void *p, size_t n)
+{
+	sodium_memzero(p, n);
 }
 
 void
@@ -145,6 +155,111 @@ rock_ok_tag(uint8_t out[ROCK_TAG_LEN], const uint8_t key[ROCK_KEY_LEN],
 	};
 
 	tag_spans(out, key, LABEL_OK, s, 3);
+}
+
+void
+rock_resumption_secret(uint8_t rms[ROCK_KEY_LEN],
+    const uint8_t k_cs[ROCK_KEY_LEN], const uint8_t k_sc[ROCK_KEY_LEN],
+    const uint8_t id[ROCK_ID_LEN])
+{
+	crypto_generichash_state st;
+
+	crypto_generichash_init(&st, k_cs, ROCK_KEY_LEN, ROCK_KEY_LEN);
+	crypto_generichash_update(&st, (const uint8_t *)LABEL_RMS,
+	    strlen(LABEL_RMS));
+	crypto_generichash_update(&st, k_sc, ROCK_KEY_LEN);
+	crypto_generichash_update(&st, id, ROCK_ID_LEN);
+	crypto_generichash_final(&st, rms, ROCK_KEY_LEN);
+	sodium_memzero(&st, sizeof(st));
+}
+
+void
+rock_resume_keys(struct rock_keys *k, int client,
+    const uint8_t rms[ROCK_KEY_LEN], const uint8_t nonce_c[ROCK_NONCE_LEN],
+    const uint8_t nonce_s[ROCK_NONCE_LEN], const uint8_t id[ROCK_ID_LEN])
+{
+	crypto_generichash_state st;
+	uint8_t both[2 * ROCK_KEY_LEN];
+
+	crypto_generichash_init(&st, rms, ROCK_KEY_LEN, sizeof(both));
+	crypto_generichash_update(&st, (const uint8_t *)LABEL_RESUME_KEYS,
+	    strlen(LABEL_RESUME_KEYS));
+	crypto_generichash_update(&st, nonce_c, ROCK_NONCE_LEN);
+	crypto_generichash_update(&st, nonce_s, ROCK_NONCE_LEN);
+	crypto_generichash_update(&st, id, ROCK_ID_LEN);
+	crypto_generichash_final(&st, both, sizeof(both));
+	/* K_cs first, K_sc second. */
+	memcpy(client ? k->tx : k->rx, both, ROCK_KEY_LEN);
+	memcpy(client ? k->rx : k->tx, both + ROCK_KEY_LEN, ROCK_KEY_LEN);
+	sodium_memzero(both, sizeof(both));
+	sodium_memzero(&st, sizeof(st));
+}
+
+void
+rock_resume_tag(uint8_t out[ROCK_TAG_LEN], const uint8_t rms[ROCK_KEY_LEN],
+    const uint8_t *sent, size_t nsent, const uint8_t *msg, size_t nmsg)
+{
+	const struct span s[] = { { sent, nsent }, { msg, nmsg } };
+
+	tag_spans(out, rms, LABEL_RESUME, s, 2);
+}
+
+/* The sealed part's associated data: the label and the key id. */
+static void
+ticket_ad(uint8_t ad[sizeof(LABEL_TICKET) - 1 + ROCK_TICKET_KEY_ID_LEN],
+    const uint8_t *key_id)
+{
+	memcpy(ad, LABEL_TICKET, sizeof(LABEL_TICKET) - 1);
+	memcpy(ad + sizeof(LABEL_TICKET) - 1, key_id, ROCK_TICKET_KEY_ID_LEN);
+}
+
+void
+rock_ticket_seal(uint8_t ticket[ROCK_TICKET_LEN],
+    const uint8_t key_id[ROCK_TICKET_KEY_ID_LEN],
+    const uint8_t key[ROCK_KEY_LEN],
+    const uint8_t nonce[ROCK_TICKET_NONCE_LEN], uint64_t issued,
+    uint64_t origin, const uint8_t rms[ROCK_KEY_LEN])
+{
+	uint8_t plain[ROCK_TICKET_PLAIN_LEN];
+	uint8_t ad[sizeof(LABEL_TICKET) - 1 + ROCK_TICKET_KEY_ID_LEN];
+	uint8_t *box = ticket + ROCK_TICKET_KEY_ID_LEN + ROCK_TICKET_NONCE_LEN;
+	int i;
+
+	for (i = 0; i < 8; i++) {
+		plain[i] = (uint8_t)(issued >> (56 - 8 * i));
+		plain[8 + i] = (uint8_t)(origin >> (56 - 8 * i));
+	}
+	memcpy(plain + 16, rms, ROCK_KEY_LEN);
+	memcpy(ticket, key_id, ROCK_TICKET_KEY_ID_LEN);
+	memcpy(ticket + ROCK_TICKET_KEY_ID_LEN, nonce, ROCK_TICKET_NONCE_LEN);
+	ticket_ad(ad, key_id);
+	crypto_aead_xchacha20poly1305_ietf_encrypt(box, NULL, plain,
+	    sizeof(plain), ad, sizeof(ad), NULL, nonce, key);
+	sodium_memzero(plain, sizeof(plain));
+}
+
+int
+rock_ticket_open(uint64_t *issued, uint64_t *origin, uint8_t rms[ROCK_KEY_LEN],
+    const uint8_t ticket[ROCK_TICKET_LEN], const uint8_t key[ROCK_KEY_LEN])
+{
+	uint8_t plain[ROCK_TICKET_PLAIN_LEN];
+	uint8_t ad[sizeof(LABEL_TICKET) - 1 + ROCK_TICKET_KEY_ID_LEN];
+	const uint8_t *nonce = ticket + ROCK_TICKET_KEY_ID_LEN;
+	const uint8_t *box = nonce + ROCK_TICKET_NONCE_LEN;
+	int i;
+
+	ticket_ad(ad, ticket);
+	if (crypto_aead_xchacha20poly1305_ietf_decrypt(plain, NULL, NULL, box,
+	    ROCK_TICKET_PLAIN_LEN + 16, ad, sizeof(ad), nonce, key) != 0)
+		return ROCK_ERR_AUTH;
+	*issued = *origin = 0;
+	for (i = 0; i < 8; i++) {
+		*issued = *issued << 8 | plain[i];
+		*origin = *origin << 8 | plain[8 + i];
+	}
+	memcpy(rms, plain + 16, ROCK_KEY_LEN);
+	sodium_memzero(plain, sizeof(plain));
+	return 0;
 }
 
 void

@@ -42,6 +42,8 @@ int rock_keys_server(struct rock_keys *k, const struct rock_keypair *own,
 void rock_keys_wipe(struct rock_keys *k);
 
 void rock_random(void *buf, size_t n);
+/* Zeroes a secret in a way the compiler keeps (sodium_memzero). */
+void rock_wipe(void *p, size_t n);
 
 /* Tags of doc/PROTOCOL.md: BLAKE2b-128 keyed, over a label and the bytes. */
 void rock_hb_tag(uint8_t out[ROCK_TAG_LEN], const uint8_t key[ROCK_KEY_LEN],
@@ -61,6 +63,32 @@ void rock_request_tag(uint8_t out[ROCK_TAG_LEN], const uint8_t key[ROCK_KEY_LEN]
 void rock_ok_tag(uint8_t out[ROCK_TAG_LEN], const uint8_t key[ROCK_KEY_LEN],
     const uint8_t id[ROCK_ID_LEN], const uint8_t client_nonce[ROCK_NONCE_LEN],
     const uint8_t msg[ROCK_RECONNECT_OK_LEN - ROCK_TAG_LEN]);
+
+/* Resumption (doc/PROTOCOL.md 2.7). The secret a session leaves for the
+ * next connection: from its keys and id. */
+void rock_resumption_secret(uint8_t rms[ROCK_KEY_LEN],
+    const uint8_t k_cs[ROCK_KEY_LEN], const uint8_t k_sc[ROCK_KEY_LEN],
+    const uint8_t id[ROCK_ID_LEN]);
+/* A resumed session's keys, for the client's side (client 1) or the
+ * server's. */
+void rock_resume_keys(struct rock_keys *k, int client,
+    const uint8_t rms[ROCK_KEY_LEN], const uint8_t nonce_c[ROCK_NONCE_LEN],
+    const uint8_t nonce_s[ROCK_NONCE_LEN], const uint8_t id[ROCK_ID_LEN]);
+/* SERVER_RESUME's tag: over what the client sent and the answer's bytes
+ * before the tag. */
+void rock_resume_tag(uint8_t out[ROCK_TAG_LEN], const uint8_t rms[ROCK_KEY_LEN],
+    const uint8_t *sent, size_t nsent, const uint8_t *msg, size_t nmsg);
+/* A ticket sealed under a server's ticket key: when it was issued, when
+ * its chain's full handshake was (both the server's clock, ms), the
+ * secret. Opened: 0, or ROCK_ERR_AUTH (another key, or bytes changed). */
+void rock_ticket_seal(uint8_t ticket[ROCK_TICKET_LEN],
+    const uint8_t key_id[ROCK_TICKET_KEY_ID_LEN],
+    const uint8_t key[ROCK_KEY_LEN],
+    const uint8_t nonce[ROCK_TICKET_NONCE_LEN], uint64_t issued,
+    uint64_t origin, const uint8_t rms[ROCK_KEY_LEN]);
+int rock_ticket_open(uint64_t *issued, uint64_t *origin,
+    uint8_t rms[ROCK_KEY_LEN], const uint8_t ticket[ROCK_TICKET_LEN],
+    const uint8_t key[ROCK_KEY_LEN]);
 
 void rock_identity_new(struct rock_identity *id);
 void rock_identity_from_seed(struct rock_identity *id,

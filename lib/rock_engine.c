@@ -183,7 +183,16 @@ rock_engine_free(struct rock_engine *e)
 	rock_control_close(e);
 	free(e->table);
 	rock_identity_wipe(&e->ident);
+	rock_ticket_wipe_all(e);
 	free(e);
+}
+
+void
+rock_engine_forget_secrets(struct rock_engine *e)
+{
+	rock_keypair_wipe(&e->spare);
+	e->spare_ready = 0;
+	rock_ticket_wipe_all(e);
 }
 
 void

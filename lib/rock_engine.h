@@ -100,6 +100,9 @@ int rock_engine_new_adopt(struct rock_engine **out, struct event_base *base,
     const struct rock_log *log, const struct rock_engine_config *cfg,
     int udp_fd);
 void rock_engine_free(struct rock_engine *e);
+/* In a forked child that will not run e: its tickets, ticket keys and
+ * spare key pair wiped (the parent's to use, not a copy's to keep). */
+void rock_engine_forget_secrets(struct rock_engine *e);
 /* An owner whose own threads touch sessions while the loop runs (the
  * preload shim) gives the engine its lock: every event callback holds it. */
 void rock_engine_set_lock(struct rock_engine *e, void (*lock)(void *),
@@ -135,6 +138,7 @@ enum rock_hs_fail {
 	ROCK_HS_BUSY,		/* the owner's limits, or it is stopping */
 	ROCK_HS_BACKEND,	/* the owner could not reach the backend */
 	ROCK_HS_ERROR,		/* a local failure: memory, a send */
+	ROCK_HS_TICKET,		/* a resumption ticket not ours, or expired */
 	ROCK_HS_FAIL_KINDS
 };
 
@@ -148,6 +152,9 @@ struct rock_engine_stats {
 	unsigned long status_exchanges;	/* client: ends confirmed over TCP */
 	unsigned long probes, probe_cache_hits;
 	unsigned long handshakes;	/* server: sessions made */
+	unsigned long resumed;		/* sessions made by a ticket: the
+					 * server's handshakes, the client's
+					 * connects */
 	unsigned long handshake_failed[ROCK_HS_FAIL_KINDS];
 	unsigned long evictions;	/* rock_engine_make_room's victims */
 };

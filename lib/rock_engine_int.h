@@ -194,6 +194,34 @@ struct rock_session {
 #define PROBE_CACHE_MS ROCK_PROBE_TTL_MS
 #define PROBE_CACHE_PLAIN_MS ROCK_PROBE_PLAIN_TTL_MS
 
+/* Resumption (doc/PROTOCOL.md 2.7): a ticket key seals for an hour; a
+ * ticket lives an hour, a chain of resumptions two hours from its full
+ * handshake; a client stops using one a minute before. */
+#define ROCK_TICKET_ROTATE_S 3600
+#define ROCK_TICKET_LIFETIME_S 3600
+#define ROCK_TICKET_CHAIN_S 7200
+#define ROCK_TICKET_MARGIN_S 60
+#define ROCK_TICKET_CACHE 16
+
+/* Server: a ticket key (set 0: none). */
+struct rock_ticket_key {
+	uint8_t id[ROCK_TICKET_KEY_ID_LEN];
+	uint8_t key[ROCK_KEY_LEN];
+	int64_t born_ms, retired_ms;
+	int set;
+};
+
+/* Client: a server's ticket, the secret it seals, the identity the full
+ * handshake proved and when it was (len 0: free). */
+struct rock_ticket_entry {
+	struct sockaddr_storage addr;
+	socklen_t len;
+	int64_t expires_ms, origin_ms;	/* rock_ticket_now_ms() */
+	uint8_t ticket[ROCK_TICKET_LEN];
+	uint8_t rms[ROCK_KEY_LEN];
+	uint8_t ident[ROCK_IDENT_LEN];
+};
+
 /* A server known to be enhanced, and its announcement (decision 10). */
 struct probe_entry {
 	struct sockaddr_storage addr;
@@ -235,6 +263,9 @@ struct rock_engine {
 	struct probe_entry probes[PROBE_CACHE];
 	unsigned probe_next;		/* round-robin slot to replace */
 	struct rock_probe_file *probe_file; /* the owner's; NULL: none */
+	struct rock_ticket_key ticket_keys[2];	/* sealing, retired */
+	struct rock_ticket_entry tickets[ROCK_TICKET_CACHE];
+	unsigned ticket_next;
 	/* An X25519 pair made ahead, off any handshake's critical path: the
 	 * next handshake takes it (rock_engine_keypair_take). */
 	struct rock_keypair spare;
@@ -293,6 +324,32 @@ void rock_engine_keypair_take(struct rock_engine *e, struct rock_keypair *kp);
 /* Make the spare if it was taken. On the engine's thread; locked: the
  * owner's lock is held (else it is taken around the store only). */
 void rock_engine_keypair_fill(struct rock_engine *e, int locked);
+
+/* Tickets (rock_ticket.c); the owner's lock held. Times are
+ * rock_ticket_now_ms()'s (the boot clock). Server: a TICKET message for a
+ * session's resumption secret, its chain begun at origin (a full
+ * handshake's: now); a ticket opened (0, *origin), else ROCK_ERR_AUTH (not
+ * ours, or no longer) or ROCK_ERR_TIMEOUT (it, or its chain, expired). */
+int64_t rock_ticket_now_ms(void);
+void rock_ticket_issue(struct rock_engine *e, const uint8_t rms[ROCK_KEY_LEN],
+    int64_t origin, uint8_t out[ROCK_TICKET_MSG_LEN]);
+int rock_ticket_accept(struct rock_engine *e,
+    const uint8_t ticket[ROCK_TICKET_LEN], uint8_t rms[ROCK_KEY_LEN],
+    int64_t *origin);
+/* Client: the ticket held for a destination (1, copied), a new one, or
+ * the one a connect used found wanting (kept if another replaced it). */
+int rock_ticket_find(struct rock_engine *e, const struct sockaddr *addr,
+    socklen_t len, struct rock_ticket_entry *out);
+void rock_ticket_store(struct rock_engine *e, const struct sockaddr *addr,
+    socklen_t len, const struct rock_ticket_msg *m,
+    const uint8_t rms[ROCK_KEY_LEN], const uint8_t ident[ROCK_IDENT_LEN],
+    int64_t origin);
+void rock_ticket_drop(struct rock_engine *e, const struct sockaddr *addr,
+    socklen_t len, const uint8_t ticket[ROCK_TICKET_LEN]);
+/* Every tick: keys rotated and retired on time, expired tickets wiped,
+ * whether or not anyone connects. */
+void rock_ticket_tick(struct rock_engine *e);
+void rock_ticket_wipe_all(struct rock_engine *e);
 
 /* Session life (rock_session.c). */
 int rock_session_new(struct rock_engine *e, enum rock_role role,
@@ -381,6 +438,9 @@ struct rock_tcp_sample {
 	uint32_t rto_us, lost, retrans, snd_wnd, last_data_sent_ms;
 };
 int rock_tcp_sample(int fd, struct rock_tcp_sample *out);
+/* The round trip TCP measured (over its handshake, on a new connection),
+ * ms; 0 when unknown. */
+int rock_tcp_rtt_ms(int fd);
 /* One request and its answer over a fresh connection whose round trip is
  * rtt_ms, one lost segment included (the retransmission waits for TCP's
  * first RTO). */

@@ -12,7 +12,7 @@
 
 #define SESSION_MAGIC 0x524b5353u	/* "RKSS" */
 #define ENGINE_MAGIC 0x524b454eu	/* "RKEN" */
-#define HANDOVER_VERSION 2
+#define HANDOVER_VERSION 3
 /* Far above what a ring or queue holds (rock_ring_cap_for), far below
  * what a corrupt length could make us allocate. */
 #define MAX_RING (256u * 1024 * 1024)
@@ -300,18 +300,28 @@ rock_session_import(struct rock_engine *e, const uint8_t *p, size_t n, int fd,
 	return 0;
 }
 
-/* ---- the engine: its announcement (so cached probes stay good) and the
- * farewells still being said */
+/* ---- the engine: its announcement (so cached probes stay good), its
+ * ticket keys (so its clients' tickets still resume) and the farewells
+ * still being said */
 
 int
 rock_engine_export(const struct rock_engine *e, struct evbuffer *out)
 {
 	struct rock_rec_out w;
-	int r;
+	int r, i;
 
 	if ((r = rock_rec_begin(&w)) != 0)
 		return r;
 	rock_rec_bytes(&w, e->announcement, ROCK_ANNOUNCE_LEN);
+	for (i = 0; i < 2; i++) {
+		const struct rock_ticket_key *k = &e->ticket_keys[i];
+
+		rock_rec_uint(&w, (uint64_t)k->set, 1);
+		rock_rec_bytes(&w, k->id, sizeof(k->id));
+		rock_rec_bytes(&w, k->key, sizeof(k->key));
+		rock_rec_uint(&w, (uint64_t)k->born_ms, 8);
+		rock_rec_uint(&w, (uint64_t)k->retired_ms, 8);
+	}
 	rock_rec_uint(&w, e->nfarewells, 4);
 	rock_farewell_put_all(e, &w);
 	return rock_rec_seal(&w, ENGINE_MAGIC, HANDOVER_VERSION, out);
@@ -322,11 +332,21 @@ rock_engine_import(struct rock_engine *e, const uint8_t *p, size_t n)
 {
 	struct rock_rec_in r;
 	uint64_t count, i;
-	int err;
+	int err, j;
 
 	if ((err = rock_rec_open(&r, p, n, ENGINE_MAGIC, HANDOVER_VERSION)) != 0)
 		return err;
 	rock_rec_get_bytes(&r, e->announcement, ROCK_ANNOUNCE_LEN);
+	/* The boot clock is the host's: the keys' ages carry over as they are. */
+	for (j = 0; j < 2; j++) {
+		struct rock_ticket_key *k = &e->ticket_keys[j];
+
+		k->set = (int)rock_rec_get_max(&r, 1, 1);
+		rock_rec_get_bytes(&r, k->id, sizeof(k->id));
+		rock_rec_get_bytes(&r, k->key, sizeof(k->key));
+		k->born_ms = (int64_t)rock_rec_get(&r, 8);
+		k->retired_ms = (int64_t)rock_rec_get(&r, 8);
+	}
 	count = rock_rec_get_max(&r, 4, MAX_FAREWELLS);
 	for (i = 0; i < count && r.err == 0; i++)
 		if ((err = rock_farewell_get(e, &r)) != 0)

@@ -38,7 +38,8 @@ rock_refusal_verify(struct rock_engine *e, const uint8_t ident[ROCK_IDENT_LEN],
  * prove is then only a failed attempt. */
 static int
 read_error_reply(struct rock_engine *e, int fd, uint8_t first,
-    int64_t deadline, const uint8_t *known, const uint8_t *hello)
+    int64_t deadline, const uint8_t *known, const uint8_t *hello,
+    size_t nhello)
 {
 	uint8_t buf[ROCK_ERROR_MAX_LEN];
 	struct rock_error_msg em;
@@ -52,10 +53,14 @@ read_error_reply(struct rock_engine *e, int fd, uint8_t first,
 		return ROCK_ERR_PROTOCOL;
 	if (rock_error_decode(&em, buf, sizeof(buf), &used) != 0)
 		return ROCK_ERR_PROTOCOL;
+	/* Unsigned, and it asks only for a full handshake, which the
+	 * server's signature then decides. */
+	if (em.code == ROCK_WERR_TICKET)
+		return ROCK_ERR_AUTH;
 	/* A server that proved this key speaks our version: its VERSION, as
 	 * any refusal, must be signed, or it would buy a plain connection. */
 	if (known != NULL &&
-	    rock_refusal_verify(e, known, &em, buf, used, hello, ROCK_HELLO_TOTAL) != 0)
+	    rock_refusal_verify(e, known, &em, buf, used, hello, nhello) != 0)
 		return ROCK_ERR_UNVERIFIED;
 	switch (em.code) {
 	case ROCK_WERR_STALE:
@@ -87,28 +92,32 @@ build_hello(const struct rock_engine *e, int fd,
 }
 
 /* The rest of the hello (what the SYN did not carry), then the answer:
- * a SERVER_HELLO signed by the key it names over the whole exchange, or a
- * refusal. */
+ * a SERVER_HELLO and its TICKET, signed by the key it names over the whole
+ * exchange, or a refusal. */
 static int
 hello_exchange(struct rock_engine *e, int fd, const uint8_t *hello,
     size_t sent, int64_t deadline, const uint8_t *known,
-    struct rock_server_hello *sh)
+    struct rock_server_hello *sh, struct rock_ticket_msg *tm)
 {
-	uint8_t in[ROCK_SERVER_HELLO_LEN];
+	uint8_t in[ROCK_SERVER_HELLO_LEN + ROCK_TICKET_MSG_LEN];
+	uint8_t signed_part[ROCK_SERVER_HELLO_SIGNED + ROCK_TICKET_MSG_LEN];
 	int r;
 
 	if ((r = rock_blocking_write(fd, hello + sent, ROCK_HELLO_TOTAL - sent, deadline)) != 0 ||
 	    (r = rock_blocking_read(fd, in, 1, deadline)) != 0)
 		return r == ROCK_ERR_SHORT ? ROCK_ERR_PROTOCOL : r;
 	if (in[0] == ROCK_MSG_ERROR)
-		return read_error_reply(e, fd, in[0], deadline, known, hello);
+		return read_error_reply(e, fd, in[0], deadline, known, hello,
+		    ROCK_HELLO_TOTAL);
 	if ((r = rock_blocking_read(fd, in + 1, sizeof(in) - 1, deadline)) != 0)
 		return r == ROCK_ERR_SHORT ? ROCK_ERR_PROTOCOL : r;
 	if (rock_server_hello_decode(sh, in) != 0 || sh->version != ROCK_VERSION ||
-	    (sh->features & ~ROCK_FEAT_ALL) != 0)
+	    (sh->features & ~ROCK_FEAT_ALL) != 0 ||
+	    rock_ticket_msg_decode(tm, in + ROCK_SERVER_HELLO_LEN) != 0)
 		return ROCK_ERR_PROTOCOL;
 	if (rock_answer_verify(sh->sig, sh->ident, ROCK_ANSWER_HELLO, hello,
-	    ROCK_HELLO_TOTAL, in, ROCK_SERVER_HELLO_SIGNED) != 0) {
+	    ROCK_HELLO_TOTAL, signed_part, rock_answer_covered(signed_part, in,
+	    ROCK_SERVER_HELLO_SIGNED, in + ROCK_SERVER_HELLO_LEN)) != 0) {
 		rlog_warn(e->log, "handshake: the server's hello is not signed "
 		    "by the key it names; dropped");
 		return known != NULL ? ROCK_ERR_UNVERIFIED : ROCK_ERR_PROTOCOL;
@@ -172,7 +181,225 @@ trusted(struct rock_engine *e, const struct sockaddr *addr, socklen_t len,
 	return rock_trust_check(&e->trust, e->log, addr, len, ident);
 }
 
-/* *cached: as announcement_for's. */
+/* r, and fd closed when r is a failure, errno kept for the caller. */
+static int
+close_failed(int r, int fd)
+{
+	int err = errno;
+
+	if (r != 0 && fd >= 0)
+		rock_sys.close(fd);
+	errno = err;
+	return r;
+}
+
+/* The data connection's socket. */
+static int
+data_socket(const struct sockaddr *addr, int *fd)
+{
+	*fd = rock_sys.socket(addr->sa_family, SOCK_STREAM | SOCK_NONBLOCK |
+	    SOCK_CLOEXEC, 0);
+	return *fd < 0 ? ROCK_ERR_SYSTEM : 0;
+}
+
+/* The connect, the first flight (announcement and hello) in the SYN with
+ * Fast Open: *sent of it, and the round trip. */
+static int
+dial(struct rock_engine *e, int fd, const struct sockaddr *addr,
+    socklen_t len, int64_t *deadline, const uint8_t *flight, size_t nflight,
+    size_t *sent, int *rtt)
+{
+	int64_t t0 = rock_now_ms(), bound;
+	int r;
+
+	if ((r = rock_blocking_connect(fd, addr, len, *deadline, flight, nflight,
+	    sent)) != 0)
+		return r;
+	*rtt = (int)(rock_now_ms() - t0);
+	/* The path measured by the connect may be slower than the bound. */
+	bound = t0 + *rtt + rock_handshake_ms(e, *rtt);
+	if (*deadline < bound)
+		*deadline = bound;
+	return 0;
+}
+
+/* The ticket this session leaves for the next connection, with the
+ * identity its handshake proved and when its chain began (a full
+ * handshake's: now). Lock held. */
+static void
+keep_ticket(struct rock_engine *e, const struct sockaddr *addr, socklen_t len,
+    const struct rock_ticket_msg *tm, const struct rock_keys *keys,
+    const uint8_t id[ROCK_ID_LEN], const uint8_t ident[ROCK_IDENT_LEN],
+    int64_t origin)
+{
+	uint8_t rms[ROCK_KEY_LEN];
+
+	rock_resumption_secret(rms, keys->tx, keys->rx, id);
+	rock_ticket_store(e, addr, len, tm, rms, ident, origin);
+	rock_wipe(rms, sizeof(rms));
+}
+
+static int
+handshake_full(struct rock_engine *e, const struct sockaddr *addr,
+    socklen_t len, int64_t deadline, const uint8_t *known,
+    const uint8_t ann[ROCK_ANNOUNCE_LEN], const struct rock_session_cbs *cbs,
+    void *arg, struct rock_session **out)
+{
+	struct rock_server_hello sh;
+	uint8_t hello[ROCK_HELLO_TOTAL];
+	struct rock_ticket_msg tm;
+	struct rock_keypair kp;
+	struct rock_keys keys;
+	int fd = -1, r, rtt;
+	size_t sent;
+
+	memset(&keys, 0, sizeof(keys));
+	rock_engine_enter(e);
+	rock_engine_keypair_take(e, &kp);
+	rock_engine_leave(e);
+	if ((r = data_socket(addr, &fd)) == 0) {
+		build_hello(e, fd, ann, &kp, hello);
+		if ((r = dial(e, fd, addr, len, &deadline, hello, sizeof(hello),
+		    &sent, &rtt)) == 0)
+			r = hello_exchange(e, fd, hello, sent, deadline, known,
+			    &sh, &tm);
+	}
+	if (r == 0 && (r = trusted(e, addr, len, known, sh.ident)) == 0 &&
+	    (r = rock_keys_client(&keys, &kp, sh.pk)) == 0) {
+		rock_engine_enter(e);
+		if ((r = make_session(e, fd, rtt, addr, len, &sh, &keys, cbs, arg,
+		    out)) == 0)
+			keep_ticket(e, addr, len, &tm, &keys, sh.id, sh.ident,
+			    rock_ticket_now_ms());
+		rock_engine_leave(e);
+	}
+	rock_keypair_wipe(&kp);
+	rock_keys_wipe(&keys);
+	return close_failed(r, fd);
+}
+
+/* SERVER_RESUME and its TICKET, checked by the ticket's secret, or a
+ * refusal. *sh gets what make_session needs, the identity the ticket's
+ * handshake proved. *heard: the server answered. */
+static int
+resume_exchange(struct rock_engine *e, int fd, const uint8_t *flight,
+    size_t sent, int64_t deadline, const struct rock_ticket_entry *tk,
+    struct rock_server_hello *sh, struct rock_keys *keys,
+    struct rock_ticket_msg *tm, int *heard)
+{
+	uint8_t in[ROCK_SERVER_RESUME_LEN + ROCK_TICKET_MSG_LEN];
+	uint8_t tagged[ROCK_SERVER_RESUME_TAGGED + ROCK_TICKET_MSG_LEN];
+	uint8_t tag[ROCK_TAG_LEN];
+	struct rock_server_resume sr;
+	int r;
+
+	if ((r = rock_blocking_write(fd, flight + sent, ROCK_RESUME_TOTAL - sent,
+	    deadline)) != 0 || (r = rock_blocking_read(fd, in, 1, deadline)) != 0)
+		return r == ROCK_ERR_SHORT ? ROCK_ERR_PROTOCOL : r;
+	*heard = 1;
+	if (in[0] == ROCK_MSG_ERROR)
+		return read_error_reply(e, fd, in[0], deadline, tk->ident, flight,
+		    ROCK_RESUME_TOTAL);
+	if ((r = rock_blocking_read(fd, in + 1, sizeof(in) - 1, deadline)) != 0)
+		return r == ROCK_ERR_SHORT ? ROCK_ERR_PROTOCOL : r;
+	if (rock_server_resume_decode(&sr, in) != 0 || sr.version != ROCK_VERSION ||
+	    (sr.features & ~ROCK_FEAT_ALL) != 0 ||
+	    rock_ticket_msg_decode(tm, in + ROCK_SERVER_RESUME_LEN) != 0)
+		return ROCK_ERR_PROTOCOL;
+	rock_resume_tag(tag, tk->rms, flight, ROCK_RESUME_TOTAL, tagged,
+	    rock_answer_covered(tagged, in, ROCK_SERVER_RESUME_TAGGED,
+	    in + ROCK_SERVER_RESUME_LEN));
+	if (!rock_equal(tag, sr.tag, ROCK_TAG_LEN)) {
+		rlog_warn(e->log, "handshake: a resumption answered without "
+		    "the ticket's secret; a full handshake instead");
+		return ROCK_ERR_UNVERIFIED;
+	}
+	memset(sh, 0, sizeof(*sh));
+	sh->version = sr.version;
+	sh->features = sr.features;
+	memcpy(sh->id, sr.id, ROCK_ID_LEN);
+	sh->rcvbuf = sr.rcvbuf;
+	sh->sndbuf = sr.sndbuf;
+	sh->udp_port = sr.udp_port;
+	memcpy(sh->ident, tk->ident, ROCK_IDENT_LEN);
+	rock_resume_keys(keys, 1, tk->rms, flight + ROCK_ANNOUNCE_LEN + 14,
+	    sr.nonce, sr.id);
+	return 0;
+}
+
+/* A resumption by the ticket held for the destination: no key exchange,
+ * no signature, on either side. *heard: as resume_exchange's. */
+static int
+handshake_resumed(struct rock_engine *e, const struct sockaddr *addr,
+    socklen_t len, int64_t deadline, const uint8_t *known,
+    const uint8_t ann[ROCK_ANNOUNCE_LEN], const struct rock_ticket_entry *tk,
+    const struct rock_session_cbs *cbs, void *arg, struct rock_session **out,
+    int *heard)
+{
+	uint8_t flight[ROCK_RESUME_TOTAL];
+	struct rock_client_resume cr;
+	struct rock_server_hello sh;
+	struct rock_ticket_msg tm;
+	struct rock_keys keys;
+	int fd = -1, r, rtt;
+	size_t sent = 0;
+
+	memset(&keys, 0, sizeof(keys));
+	cr.version = ROCK_VERSION;
+	cr.features = ROCK_FEAT_ALL;
+	cr.udp_port = e->udp_port;
+	rock_random(cr.nonce, ROCK_NONCE_LEN);
+	memcpy(cr.ticket, tk->ticket, ROCK_TICKET_LEN);
+	memcpy(flight, ann, ROCK_ANNOUNCE_LEN);
+	if ((r = data_socket(addr, &fd)) == 0) {
+		rock_socket_buffers(e, fd, &cr.rcvbuf, &cr.sndbuf);
+		rock_client_resume_encode(&cr, flight + ROCK_ANNOUNCE_LEN);
+		if ((r = dial(e, fd, addr, len, &deadline, flight, sizeof(flight),
+		    &sent, &rtt)) == 0)
+			r = resume_exchange(e, fd, flight, sent, deadline, tk, &sh,
+			    &keys, &tm, heard);
+	}
+	/* No key known for the destination (none pinned, no file): what
+	 * the ticket's handshake proved is recorded as a first contact's. */
+	if (r == 0 && known == NULL)
+		r = trusted(e, addr, len, NULL, sh.ident);
+	if (r == 0) {
+		rock_engine_enter(e);
+		if ((r = make_session(e, fd, rtt, addr, len, &sh, &keys, cbs, arg,
+		    out)) == 0) {
+			keep_ticket(e, addr, len, &tm, &keys, sh.id, sh.ident,
+			    tk->origin_ms);
+			e->stats.resumed++;
+		}
+		rock_engine_leave(e);
+	}
+	rock_keys_wipe(&keys);
+	return close_failed(r, fd);
+}
+
+/* A resumption found wanting costs its ticket and goes on as a full
+ * handshake: refused (TICKET), answered without the secret, malformed,
+ * or reset once connected (the server gone since, or a middlebox). Not
+ * when nothing answered (the full handshake would wait the same) or
+ * the answer decides the connect (BUSY, BACKEND, VERSION, STALE, a key
+ * refused). */
+static int
+resume_fell_through(int r, int heard)
+{
+	switch (r) {
+	case ROCK_ERR_AUTH:
+	case ROCK_ERR_UNVERIFIED:
+	case ROCK_ERR_PROTOCOL:
+		return 1;
+	case ROCK_ERR_SYSTEM:
+		return heard || errno == ECONNRESET || errno == EPIPE;
+	default:
+		return 0;
+	}
+}
+
+/* *cached: as announcement_for's. A ticket held for the destination is
+ * tried first, when the key it was proved with is the one known now. */
 static int
 handshake_once(struct rock_engine *e, const struct sockaddr *addr,
     socklen_t len, int64_t deadline, const uint8_t *known,
@@ -180,55 +407,37 @@ handshake_once(struct rock_engine *e, const struct sockaddr *addr,
     int *cached)
 {
 	uint8_t ann[ROCK_ANNOUNCE_LEN];
-	struct rock_server_hello sh;
-	uint8_t hello[ROCK_HELLO_TOTAL];
-	struct rock_keypair kp;
-	struct rock_keys keys;
-	int fd = -1, r, rtt, err;
-	size_t sent;
-	int64_t t0, bound;
+	struct rock_ticket_entry tk;
+	int r, have, heard = 0;
 
 	if ((r = rock_probe_announcement(e, addr, len, deadline, ann, cached)) != 0)
 		return r;
-	t0 = rock_now_ms();
 	/* The timeout bounds the search for a rockd. One found gets as long
 	 * for the handshake as a server gives any (its backend dial is in it):
 	 * giving up early would make a rock of nothing but a plain fallback. */
-	if (deadline < t0 + e->cfg.handshake_timeout_ms)
-		deadline = t0 + e->cfg.handshake_timeout_ms;
-	if ((fd = rock_sys.socket(addr->sa_family, SOCK_STREAM | SOCK_NONBLOCK |
-	    SOCK_CLOEXEC, 0)) < 0)
-		return ROCK_ERR_SYSTEM;
+	if (deadline < rock_now_ms() + e->cfg.handshake_timeout_ms)
+		deadline = rock_now_ms() + e->cfg.handshake_timeout_ms;
 	rock_engine_enter(e);
-	rock_engine_keypair_take(e, &kp);
+	have = rock_ticket_find(e, addr, len, &tk) &&
+	    (known == NULL || rock_equal(known, tk.ident, ROCK_IDENT_LEN));
 	rock_engine_leave(e);
-	build_hello(e, fd, ann, &kp, hello);
-	if ((r = rock_blocking_connect(fd, addr, len, deadline, hello, sizeof(hello),
-	    &sent)) != 0) {
-		err = errno;
-		rock_keypair_wipe(&kp);
-		rock_sys.close(fd);
-		errno = err;
-		return r;
+	if (have) {
+		r = handshake_resumed(e, addr, len, deadline, known, ann, &tk, cbs,
+		    arg, out, &heard);
+		if (r != 0 && (r == ROCK_ERR_LOST || resume_fell_through(r, heard))) {
+			rock_engine_enter(e);
+			rock_ticket_drop(e, addr, len, tk.ticket);
+			rock_engine_leave(e);
+		}
+		if (r == 0 || !resume_fell_through(r, heard)) {
+			rock_wipe(&tk, sizeof(tk));
+			return r;
+		}
+		rlog_debug(e->log, "handshake: resumption failed (%s); a full "
+		    "handshake", rock_err(r));
 	}
-	rtt = (int)(rock_now_ms() - t0);
-	/* The path measured by the connect may be slower than the bound. */
-	bound = t0 + rtt + rock_handshake_ms(e, rtt);
-	if (deadline < bound)
-		deadline = bound;
-	if ((r = hello_exchange(e, fd, hello, sent, deadline, known, &sh)) == 0 &&
-	    (r = trusted(e, addr, len, known, sh.ident)) == 0 &&
-	    (r = rock_keys_client(&keys, &kp, sh.pk)) == 0) {
-		rock_engine_enter(e);
-		r = make_session(e, fd, rtt, addr, len, &sh, &keys, cbs, arg,
-		    out);
-		rock_engine_leave(e);
-	}
-	rock_keypair_wipe(&kp);
-	rock_keys_wipe(&keys);
-	if (r != 0 && fd >= 0)
-		rock_sys.close(fd);
-	return r;
+	rock_wipe(&tk, sizeof(tk));
+	return handshake_full(e, addr, len, deadline, known, ann, cbs, arg, out);
 }
 
 int

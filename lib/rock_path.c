@@ -56,6 +56,14 @@ first_rto_ms(int rtt_ms)
 }
 
 int
+rock_tcp_rtt_ms(int fd)
+{
+	struct rock_tcp_sample t;
+
+	return rock_tcp_sample(fd, &t) == 0 ? (int)(t.rtt_us / 1000) : 0;
+}
+
+int
 rock_exchange_ms(int rtt_ms)
 {
 	/* The request resent once, then the answer. */

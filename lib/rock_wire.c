@@ -142,6 +142,98 @@ rock_server_hello_decode(struct rock_server_hello *h,
 	return 0;
 }
 
+size_t
+rock_answer_covered(uint8_t *out, const uint8_t *answer, size_t n,
+    const uint8_t ticket[ROCK_TICKET_MSG_LEN])
+{
+	memcpy(out, answer, n);
+	memcpy(out + n, ticket, ROCK_TICKET_MSG_LEN);
+	return n + ROCK_TICKET_MSG_LEN;
+}
+
+void
+rock_client_resume_encode(const struct rock_client_resume *h,
+    uint8_t out[ROCK_CLIENT_RESUME_LEN])
+{
+	out[0] = ROCK_MSG_CLIENT_RESUME;
+	out[1] = h->version;
+	put16(out + 2, h->features);
+	put32(out + 4, h->rcvbuf);
+	put32(out + 8, h->sndbuf);
+	put16(out + 12, h->udp_port);
+	memcpy(out + 14, h->nonce, ROCK_NONCE_LEN);
+	memcpy(out + 30, h->ticket, ROCK_TICKET_LEN);
+}
+
+int
+rock_client_resume_decode(struct rock_client_resume *h,
+    const uint8_t in[ROCK_CLIENT_RESUME_LEN])
+{
+	if (in[0] != ROCK_MSG_CLIENT_RESUME || in[1] == 0)
+		return ROCK_ERR_PROTOCOL;
+	h->version = in[1];
+	h->features = get16(in + 2);
+	h->rcvbuf = get32(in + 4);
+	h->sndbuf = get32(in + 8);
+	h->udp_port = get16(in + 12);
+	memcpy(h->nonce, in + 14, ROCK_NONCE_LEN);
+	memcpy(h->ticket, in + 30, ROCK_TICKET_LEN);
+	return 0;
+}
+
+void
+rock_server_resume_encode(const struct rock_server_resume *h,
+    uint8_t out[ROCK_SERVER_RESUME_LEN])
+{
+	out[0] = ROCK_MSG_SERVER_RESUME;
+	out[1] = h->version;
+	put16(out + 2, h->features);
+	memcpy(out + 4, h->id, ROCK_ID_LEN);
+	put32(out + 20, h->rcvbuf);
+	put32(out + 24, h->sndbuf);
+	put16(out + 28, h->udp_port);
+	put16(out + 30, 0);
+	memcpy(out + 32, h->nonce, ROCK_NONCE_LEN);
+	memcpy(out + 48, h->tag, ROCK_TAG_LEN);
+}
+
+int
+rock_server_resume_decode(struct rock_server_resume *h,
+    const uint8_t in[ROCK_SERVER_RESUME_LEN])
+{
+	if (in[0] != ROCK_MSG_SERVER_RESUME || in[1] == 0 || get16(in + 30) != 0)
+		return ROCK_ERR_PROTOCOL;
+	h->version = in[1];
+	h->features = get16(in + 2);
+	memcpy(h->id, in + 4, ROCK_ID_LEN);
+	h->rcvbuf = get32(in + 20);
+	h->sndbuf = get32(in + 24);
+	h->udp_port = get16(in + 28);
+	memcpy(h->nonce, in + 32, ROCK_NONCE_LEN);
+	memcpy(h->tag, in + 48, ROCK_TAG_LEN);
+	return 0;
+}
+
+void
+rock_ticket_msg_encode(const struct rock_ticket_msg *t,
+    uint8_t out[ROCK_TICKET_MSG_LEN])
+{
+	out[0] = ROCK_MSG_TICKET;
+	put32(out + 1, t->lifetime_s);
+	memcpy(out + 5, t->ticket, ROCK_TICKET_LEN);
+}
+
+int
+rock_ticket_msg_decode(struct rock_ticket_msg *t,
+    const uint8_t in[ROCK_TICKET_MSG_LEN])
+{
+	if (in[0] != ROCK_MSG_TICKET)
+		return ROCK_ERR_PROTOCOL;
+	t->lifetime_s = get32(in + 1);
+	memcpy(t->ticket, in + 5, ROCK_TICKET_LEN);
+	return 0;
+}
+
 void
 rock_reconnect_req_encode(const struct rock_reconnect_req *r,
     uint8_t out[ROCK_RECONNECT_REQ_LEN])

@@ -5,7 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define ROCK_VERSION		5
+#define ROCK_VERSION		6
 #define ROCK_MAGIC_LEN		8
 #define ROCK_ANNOUNCE_LEN	1024
 #define ROCK_ANNOUNCE_RANDOM	1012
@@ -26,6 +26,9 @@ enum rock_msg_type {
 	ROCK_MSG_CLIENT_HELLO = 0x01,
 	ROCK_MSG_SERVER_HELLO = 0x02,
 	ROCK_MSG_RECONNECT_OK = 0x05,
+	ROCK_MSG_CLIENT_RESUME = 0x06,
+	ROCK_MSG_SERVER_RESUME = 0x07,
+	ROCK_MSG_TICKET = 0x08,
 	ROCK_MSG_ERROR = 0x7f
 };
 
@@ -37,7 +40,8 @@ enum rock_wire_error {
 	ROCK_WERR_AUTH = 5,
 	ROCK_WERR_BACKEND = 6,
 	ROCK_WERR_PROTOCOL = 7,
-	ROCK_WERR_SUPERSEDED = 8
+	ROCK_WERR_SUPERSEDED = 8,
+	ROCK_WERR_TICKET = 9
 };
 
 /* Flags of heartbeat records and reconnect messages. */
@@ -54,6 +58,21 @@ enum rock_wire_error {
 #define ROCK_SERVER_HELLO_LEN	160
 /* What a client sends on a new data connection: announcement, hello. */
 #define ROCK_HELLO_TOTAL	(ROCK_ANNOUNCE_LEN + ROCK_CLIENT_HELLO_LEN)
+/* Resumption (doc/PROTOCOL.md 2.7): a ticket is the server's sealed box
+ * (key id, nonce, XChaCha20-Poly1305 of issue time, the time of its
+ * chain's full handshake and the secret). */
+#define ROCK_TICKET_KEY_ID_LEN	4
+#define ROCK_TICKET_NONCE_LEN	24
+#define ROCK_TICKET_PLAIN_LEN	48
+#define ROCK_TICKET_LEN		(ROCK_TICKET_KEY_ID_LEN + ROCK_TICKET_NONCE_LEN + \
+				 ROCK_TICKET_PLAIN_LEN + 16)
+#define ROCK_CLIENT_RESUME_LEN	(30 + ROCK_TICKET_LEN)
+#define ROCK_RESUME_TOTAL	(ROCK_ANNOUNCE_LEN + ROCK_CLIENT_RESUME_LEN)
+#define ROCK_SERVER_RESUME_LEN	64
+#define ROCK_SERVER_RESUME_TAGGED (ROCK_SERVER_RESUME_LEN - ROCK_TAG_LEN)
+#define ROCK_TICKET_MSG_LEN	(5 + ROCK_TICKET_LEN)
+/* The longest first flight a client sends on a new connection. */
+#define ROCK_FIRST_FLIGHT_MAX	ROCK_RESUME_TOTAL
 /* SERVER_HELLO's bytes that its signature covers. */
 #define ROCK_SERVER_HELLO_SIGNED (ROCK_SERVER_HELLO_LEN - ROCK_SIG_LEN)
 #define ROCK_RECONNECT_REQ_LEN	85
@@ -97,6 +116,34 @@ struct rock_server_hello {
 	uint16_t udp_port;
 	uint8_t ident[ROCK_IDENT_LEN];	/* the server's long-term key */
 	uint8_t sig[ROCK_SIG_LEN];	/* by it, over the handshake */
+};
+
+/* CLIENT_RESUME: a full hello's fields but the key, and the ticket. */
+struct rock_client_resume {
+	uint8_t version;
+	uint16_t features;
+	uint32_t rcvbuf, sndbuf;
+	uint16_t udp_port;
+	uint8_t nonce[ROCK_NONCE_LEN];
+	uint8_t ticket[ROCK_TICKET_LEN];
+};
+
+/* SERVER_RESUME: a SERVER_HELLO's fields but the keys, the server's
+ * nonce, and a tag by the resumption secret over the exchange. */
+struct rock_server_resume {
+	uint8_t version;
+	uint16_t features;
+	uint8_t id[ROCK_ID_LEN];
+	uint32_t rcvbuf, sndbuf;
+	uint16_t udp_port;
+	uint8_t nonce[ROCK_NONCE_LEN];
+	uint8_t tag[ROCK_TAG_LEN];
+};
+
+/* TICKET: for the next connection, after either server answer. */
+struct rock_ticket_msg {
+	uint32_t lifetime_s;
+	uint8_t ticket[ROCK_TICKET_LEN];
 };
 
 /* RECONNECT_REQUEST: who, which attempt, and the client's counts; the tag
@@ -150,10 +197,19 @@ struct rock_hb_record {
 	uint8_t tag[ROCK_TAG_LEN];
 };
 
+/* What an answer's signature or tag covers past the client's bytes: the
+ * answer's first n bytes, then the TICKET that follows it (2.4, 2.7).
+ * Returns the length written. */
+size_t rock_answer_covered(uint8_t *out, const uint8_t *answer, size_t n,
+    const uint8_t ticket[ROCK_TICKET_MSG_LEN]);
+
 /* Encoders write exactly the message's length into out. */
 void rock_announce_encode(const struct rock_announce *a, uint8_t out[ROCK_ANNOUNCE_LEN]);
 void rock_client_hello_encode(const struct rock_client_hello *h, uint8_t out[ROCK_CLIENT_HELLO_LEN]);
 void rock_server_hello_encode(const struct rock_server_hello *h, uint8_t out[ROCK_SERVER_HELLO_LEN]);
+void rock_client_resume_encode(const struct rock_client_resume *h, uint8_t out[ROCK_CLIENT_RESUME_LEN]);
+void rock_server_resume_encode(const struct rock_server_resume *h, uint8_t out[ROCK_SERVER_RESUME_LEN]);
+void rock_ticket_msg_encode(const struct rock_ticket_msg *t, uint8_t out[ROCK_TICKET_MSG_LEN]);
 void rock_reconnect_req_encode(const struct rock_reconnect_req *r, uint8_t out[ROCK_RECONNECT_REQ_LEN]);
 void rock_reconnect_ok_encode(const struct rock_reconnect_ok *o, uint8_t out[ROCK_RECONNECT_OK_LEN]);
 /* Returns the length written (3 + text length + 64, text cut at 200
@@ -170,6 +226,9 @@ void rock_hb_header_encode(const struct rock_hb_header *h, uint8_t out[ROCK_HB_H
 int rock_announce_decode(struct rock_announce *a, const uint8_t in[ROCK_ANNOUNCE_LEN]);
 int rock_client_hello_decode(struct rock_client_hello *h, const uint8_t in[ROCK_CLIENT_HELLO_LEN]);
 int rock_server_hello_decode(struct rock_server_hello *h, const uint8_t in[ROCK_SERVER_HELLO_LEN]);
+int rock_client_resume_decode(struct rock_client_resume *h, const uint8_t in[ROCK_CLIENT_RESUME_LEN]);
+int rock_server_resume_decode(struct rock_server_resume *h, const uint8_t in[ROCK_SERVER_RESUME_LEN]);
+int rock_ticket_msg_decode(struct rock_ticket_msg *t, const uint8_t in[ROCK_TICKET_MSG_LEN]);
 int rock_reconnect_req_decode(struct rock_reconnect_req *r, const uint8_t in[ROCK_RECONNECT_REQ_LEN]);
 int rock_reconnect_ok_decode(struct rock_reconnect_ok *o, const uint8_t in[ROCK_RECONNECT_OK_LEN]);
 /* n bytes available; ROCK_ERR_SHORT when more are needed, else *used set

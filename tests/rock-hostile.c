@@ -489,28 +489,37 @@ cmd_truncated_wait(const struct target *t, long min_ms, long max_ms)
 
 /* ---- session: a real rock of our own, then attacks on it */
 
-/* Signed by the key it names over our hello: that key is the session's
- * signer of refusals from now on. */
+/* Signed by the key it names over our hello and the TICKET after it
+ * (taken, not used): that key is the session's signer of refusals from
+ * now on. */
 static int
 read_server_hello(struct session *ss, const uint8_t *hello,
     struct rock_server_hello *sh)
 {
-	uint8_t in[ROCK_SERVER_HELLO_LEN];
+	uint8_t in[ROCK_SERVER_HELLO_LEN + ROCK_TICKET_MSG_LEN];
+	uint8_t signed_part[ROCK_SERVER_HELLO_SIGNED + ROCK_TICKET_MSG_LEN];
+	struct rock_ticket_msg tm;
 	ssize_t n = recv_full(ss->fd, in, sizeof(in));
 
 	if (n > 0 && in[0] == ROCK_MSG_ERROR)
 		return failf("rockd answered ERROR %s", code_name(in[1]));
 	if (n != (ssize_t)sizeof(in))
-		return failf("SERVER_HELLO: %s", n < 0 ? recv_error() :
+		return failf("SERVER_HELLO and TICKET: %s", n < 0 ? recv_error() :
 		    "end of file");
 	if (rock_server_hello_decode(sh, in) != 0 ||
 	    sh->version != ROCK_VERSION)
 		return failf("malformed SERVER_HELLO");
+	if (rock_ticket_msg_decode(&tm, in + ROCK_SERVER_HELLO_LEN) != 0 ||
+	    tm.lifetime_s == 0)
+		return failf("malformed TICKET");
 	if (sh->features != ROCK_FEAT_ALL || sh->udp_port == 0)
 		return failf("features %#x, UDP port %u: want both features and "
 		    "a control port", sh->features, sh->udp_port);
+	memcpy(signed_part, in, ROCK_SERVER_HELLO_SIGNED);
+	memcpy(signed_part + ROCK_SERVER_HELLO_SIGNED, in + ROCK_SERVER_HELLO_LEN,
+	    ROCK_TICKET_MSG_LEN);
 	if (rock_answer_verify(sh->sig, sh->ident, ROCK_ANSWER_HELLO, hello,
-	    HELLO_TOTAL, in, ROCK_SERVER_HELLO_SIGNED) != 0)
+	    HELLO_TOTAL, signed_part, sizeof(signed_part)) != 0)
 		return failf("SERVER_HELLO not signed by the key it names");
 	memcpy(ss->ident, sh->ident, ROCK_IDENT_LEN);
 	return 0;

@@ -445,6 +445,8 @@ let_go_of_engine(int sockets)
 	shim_fork_relay_child();
 	if (sockets && eng.e != NULL)
 		rock_engine_close_fds(eng.e, shim_real.close);
+	if (eng.e != NULL)
+		rock_engine_forget_secrets(eng.e);
 	eng.state = -1;
 	rock_ctl_forget(eng.ctl);	/* the other process's, still answering */
 	eng.ctl = NULL;

@@ -47,7 +47,8 @@ put_with(const char *harness, const char *name, const uint8_t *head,
 
 /* The vectors' announcement and SERVER_HELLO (its key is a real one),
  * kept for the client's seeds. */
-static uint8_t vec_ann[ROCK_ANNOUNCE_LEN], vec_sh[ROCK_SERVER_HELLO_LEN];
+static uint8_t vec_ann[ROCK_ANNOUNCE_LEN];
+static uint8_t vec_sh[ROCK_SERVER_HELLO_LEN + ROCK_TICKET_MSG_LEN];
 
 /* fuzz_wire: the first byte picks the decoder, in its table's order. */
 static void
@@ -55,14 +56,18 @@ wire_seed(void *arg, const char *name, const uint8_t *p, size_t n)
 {
 	static const char *const order[] = { "announcement", "client_hello",
 	    "server_hello", "reconnect_request", "reconnect_ok",
-	    "error_backend", "heartbeat_packet" };
+	    "error_backend", "heartbeat_packet", "", "client_resume",
+	    "server_resume", "ticket" };
 	uint8_t sel;
 
 	(void)arg;
 	if (strcmp(name, "announcement") == 0)
 		memcpy(vec_ann, p, sizeof(vec_ann));
+	/* The server's answer: SERVER_HELLO, then its TICKET. */
 	if (strcmp(name, "server_hello") == 0)
-		memcpy(vec_sh, p, sizeof(vec_sh));
+		memcpy(vec_sh, p, ROCK_SERVER_HELLO_LEN);
+	if (strcmp(name, "ticket") == 0)
+		memcpy(vec_sh + ROCK_SERVER_HELLO_LEN, p, ROCK_TICKET_MSG_LEN);
 	for (sel = 0; sel < sizeof(order) / sizeof(order[0]); sel++)
 		if (strcmp(name, order[sel]) == 0) {
 			put_with("wire", name, &sel, 1, p, n);

@@ -64,6 +64,45 @@ server_hello(const uint8_t *p, size_t n)
 }
 
 static void
+client_resume(const uint8_t *p, size_t n)
+{
+	struct rock_client_resume h;
+	uint8_t out[ROCK_CLIENT_RESUME_LEN], *in = exact(p, n, sizeof(out));
+
+	if (in != NULL && rock_client_resume_decode(&h, in) == 0) {
+		rock_client_resume_encode(&h, out);
+		FUZZ_CHECK(memcmp(out, in, sizeof(out)) == 0);
+	}
+	free(in);
+}
+
+static void
+server_resume(const uint8_t *p, size_t n)
+{
+	struct rock_server_resume h;
+	uint8_t out[ROCK_SERVER_RESUME_LEN], *in = exact(p, n, sizeof(out));
+
+	if (in != NULL && rock_server_resume_decode(&h, in) == 0) {
+		rock_server_resume_encode(&h, out);
+		FUZZ_CHECK(memcmp(out, in, sizeof(out)) == 0);
+	}
+	free(in);
+}
+
+static void
+ticket_msg(const uint8_t *p, size_t n)
+{
+	struct rock_ticket_msg t;
+	uint8_t out[ROCK_TICKET_MSG_LEN], *in = exact(p, n, sizeof(out));
+
+	if (in != NULL && rock_ticket_msg_decode(&t, in) == 0) {
+		rock_ticket_msg_encode(&t, out);
+		FUZZ_CHECK(memcmp(out, in, sizeof(out)) == 0);
+	}
+	free(in);
+}
+
+static void
 reconnect_req(const uint8_t *p, size_t n)
 {
 	struct rock_reconnect_req r;
@@ -183,7 +222,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static void (*const decoders[])(const uint8_t *, size_t) = {
 		announce, client_hello, server_hello, reconnect_req,
-		reconnect_ok, error_msg, heartbeat, sniff
+		reconnect_ok, error_msg, heartbeat, sniff, client_resume,
+		server_resume, ticket_msg
 	};
 
 	if (size < 1)

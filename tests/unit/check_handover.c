@@ -277,8 +277,8 @@ START_TEST(test_garbled_refused)
 
 	make_session();
 	ck_assert_int_eq(import_garbled(0, 0x524b5354, 4), ROCK_ERR_PROTOCOL);
-	ck_assert_int_eq(import_garbled(4, 1, 4), ROCK_ERR_PROTOCOL);
-	ck_assert_int_eq(import_garbled(4, 3, 4), ROCK_ERR_PROTOCOL);
+	ck_assert_int_eq(import_garbled(4, 2, 4), ROCK_ERR_PROTOCOL);
+	ck_assert_int_eq(import_garbled(4, 4, 4), ROCK_ERR_PROTOCOL);
 	ck_assert_int_eq(import_garbled(AT_HAS_ANCHOR, 2, 1), ROCK_ERR_TOO_LARGE);
 	ck_assert_int_eq(import_garbled(AT_STATE, ROCK_ST_CLOSED, 1), ROCK_ERR_PROTOCOL);
 	ck_assert_int_eq(import_garbled(AT_STATE, 9, 1), ROCK_ERR_PROTOCOL);
@@ -295,12 +295,22 @@ START_TEST(test_garbled_refused)
 }
 END_TEST
 
+/* The announcement moves, so cached probes stay good, and the ticket
+ * keys, so tickets the old process sealed resume on the new. */
 START_TEST(test_engine_announcement_moves)
 {
 	struct evbuffer *out = evbuffer_new();
-	uint8_t buf[4096];
+	uint8_t buf[4096], rms[ROCK_KEY_LEN], got[ROCK_KEY_LEN];
+	uint8_t ticket[ROCK_TICKET_MSG_LEN];
+	struct rock_ticket_msg tm;
+	int64_t origin = 0;
 	size_t n;
 
+	memset(rms, 0x5a, sizeof(rms));
+	rock_ticket_issue(from, rms, rock_ticket_now_ms(), ticket);
+	ck_assert_int_eq(rock_ticket_msg_decode(&tm, ticket), 0);
+	ck_assert_int_eq(rock_ticket_accept(to, tm.ticket, got, &origin),
+	    ROCK_ERR_AUTH);
 	ck_assert_mem_ne(rock_engine_announcement(to),
 	    rock_engine_announcement(from), ROCK_ANNOUNCE_LEN);
 	ck_assert_int_eq(rock_engine_export(from, out), 0);
@@ -312,6 +322,8 @@ START_TEST(test_engine_announcement_moves)
 	ck_assert_int_eq(rock_engine_import(to, buf, n), 0);
 	ck_assert_mem_eq(rock_engine_announcement(to),
 	    rock_engine_announcement(from), ROCK_ANNOUNCE_LEN);
+	ck_assert_int_eq(rock_ticket_accept(to, tm.ticket, got, &origin), 0);
+	ck_assert_mem_eq(got, rms, sizeof(rms));
 }
 END_TEST
 

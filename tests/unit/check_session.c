@@ -693,6 +693,197 @@ START_TEST(test_probe_cache)
 }
 END_TEST
 
+/* The server's count, read from our thread: it is set on the server's
+ * just after its answer left, so it is waited for. */
+static unsigned long
+server_count(const unsigned long *counter, unsigned long want)
+{
+	int64_t end = rock_now_ms() + 3000;
+
+	while (__atomic_load_n(counter, __ATOMIC_RELAXED) < want &&
+	    rock_now_ms() < end)
+		usleep(1000);
+	return __atomic_load_n(counter, __ATOMIC_RELAXED);
+}
+
+/* A second connect resumes by the ticket the first left (no key
+ * exchange, no signature); the resumed keys carry the data and prove a
+ * reconnect, and every byte arrives once, in order. */
+START_TEST(test_resumption)
+{
+	static uint8_t msg[400000];
+	struct server sv;
+
+	pair_up(&sv, NULL);
+	ck_assert_uint_eq(rock_engine_stats(cl.e)->resumed, 0);
+	ck_assert_int_eq(client_connect(&sv), 0);
+	ck_assert_uint_eq(rock_engine_stats(cl.e)->resumed, 1);
+	ck_assert_uint_eq(server_count(&sv.e->stats.resumed, 1), 1);
+	ck_assert_uint_eq(server_count(&sv.e->stats.handshakes, 2), 2);
+	cl.ngot = 0;
+	fill_pattern(msg, sizeof(msg), 3);
+	ck_assert_int_eq(rock_session_send(cl.s, msg, sizeof(msg)), 0);
+	want_bytes = sizeof(msg) / 4;
+	ck_assert(run_until(got_all, 10000));
+	rock_session_fail(cl.s, "test: forced failure");
+	ck_assert(run_until(is_connected, 5000));
+	want_bytes = sizeof(msg);
+	ck_assert(run_until(got_all, 10000));
+	ck_assert_uint_eq(cl.ngot, sizeof(msg));
+	ck_assert_mem_eq(cl.got, msg, sizeof(msg));
+	ck_assert_uint_eq(rock_engine_stats(cl.e)->reconnects, 1);
+	/* A third: the ticket the resumption left resumes too. */
+	ck_assert_int_eq(client_connect(&sv), 0);
+	ck_assert_uint_eq(rock_engine_stats(cl.e)->resumed, 2);
+	pair_down(&sv);
+}
+END_TEST
+
+/* A ticket the server cannot open (a byte changed on the way, or another
+ * instance's): refused with TICKET, and the connect goes on as a full
+ * handshake, which leaves a ticket that resumes. */
+START_TEST(test_ticket_refused)
+{
+	struct server sv;
+	unsigned i, n = 0;
+
+	pair_up(&sv, NULL);
+	for (i = 0; i < ROCK_TICKET_CACHE; i++)
+		if (cl.e->tickets[i].len != 0) {
+			cl.e->tickets[i].ticket[ROCK_TICKET_LEN - 1] ^= 1;
+			n++;
+		}
+	ck_assert_uint_eq(n, 1);
+	ck_assert_int_eq(client_connect(&sv), 0);
+	ck_assert_int_eq(rock_session_state(cl.s), ROCK_ST_CONNECTED);
+	ck_assert_uint_eq(rock_engine_stats(cl.e)->resumed, 0);
+	ck_assert_uint_eq(server_count(
+	    &sv.e->stats.handshake_failed[ROCK_HS_TICKET], 1), 1);
+	ck_assert_uint_eq(server_count(&sv.e->stats.handshakes, 2), 2);
+	ck_assert_int_eq(client_connect(&sv), 0);
+	ck_assert_uint_eq(rock_engine_stats(cl.e)->resumed, 1);
+	pair_down(&sv);
+}
+END_TEST
+
+/* The one ticket the client holds; NULL when none. */
+static struct rock_ticket_entry *
+the_ticket(void)
+{
+	struct rock_ticket_entry *t = NULL;
+	unsigned i, n = 0;
+
+	for (i = 0; i < ROCK_TICKET_CACHE; i++)
+		if (cl.e->tickets[i].len != 0) {
+			t = &cl.e->tickets[i];
+			n++;
+		}
+	ck_assert_uint_le(n, 1);
+	return t;
+}
+
+/* A SERVER_RESUME whose tag the client's secret does not give (here the
+ * client's copy changed; on the wire, an answer from whoever does not
+ * hold the ticket key) proves nothing: a full handshake follows. */
+START_TEST(test_resume_tag_checked)
+{
+	struct server sv;
+
+	pair_up(&sv, NULL);
+	ck_assert_ptr_nonnull(the_ticket());
+	the_ticket()->rms[0] ^= 1;
+	ck_assert_int_eq(client_connect(&sv), 0);
+	ck_assert_int_eq(rock_session_state(cl.s), ROCK_ST_CONNECTED);
+	ck_assert_uint_eq(rock_engine_stats(cl.e)->resumed, 0);
+	ck_assert_uint_eq(server_count(&sv.e->stats.resumed, 1), 1);
+	ck_assert_uint_eq(server_count(&sv.e->stats.handshakes, 3), 3);
+	pair_down(&sv);
+}
+END_TEST
+
+/* A refusal of a resumption (the backend down) is signed over the
+ * resumption's first flight and decides the connect as a full handshake's
+ * would: refused, and the ticket kept for later. */
+START_TEST(test_resume_refused)
+{
+	uint8_t kept[ROCK_TICKET_LEN];
+	struct server sv;
+
+	pair_up(&sv, NULL);
+	memcpy(kept, the_ticket()->ticket, sizeof(kept));
+	__atomic_store_n(&sv.mode, REFUSE, __ATOMIC_RELAXED);
+	ck_assert_int_eq(client_connect(&sv), ROCK_ERR_REFUSED);
+	ck_assert_ptr_nonnull(the_ticket());
+	ck_assert_mem_eq(the_ticket()->ticket, kept, sizeof(kept));
+	ck_assert_uint_eq(server_count(&sv.e->stats.handshake_failed[
+	    ROCK_HS_BACKEND], 1), 1);
+	pair_down(&sv);
+}
+END_TEST
+
+/* Ticket keys rotate: a ticket sealed by the key just retired still
+ * resumes (and the new ticket is the new key's); once the retired key is
+ * wiped its tickets are refused (TICKET) and a full handshake follows. */
+START_TEST(test_ticket_rotation)
+{
+	struct rock_ticket_entry old;
+	uint8_t first_id[ROCK_TICKET_KEY_ID_LEN];
+	struct server sv;
+
+	pair_up(&sv, NULL);
+	old = *the_ticket();
+	memcpy(first_id, old.ticket, sizeof(first_id));
+	/* The server is idle: its loop does not touch the keys now. */
+	sv.e->ticket_keys[0].born_ms -= ROCK_TICKET_ROTATE_S * 1000LL;
+	ck_assert_int_eq(client_connect(&sv), 0);
+	ck_assert_uint_eq(rock_engine_stats(cl.e)->resumed, 1);
+	ck_assert_mem_ne(the_ticket()->ticket, first_id, sizeof(first_id));
+	ck_assert_uint_eq(server_count(&sv.e->stats.resumed, 1), 1);
+	sv.e->ticket_keys[1].retired_ms -= ROCK_TICKET_LIFETIME_S * 1000LL;
+	*the_ticket() = old;	/* the first key's ticket, offered again */
+	ck_assert_int_eq(client_connect(&sv), 0);
+	ck_assert_uint_eq(rock_engine_stats(cl.e)->resumed, 1);
+	ck_assert_uint_eq(server_count(
+	    &sv.e->stats.handshake_failed[ROCK_HS_TICKET], 1), 1);
+	ck_assert_int_eq(sv.e->ticket_keys[1].set, 0);
+	pair_down(&sv);
+}
+END_TEST
+
+/* A chain of resumptions ends two hours after its full handshake: the
+ * client stops keeping its tickets, and the server refuses one offered
+ * anyway (the chain's start is in the sealed part). */
+START_TEST(test_ticket_chain_bound)
+{
+	struct rock_ticket_key *k;
+	uint8_t nonce[ROCK_TICKET_NONCE_LEN] = { 0 };
+	int64_t now;
+	struct server sv;
+
+	pair_up(&sv, NULL);
+	ck_assert_ptr_nonnull(the_ticket());
+	the_ticket()->origin_ms -= ROCK_TICKET_CHAIN_S * 1000LL;
+	ck_assert_int_eq(client_connect(&sv), 0);
+	ck_assert_uint_eq(rock_engine_stats(cl.e)->resumed, 1);
+	ck_assert_ptr_null(the_ticket());	/* its chain is over */
+	ck_assert_int_eq(client_connect(&sv), 0);
+	ck_assert_uint_eq(rock_engine_stats(cl.e)->resumed, 1);
+	ck_assert_ptr_nonnull(the_ticket());
+	/* The server's side: a ticket of its own key, fresh, whose chain
+	 * began more than two hours ago. */
+	k = &sv.e->ticket_keys[0];
+	now = rock_ticket_now_ms();
+	rock_ticket_seal(the_ticket()->ticket, k->id, k->key, nonce,
+	    (uint64_t)now, (uint64_t)(now - ROCK_TICKET_CHAIN_S * 1000LL - 1),
+	    the_ticket()->rms);
+	ck_assert_int_eq(client_connect(&sv), 0);
+	ck_assert_uint_eq(rock_engine_stats(cl.e)->resumed, 1);
+	ck_assert_uint_eq(server_count(
+	    &sv.e->stats.handshake_failed[ROCK_HS_TICKET], 1), 1);
+	pair_down(&sv);
+}
+END_TEST
+
 /* An ordinary server that closes on end of file: not enhanced, fast. */
 START_TEST(test_not_enhanced)
 {
@@ -825,6 +1016,12 @@ session_suite(void)
 	tcase_add_test(tc, test_protocol_violation);
 	tcase_add_test(tc, test_backend_refused);
 	tcase_add_test(tc, test_probe_cache);
+	tcase_add_test(tc, test_resumption);
+	tcase_add_test(tc, test_ticket_refused);
+	tcase_add_test(tc, test_resume_tag_checked);
+	tcase_add_test(tc, test_resume_refused);
+	tcase_add_test(tc, test_ticket_rotation);
+	tcase_add_test(tc, test_ticket_chain_bound);
 	tcase_add_test(tc, test_not_enhanced);
 	tcase_add_test(tc, test_drain_until_fin);
 	tcase_add_test(tc, test_drain_ends_at_farewell);

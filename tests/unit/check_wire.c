@@ -11,7 +11,7 @@
 #include "suites.h"
 #include "wire_fixtures.h"
 
-#define MAX_VECTORS 16
+#define MAX_VECTORS 32
 #define MAX_VECTOR_LEN 2048
 
 struct doc_vector {
@@ -135,8 +135,8 @@ START_TEST(test_decode_roundtrip)
 	uint8_t out[ROCK_ANNOUNCE_LEN];
 
 	ck_assert_int_eq(rock_announce_decode(&a, vec("announcement")->bytes), 0);
-	ck_assert_uint_eq(a.version_max, 5);
-	ck_assert_uint_eq(a.version_min, 5);
+	ck_assert_uint_eq(a.version_max, 6);
+	ck_assert_uint_eq(a.version_min, 6);
 	ck_assert_uint_eq(a.features, ROCK_FEAT_ALL);
 	rock_announce_encode(&a, out);
 	ck_assert_mem_eq(out, vec("announcement")->bytes, ROCK_ANNOUNCE_LEN);
@@ -375,35 +375,51 @@ vector_hello(uint8_t out[ROCK_HELLO_TOTAL])
 	    ROCK_CLIENT_HELLO_LEN);
 }
 
+/* SERVER_HELLO's signed part: its bytes before the signature, then the
+ * TICKET that follows it. */
+static void
+hello_signed_part(uint8_t out[ROCK_SERVER_HELLO_SIGNED + ROCK_TICKET_MSG_LEN],
+    const uint8_t *sh)
+{
+	memcpy(out, sh, ROCK_SERVER_HELLO_SIGNED);
+	memcpy(out + ROCK_SERVER_HELLO_SIGNED, vec("ticket")->bytes,
+	    ROCK_TICKET_MSG_LEN);
+}
+
 /* SERVER_HELLO is signed by the identity it names over the whole
  * handshake: another client hello (nonce, X25519 key), another server
- * X25519 key, or another signer fails. */
+ * X25519 key, another ticket, or another signer fails. */
 START_TEST(test_hello_signature)
 {
 	const uint8_t *ident = vec("server_identity")->bytes;
 	const uint8_t *sh = vec("server_hello")->bytes;
-	uint8_t hello[ROCK_HELLO_TOTAL], b[ROCK_SERVER_HELLO_LEN],
-	    other[ROCK_IDENT_LEN];
+	uint8_t hello[ROCK_HELLO_TOTAL], b[ROCK_SERVER_HELLO_SIGNED +
+	    ROCK_TICKET_MSG_LEN], other[ROCK_IDENT_LEN];
 
 	vector_hello(hello);
+	hello_signed_part(b, sh);
 	ck_assert_mem_eq(sh + 64, ident, ROCK_IDENT_LEN);
 	ck_assert_int_eq(rock_answer_verify(sh + 96, ident, ROCK_ANSWER_HELLO,
-	    hello, sizeof(hello), sh, ROCK_SERVER_HELLO_SIGNED), 0);
+	    hello, sizeof(hello), b, sizeof(b)), 0);
 	/* A signature of the hello is not one of an ERROR. */
 	ck_assert_int_eq(rock_answer_verify(sh + 96, ident, ROCK_ANSWER_ERROR,
-	    hello, sizeof(hello), sh, ROCK_SERVER_HELLO_SIGNED), ROCK_ERR_AUTH);
+	    hello, sizeof(hello), b, sizeof(b)), ROCK_ERR_AUTH);
 	hello[ROCK_ANNOUNCE_LEN + 46] ^= 0x01;	/* another client nonce */
 	ck_assert_int_eq(rock_answer_verify(sh + 96, ident, ROCK_ANSWER_HELLO,
-	    hello, sizeof(hello), sh, ROCK_SERVER_HELLO_SIGNED), ROCK_ERR_AUTH);
+	    hello, sizeof(hello), b, sizeof(b)), ROCK_ERR_AUTH);
 	vector_hello(hello);
-	memcpy(b, sh, sizeof(b));
 	b[20] ^= 0x01;		/* a server X25519 key put in by the middle */
-	ck_assert_int_eq(rock_answer_verify(b + 96, ident, ROCK_ANSWER_HELLO,
-	    hello, sizeof(hello), b, ROCK_SERVER_HELLO_SIGNED), ROCK_ERR_AUTH);
+	ck_assert_int_eq(rock_answer_verify(sh + 96, ident, ROCK_ANSWER_HELLO,
+	    hello, sizeof(hello), b, sizeof(b)), ROCK_ERR_AUTH);
+	hello_signed_part(b, sh);
+	b[sizeof(b) - 1] ^= 0x01;	/* a ticket swapped on the way */
+	ck_assert_int_eq(rock_answer_verify(sh + 96, ident, ROCK_ANSWER_HELLO,
+	    hello, sizeof(hello), b, sizeof(b)), ROCK_ERR_AUTH);
+	hello_signed_part(b, sh);
 	memcpy(other, ident, sizeof(other));
 	other[0] ^= 0x01;
 	ck_assert_int_eq(rock_answer_verify(sh + 96, other, ROCK_ANSWER_HELLO,
-	    hello, sizeof(hello), sh, ROCK_SERVER_HELLO_SIGNED), ROCK_ERR_AUTH);
+	    hello, sizeof(hello), b, sizeof(b)), ROCK_ERR_AUTH);
 }
 END_TEST
 
@@ -470,10 +486,70 @@ START_TEST(test_hb_packet_check)
 	b[7] = 1;	/* reserved */
 	ck_assert_int_eq(rock_hb_packet_check(b, v->n, &n), ROCK_ERR_PROTOCOL);
 	b[7] = 0;
-	b[3] = 4;	/* version 4 of the channel */
+	b[3] = 5;	/* version 5 of the channel */
 	ck_assert_int_eq(rock_hb_packet_check(b, v->n, &n), ROCK_ERR_PROTOCOL);
-	b[3] = 5;
+	b[3] = 6;
 	ck_assert_int_eq(rock_hb_packet_check(b, v->n, &n), 0);
+}
+END_TEST
+
+/* The resumption's messages decode to the fixture's fields and back to
+ * the same bytes; its ticket opens under the fixture's key only, and not
+ * once a byte of it changed. */
+START_TEST(test_resume_codec)
+{
+	static const uint8_t key_id[ROCK_TICKET_KEY_ID_LEN] = { 1, 2, 3, 4 };
+	uint8_t key[ROCK_KEY_LEN], rms[ROCK_KEY_LEN], out[ROCK_CLIENT_RESUME_LEN];
+	struct rock_client_resume cr;
+	struct rock_server_resume sr;
+	struct rock_ticket_msg tm;
+	uint64_t issued = 0, origin = 0;
+	size_t i;
+
+	ck_assert_int_eq(rock_ticket_msg_decode(&tm, vec("ticket")->bytes), 0);
+	ck_assert_uint_eq(tm.lifetime_s, 3600);
+	ck_assert_mem_eq(tm.ticket, key_id, ROCK_TICKET_KEY_ID_LEN);
+	rock_ticket_msg_encode(&tm, out);
+	ck_assert_mem_eq(out, vec("ticket")->bytes, ROCK_TICKET_MSG_LEN);
+	for (i = 0; i < sizeof(key); i++)
+		key[i] = (uint8_t)(0x60 + i);
+	ck_assert_int_eq(rock_ticket_open(&issued, &origin, rms, tm.ticket, key), 0);
+	ck_assert_uint_eq(issued, 1000000);
+	ck_assert_uint_eq(origin, 1000000);
+	ck_assert_mem_eq(rms, vec("resumption_secret")->bytes, ROCK_KEY_LEN);
+	tm.ticket[ROCK_TICKET_LEN - 1] ^= 1;
+	ck_assert_int_eq(rock_ticket_open(&issued, &origin, rms, tm.ticket, key),
+	    ROCK_ERR_AUTH);
+	tm.ticket[ROCK_TICKET_LEN - 1] ^= 1;
+	tm.ticket[0] ^= 1;	/* the key id is bound to the box */
+	ck_assert_int_eq(rock_ticket_open(&issued, &origin, rms, tm.ticket, key),
+	    ROCK_ERR_AUTH);
+	tm.ticket[0] ^= 1;
+	key[0] ^= 1;
+	ck_assert_int_eq(rock_ticket_open(&issued, &origin, rms, tm.ticket, key),
+	    ROCK_ERR_AUTH);
+	ck_assert_int_eq(rock_client_resume_decode(&cr,
+	    vec("client_resume")->bytes), 0);
+	ck_assert_uint_eq(cr.version, ROCK_VERSION);
+	ck_assert_uint_eq(cr.rcvbuf, 131072);
+	ck_assert_uint_eq(cr.udp_port, 4434);
+	ck_assert_mem_eq(cr.ticket, tm.ticket, ROCK_TICKET_LEN);
+	rock_client_resume_encode(&cr, out);
+	ck_assert_mem_eq(out, vec("client_resume")->bytes, ROCK_CLIENT_RESUME_LEN);
+	ck_assert_int_eq(rock_server_resume_decode(&sr,
+	    vec("server_resume")->bytes), 0);
+	ck_assert_uint_eq(sr.sndbuf, 87040);
+	ck_assert_uint_eq(sr.udp_port, 4433);
+	rock_server_resume_encode(&sr, out);
+	ck_assert_mem_eq(out, vec("server_resume")->bytes, ROCK_SERVER_RESUME_LEN);
+	/* Hostile: another type, a reserved field set. */
+	memcpy(out, vec("server_resume")->bytes, ROCK_SERVER_RESUME_LEN);
+	out[31] = 1;
+	ck_assert_int_eq(rock_server_resume_decode(&sr, out), ROCK_ERR_PROTOCOL);
+	ck_assert_int_eq(rock_client_resume_decode(&cr,
+	    vec("client_hello")->bytes), ROCK_ERR_PROTOCOL);
+	ck_assert_int_eq(rock_ticket_msg_decode(&tm,
+	    vec("server_resume")->bytes), ROCK_ERR_PROTOCOL);
 }
 END_TEST
 
@@ -513,6 +589,7 @@ wire_suite(void)
 	tcase_add_test(doc_tc, test_keys_mirror);
 	tcase_add_unchecked_fixture(tc, setup_doc, NULL);
 	tcase_add_test(tc, test_decode_roundtrip);
+	tcase_add_test(tc, test_resume_codec);
 	tcase_add_test(tc, test_keys_and_tags);
 	tcase_add_test(tc, test_reset_record);
 	tcase_add_test(tc, test_reconnect_tags);

@@ -24,7 +24,26 @@ struct fixture {
 	/* What the client sent on the new connection, the request: what
 	 * the server's answers are signed over. */
 	uint8_t hello[ROCK_HELLO_TOTAL], request[ROCK_RECONNECT_REQ_LEN];
+	/* The full handshake's resumption secret and the TICKET sealing it. */
+	uint8_t rms[ROCK_KEY_LEN], ticket[ROCK_TICKET_MSG_LEN];
 };
+
+/* A TICKET under the fixed ticket key (60 61 ... 7f, id 01 02 03 04), its
+ * nonce counting up from nonce0, its chain begun at 1000000. */
+static void
+seal_ticket(const struct fixture *f, const uint8_t rms[ROCK_KEY_LEN],
+    uint64_t issued, uint8_t nonce0, uint8_t out[ROCK_TICKET_MSG_LEN])
+{
+	static const uint8_t key_id[ROCK_TICKET_KEY_ID_LEN] = { 1, 2, 3, 4 };
+	struct rock_ticket_msg tm = { 3600, { 0 } };
+	uint8_t key[ROCK_KEY_LEN], nonce[ROCK_TICKET_NONCE_LEN];
+
+	(void)f;
+	fill(key, sizeof(key), 0x60);
+	fill(nonce, sizeof(nonce), nonce0);
+	rock_ticket_seal(tm.ticket, key_id, key, nonce, issued, 1000000, rms);
+	rock_ticket_msg_encode(&tm, out);
+}
 
 static void
 fixture_init(struct fixture *f)
@@ -68,12 +87,59 @@ handshake_vectors(struct fixture *f, wire_vector_fn *emit, void *arg)
 	memcpy(sh.pk, f->skp.pk, ROCK_KEY_LEN);
 	memcpy(sh.ident, f->ident.pk, ROCK_IDENT_LEN);
 	rock_server_hello_encode(&sh, buf);
+	/* Signed over the TICKET that follows it too. */
+	rock_resumption_secret(f->rms, f->ck.tx, f->ck.rx, f->id);
+	seal_ticket(f, f->rms, 1000000, 0xd0, f->ticket);
+	memcpy(buf + ROCK_SERVER_HELLO_SIGNED, f->ticket, ROCK_TICKET_MSG_LEN);
 	rock_answer_sign(sh.sig, &f->ident, ROCK_ANSWER_HELLO, f->hello,
-	    sizeof(f->hello), buf, ROCK_SERVER_HELLO_SIGNED);
+	    sizeof(f->hello), buf, ROCK_SERVER_HELLO_SIGNED + ROCK_TICKET_MSG_LEN);
 	rock_server_hello_encode(&sh, buf);
 	emit(arg, "server_hello", buf, ROCK_SERVER_HELLO_LEN);
 	emit(arg, "key_cs", f->ck.tx, ROCK_KEY_LEN);
 	emit(arg, "key_sc", f->ck.rx, ROCK_KEY_LEN);
+}
+
+/* Resumption: the full handshake's secret and its TICKET, the
+ * resumption's hello and answer (with the resumed session's TICKET, issued
+ * at 2000000 in the same chain), its keys. */
+static void
+resume_vectors(const struct fixture *f, wire_vector_fn *emit, void *arg)
+{
+	struct rock_client_resume cr = { ROCK_VERSION, ROCK_FEAT_ALL, 131072,
+	    16384, 4434, { 0 }, { 0 } };
+	struct rock_server_resume sr = { ROCK_VERSION, ROCK_FEAT_ALL, { 0 },
+	    131072, 87040, 4433, { 0 }, { 0 } };
+	uint8_t flight[ROCK_RESUME_TOTAL], rms2[ROCK_KEY_LEN];
+	uint8_t buf[ROCK_SERVER_RESUME_LEN + ROCK_TICKET_MSG_LEN];
+	uint8_t tagged[ROCK_SERVER_RESUME_TAGGED + ROCK_TICKET_MSG_LEN];
+	struct rock_keys k;
+
+	emit(arg, "resumption_secret", f->rms, ROCK_KEY_LEN);
+	emit(arg, "ticket", f->ticket, ROCK_TICKET_MSG_LEN);
+	memcpy(flight, f->hello, ROCK_ANNOUNCE_LEN);
+	fill(cr.nonce, sizeof(cr.nonce), 0xe0);
+	memcpy(cr.ticket, f->ticket + 5, ROCK_TICKET_LEN);
+	rock_client_resume_encode(&cr, flight + ROCK_ANNOUNCE_LEN);
+	emit(arg, "client_resume", flight + ROCK_ANNOUNCE_LEN,
+	    ROCK_CLIENT_RESUME_LEN);
+	memcpy(sr.id, f->id, ROCK_ID_LEN);
+	fill(sr.nonce, sizeof(sr.nonce), 0xf0);
+	rock_resume_keys(&k, 1, f->rms, cr.nonce, sr.nonce, f->id);
+	rock_resumption_secret(rms2, k.tx, k.rx, f->id);
+	/* The tag covers the answer's first bytes and the TICKET after it. */
+	rock_server_resume_encode(&sr, tagged);
+	seal_ticket(f, rms2, 2000000, 0x30, tagged + ROCK_SERVER_RESUME_TAGGED);
+	rock_resume_tag(sr.tag, f->rms, flight, sizeof(flight), tagged,
+	    sizeof(tagged));
+	rock_server_resume_encode(&sr, buf);
+	memcpy(buf + ROCK_SERVER_RESUME_LEN, tagged + ROCK_SERVER_RESUME_TAGGED,
+	    ROCK_TICKET_MSG_LEN);
+	emit(arg, "server_resume", buf, ROCK_SERVER_RESUME_LEN);
+	emit(arg, "ticket_resumed", buf + ROCK_SERVER_RESUME_LEN,
+	    ROCK_TICKET_MSG_LEN);
+	emit(arg, "resume_key_cs", k.tx, ROCK_KEY_LEN);
+	emit(arg, "resume_key_sc", k.rx, ROCK_KEY_LEN);
+	rock_wipe(rms2, sizeof(rms2));
 }
 
 static void
@@ -169,6 +235,7 @@ wire_vectors(wire_vector_fn *emit, void *arg)
 	fixture_init(&f);
 	emit(arg, "server_identity", f.ident.pk, ROCK_IDENT_LEN);
 	handshake_vectors(&f, emit, arg);
+	resume_vectors(&f, emit, arg);
 	heartbeat_vectors(&f, emit, arg);
 	reconnect_vectors(&f, emit, arg);
 	rock_identity_wipe(&f.ident);

@@ -1,0 +1,423 @@
+/* rock_handshake.c: the server's side of a new rock: the client's hello or resumption, and the answer with its ticket. */
+#include "config.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "rock_accept.h"
+#include "rock_engine_int.h"
+#include "rock_err.h"
+#include "rock_sys.h"
+
+struct rock_handshake {
+	struct rock_engine *e;
+	int fd;
+	uint8_t buf[ROCK_FIRST_FLIGHT_MAX];
+	size_t have;
+	struct event *ev, *deadline;
+	struct rock_client_hello hello;	/* a resumption's fields too */
+	int resume;			/* by a ticket: rms, origin below */
+	uint8_t rms[ROCK_KEY_LEN];
+	int64_t origin;			/* the chain's full handshake */
+	struct sockaddr_storage peer;
+	socklen_t peer_len;
+	rock_hello_fn *on_hello;
+	void *arg;
+	int delivered;			/* on_hello called with the handshake */
+};
+
+static void
+handshake_free(struct rock_handshake *hs, int close_fd)
+{
+	/* The owner's argument is released either way. */
+	if (!hs->delivered)
+		hs->on_hello(NULL, hs->arg);
+	rock_accept_disarm(&hs->ev, &hs->deadline);
+	if (close_fd && hs->fd >= 0)
+		rock_sys.close(hs->fd);
+	hs->e->nhandshakes--;
+	rock_wipe(hs->rms, sizeof(hs->rms));
+	free(hs);
+}
+
+/* A full hello's length, or a resumption's once its type is read: the
+ * shorter is read first, so no byte past the hello is ever taken. */
+static size_t
+hello_want(const struct rock_handshake *hs)
+{
+	return hs->have > ROCK_ANNOUNCE_LEN &&
+	    hs->buf[ROCK_ANNOUNCE_LEN] == ROCK_MSG_CLIENT_RESUME ?
+	    ROCK_RESUME_TOTAL : ROCK_HELLO_TOTAL;
+}
+
+static enum rock_hs_fail
+reject_reason(uint8_t code)
+{
+	switch (code) {
+	case ROCK_WERR_STALE: return ROCK_HS_STALE;
+	case ROCK_WERR_VERSION: return ROCK_HS_VERSION;
+	case ROCK_WERR_BUSY: return ROCK_HS_BUSY;
+	case ROCK_WERR_BACKEND: return ROCK_HS_BACKEND;
+	case ROCK_WERR_PROTOCOL: return ROCK_HS_MALFORMED;
+	case ROCK_WERR_TICKET: return ROCK_HS_TICKET;
+	default: return ROCK_HS_ERROR;
+	}
+}
+
+void
+rock_handshake_reject(struct rock_handshake *hs, uint8_t code, const char *text)
+{
+	hs->e->stats.handshake_failed[reject_reason(code)]++;
+	rock_accept_send_error(hs->e, hs->fd, code, text, hs->buf, hs->have);
+	handshake_free(hs, 1);
+}
+
+/* A ticket that does not open (another instance's, a key retired and
+ * wiped, bytes changed) or has expired: TICKET, unsigned. Whoever gets it
+ * can only make a full handshake, which proves us anyway: a signature
+ * would buy nothing, and a stranger's forged tickets cost an AEAD open. */
+static void
+ticket_refused(struct rock_handshake *hs, int r)
+{
+	uint8_t out[ROCK_ERROR_MAX_LEN];
+	const char *text = r == ROCK_ERR_TIMEOUT ? "ticket expired" :
+	    "unknown ticket";
+	size_t n = rock_error_encode(ROCK_WERR_TICKET, text, out);
+
+	stranger(hs->e, ROCK_STRANGER_HANDSHAKE, "handshake: a resumption "
+	    "ticket %s; client told to make a full handshake",
+	    r == ROCK_ERR_TIMEOUT ? "expired" : "not ours");
+	hs->e->stats.handshake_failed[ROCK_HS_TICKET]++;
+	(void)rock_sys.send(hs->fd, out, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+	handshake_free(hs, 1);
+}
+
+/* A resumption's hello: its fields as a full hello's, and the secret its
+ * ticket seals. 0, or the handshake has ended. */
+static int
+resume_check(struct rock_handshake *hs)
+{
+	struct rock_client_resume cr;
+	int r;
+
+	if (rock_client_resume_decode(&cr, hs->buf + ROCK_ANNOUNCE_LEN) != 0) {
+		stranger(hs->e, ROCK_STRANGER_HANDSHAKE,
+		    "handshake: malformed resumption; dropped");
+		rock_handshake_reject(hs, ROCK_WERR_PROTOCOL, "malformed hello");
+		return -1;
+	}
+	hs->hello.version = cr.version;
+	hs->hello.features = cr.features;
+	hs->hello.rcvbuf = cr.rcvbuf;
+	hs->hello.sndbuf = cr.sndbuf;
+	hs->hello.udp_port = cr.udp_port;
+	memcpy(hs->hello.nonce, cr.nonce, ROCK_NONCE_LEN);
+	if (cr.version != ROCK_VERSION)
+		return 0;		/* refused as any hello of that version */
+	if ((r = rock_ticket_accept(hs->e, cr.ticket, hs->rms, &hs->origin)) != 0) {
+		ticket_refused(hs, r);
+		return -1;
+	}
+	hs->resume = 1;
+	return 0;
+}
+
+static void
+hello_complete(struct rock_handshake *hs)
+{
+	struct rock_engine *e = hs->e;
+
+	if (!rock_equal(hs->buf, e->announcement, ROCK_ANNOUNCE_LEN)) {
+		stranger(e, ROCK_STRANGER_HANDSHAKE, "handshake: "
+		    "announcement from another server instance; client told "
+		    "to probe again");
+		rock_handshake_reject(hs, ROCK_WERR_STALE, "stale announcement");
+		return;
+	}
+	if (hs->buf[ROCK_ANNOUNCE_LEN] == ROCK_MSG_CLIENT_RESUME) {
+		if (resume_check(hs) != 0)
+			return;
+	} else if (rock_client_hello_decode(&hs->hello, hs->buf + ROCK_ANNOUNCE_LEN) != 0) {
+		stranger(e, ROCK_STRANGER_HANDSHAKE,
+		    "handshake: malformed hello; dropped");
+		rock_handshake_reject(hs, ROCK_WERR_PROTOCOL, "malformed hello");
+		return;
+	}
+	if (hs->hello.version != ROCK_VERSION) {
+		stranger(e, ROCK_STRANGER_HANDSHAKE,
+		    "handshake: client asked for version %u; refused",
+		    hs->hello.version);
+		rock_handshake_reject(hs, ROCK_WERR_VERSION, "version 6 only");
+		return;
+	}
+	/* The owner answers now (rockd dials its backend, with its own
+	 * timeout); it holds the handshake until it does. */
+	rock_accept_disarm(&hs->ev, &hs->deadline);
+	hs->delivered = 1;
+	hs->on_hello(hs, hs->arg);
+}
+
+static void
+hello_failed(struct rock_handshake *hs, enum rock_hs_fail reason,
+    const char *why)
+{
+	hs->e->stats.handshake_failed[reason]++;
+	stranger(hs->e, ROCK_STRANGER_HANDSHAKE, "handshake: %s "
+	    "before the hello was complete (%zu of %d bytes); dropped", why,
+	    hs->have, (int)hello_want(hs));
+	handshake_free(hs, 1);
+}
+
+static void
+on_hello_deadline(evutil_socket_t fd, short what, void *arg)
+{
+	struct rock_handshake *hs = arg;
+	struct rock_engine *e = hs->e;
+
+	(void)fd;
+	(void)what;
+	rock_engine_enter(e);
+	hello_failed(hs, ROCK_HS_TIMEOUT, "timed out");
+	rock_engine_leave(e);
+}
+
+/* 1: the announcement came from a server of an older version (its range
+ * ends below ours): the client's hello is shorter than ours and would
+ * never complete, so it is told STALE at once; its new probe then finds
+ * no common version and it makes a plain connection. */
+static int
+older_client(const struct rock_handshake *hs)
+{
+	return hs->have >= ROCK_ANNOUNCE_LEN && hs->buf[8] < ROCK_VERSION &&
+	    !rock_equal(hs->buf, hs->e->announcement, ROCK_ANNOUNCE_LEN);
+}
+
+static void
+on_hello_read(evutil_socket_t fd, short what, void *arg)
+{
+	struct rock_handshake *hs = arg;
+	struct rock_engine *e = hs->e;
+	int r = rock_accept_fill(fd, hs->buf, &hs->have, hello_want(hs));
+
+	(void)what;
+	if (r > 0 && hs->have < hello_want(hs))
+		r = rock_accept_fill(fd, hs->buf, &hs->have, hello_want(hs));
+	/* The owner's threads may be making sessions meanwhile (a rock
+	 * server under the preload shim). */
+	rock_engine_enter(e);
+	if (r < 0) {
+		hello_failed(hs, ROCK_HS_CLOSED, "connection closed");
+	} else if (r > 0) {
+		hello_complete(hs);
+	} else if (older_client(hs)) {
+		stranger(hs->e, ROCK_STRANGER_HANDSHAKE, "handshake: client "
+		    "of version %u; told to probe again", hs->buf[8]);
+		rock_handshake_reject(hs, ROCK_WERR_STALE, "stale announcement");
+	}
+	rock_engine_leave(e);
+}
+
+void
+rock_server_handshake(struct rock_engine *e, int fd, const uint8_t *early,
+    size_t nearly, rock_hello_fn *on_hello, void *arg)
+{
+	struct rock_handshake *hs = calloc(1, sizeof(*hs));
+
+	if (hs == NULL || nearly > ROCK_FIRST_FLIGHT_MAX) {
+		e->stats.handshake_failed[ROCK_HS_ERROR]++;
+		free(hs);
+		rock_sys.close(fd);
+		on_hello(NULL, arg);	/* the owner's arg is released */
+		return;
+	}
+	e->nhandshakes++;
+	hs->e = e;
+	hs->fd = fd;
+	hs->on_hello = on_hello;
+	hs->arg = arg;
+	memcpy(hs->buf, early, nearly);
+	hs->have = nearly;
+	hs->peer_len = sizeof(hs->peer);
+	if (rock_sys.getpeername(fd, (struct sockaddr *)&hs->peer, &hs->peer_len) != 0)
+		hs->peer_len = 0;
+	if (rock_accept_arm(e, &hs->ev, &hs->deadline, fd, on_hello_read, on_hello_deadline,
+	    hs) != 0) {
+		e->stats.handshake_failed[ROCK_HS_ERROR]++;
+		handshake_free(hs, 1);
+		return;
+	}
+	if (hs->have > hello_want(hs)) {
+		rock_handshake_reject(hs, ROCK_WERR_PROTOCOL, "malformed hello");
+		return;
+	}
+	if (hs->have == hello_want(hs))
+		hello_complete(hs);
+	else if (older_client(hs))
+		rock_handshake_reject(hs, ROCK_WERR_STALE, "stale announcement");
+}
+
+/* The ticket for the next connection, sealed over the secret this
+ * session's keys leave: into out, covered by the answer's signature or
+ * tag (a party in the middle cannot swap it). */
+static void
+ticket_for(struct rock_handshake *hs, const uint8_t id[ROCK_ID_LEN],
+    const struct rock_keys *keys, uint8_t out[ROCK_TICKET_MSG_LEN])
+{
+	uint8_t rms[ROCK_KEY_LEN];
+
+	rock_resumption_secret(rms, keys->rx, keys->tx, id);
+	rock_ticket_issue(hs->e, rms, hs->resume ? hs->origin :
+	    rock_ticket_now_ms(), out);
+	rock_wipe(rms, sizeof(rms));
+}
+
+/* A full handshake: our session keys, then SERVER_HELLO and TICKET, the
+ * hello signed over the whole exchange (our X25519 key and the ticket in
+ * it) under our identity. */
+static int
+answer_full(struct rock_handshake *hs, const uint8_t id[ROCK_ID_LEN],
+    uint16_t features, struct rock_keys *keys,
+    uint8_t out[ROCK_SERVER_HELLO_LEN + ROCK_TICKET_MSG_LEN])
+{
+	uint8_t signed_part[ROCK_SERVER_HELLO_SIGNED + ROCK_TICKET_MSG_LEN];
+	struct rock_server_hello sh;
+	struct rock_keypair kp;
+	int r;
+
+	rock_engine_keypair_take(hs->e, &kp);
+	r = rock_keys_server(keys, &kp, hs->hello.pk);
+	sh.version = ROCK_VERSION;
+	sh.features = features;
+	memcpy(sh.id, id, ROCK_ID_LEN);
+	memcpy(sh.pk, kp.pk, ROCK_KEY_LEN);
+	rock_keypair_wipe(&kp);
+	if (r != 0)
+		return r;
+	rock_socket_buffers(hs->e, hs->fd, &sh.rcvbuf, &sh.sndbuf);
+	sh.udp_port = hs->e->udp_port;
+	memcpy(sh.ident, hs->e->ident.pk, ROCK_IDENT_LEN);
+	memset(sh.sig, 0, sizeof(sh.sig));
+	rock_server_hello_encode(&sh, out);
+	ticket_for(hs, id, keys, out + ROCK_SERVER_HELLO_LEN);
+	rock_answer_sign(sh.sig, &hs->e->ident, ROCK_ANSWER_HELLO, hs->buf,
+	    ROCK_HELLO_TOTAL, signed_part, rock_answer_covered(signed_part, out,
+	    ROCK_SERVER_HELLO_SIGNED, out + ROCK_SERVER_HELLO_LEN));
+	memcpy(out + ROCK_SERVER_HELLO_SIGNED, sh.sig, ROCK_SIG_LEN);
+	return 0;
+}
+
+/* A resumption: keys from the ticket's secret and both nonces, then
+ * SERVER_RESUME and TICKET, tagged by that secret over the exchange. */
+static int
+answer_resumed(struct rock_handshake *hs, const uint8_t id[ROCK_ID_LEN],
+    uint16_t features, struct rock_keys *keys,
+    uint8_t out[ROCK_SERVER_RESUME_LEN + ROCK_TICKET_MSG_LEN])
+{
+	uint8_t tagged[ROCK_SERVER_RESUME_TAGGED + ROCK_TICKET_MSG_LEN];
+	struct rock_server_resume sr;
+
+	sr.version = ROCK_VERSION;
+	sr.features = features;
+	memcpy(sr.id, id, ROCK_ID_LEN);
+	rock_socket_buffers(hs->e, hs->fd, &sr.rcvbuf, &sr.sndbuf);
+	sr.udp_port = hs->e->udp_port;
+	rock_random(sr.nonce, sizeof(sr.nonce));
+	memset(sr.tag, 0, sizeof(sr.tag));
+	rock_resume_keys(keys, 0, hs->rms, hs->hello.nonce, sr.nonce, id);
+	rock_server_resume_encode(&sr, out);
+	ticket_for(hs, id, keys, out + ROCK_SERVER_RESUME_LEN);
+	rock_resume_tag(sr.tag, hs->rms, hs->buf, ROCK_RESUME_TOTAL, tagged,
+	    rock_answer_covered(tagged, out, ROCK_SERVER_RESUME_TAGGED,
+	    out + ROCK_SERVER_RESUME_LEN));
+	memcpy(out + ROCK_SERVER_RESUME_TAGGED, sr.tag, ROCK_TAG_LEN);
+	return 0;
+}
+
+/* The answer and its ticket in one segment (a second, small one could
+ * wait on Nagle for the client's ACK). */
+static int
+answer(struct rock_handshake *hs, const uint8_t id[ROCK_ID_LEN],
+    uint16_t features, struct rock_keys *keys)
+{
+	uint8_t out[ROCK_SERVER_HELLO_LEN + ROCK_TICKET_MSG_LEN];
+	size_t n;
+	int r;
+
+	if (hs->resume) {
+		r = answer_resumed(hs, id, features, keys, out);
+		n = ROCK_SERVER_RESUME_LEN + ROCK_TICKET_MSG_LEN;
+	} else {
+		r = answer_full(hs, id, features, keys, out);
+		n = ROCK_SERVER_HELLO_LEN + ROCK_TICKET_MSG_LEN;
+	}
+	if (r != 0)
+		return r;
+	return rock_sys.send(hs->fd, out, n, MSG_NOSIGNAL | MSG_DONTWAIT) ==
+	    (ssize_t)n ? 0 : ROCK_ERR_SYSTEM;
+}
+
+const struct sockaddr *
+rock_handshake_peer(const struct rock_handshake *hs)
+{
+	return hs->peer_len > 0 ? (const struct sockaddr *)&hs->peer : NULL;
+}
+
+int
+rock_handshake_accept(struct rock_handshake *hs,
+    const struct rock_session_cbs *cbs, void *arg, struct rock_session **out)
+{
+	uint16_t features = hs->hello.features & ROCK_FEAT_ALL;
+	uint8_t id[ROCK_ID_LEN];
+	struct rock_keys keys;
+	struct rock_session *s = NULL;
+	uint32_t rcv, snd;
+	int r, resumed = hs->resume;
+
+	rock_random(id, sizeof(id));
+	rock_socket_buffers(hs->e, hs->fd, &rcv, &snd);
+	/* The claim sizes our memory for this rock: no more than a receive
+	 * buffer can be on this host. */
+	if (hs->hello.rcvbuf > hs->e->rmem_max)
+		hs->hello.rcvbuf = hs->e->rmem_max;
+	/* The client's first bytes wait in the socket until the session
+	 * below reads them. */
+	memset(&keys, 0, sizeof(keys));
+	if ((r = answer(hs, id, features, &keys)) == 0 &&
+	    (r = rock_session_new(hs->e, ROCK_ROLE_SERVER, id, &keys,
+	    rock_ring_cap_for(hs->e, snd, hs->hello.rcvbuf), cbs, arg, &s)) == 0) {
+		s->features = features;
+		s->tcp_bound = rock_tcp_bound(snd, hs->hello.rcvbuf);
+		memcpy(&s->peer, &hs->peer, hs->peer_len);
+		s->peer_len = hs->peer_len;
+		rock_path_init(s, rock_tcp_rtt_ms(hs->fd));
+		/* A first guess, so acks flow at once; the source of the
+		 * first authentic record (NAT) replaces it. */
+		rock_udp_peer_from_tcp(s, hs->hello.udp_port);
+		r = rock_is_direct(s) ? rock_direct_attach(s, hs->fd) :
+		    rock_stream_attach(s, hs->fd);
+	}
+	rock_keys_wipe(&keys);
+	if (r != 0) {
+		if (s != NULL) {
+			s->fd = -1;
+			rock_session_free(s);
+		}
+		hs->e->stats.handshake_failed[ROCK_HS_ERROR]++;
+		handshake_free(hs, 1);
+		return r;
+	}
+	rlog_debug(s->e->log, "rock %s: connected as server%s, features %#x",
+	    s->name, resumed ? " (resumed)" : "", features);
+	s->e->stats.handshakes++;
+	s->e->stats.resumed += resumed;
+	handshake_free(hs, 0);
+	*out = s;
+	/* The next handshake's pair, made now that this one's answer is out. */
+	if (!resumed)
+		rock_engine_keypair_fill(s->e, 1);
+	return 0;
+}
+

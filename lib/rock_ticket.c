@@ -1,0 +1,196 @@
+/* rock_ticket.c: resumption tickets: the server's rotating ticket keys, and the client's tickets per server. */
+#include "config.h"
+
+#include <string.h>
+#include <time.h>
+#include <sys/socket.h>
+
+#include "rock_engine_int.h"
+#include "rock_err.h"
+
+/* A retired key is wiped when the last ticket it sealed expires: safe
+ * only if it sealed no longer than a ticket lives. */
+_Static_assert(ROCK_TICKET_ROTATE_S >= ROCK_TICKET_LIFETIME_S,
+    "a ticket key must outlive no ticket it sealed by more than a lifetime");
+
+/* Ticket times run on the boot clock: it goes on through a suspend (a
+ * laptop's lid shut an hour must not leave tickets an hour younger). */
+int64_t
+rock_ticket_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_BOOTTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Forward secrecy, as far as tickets allow (doc/PROTOCOL.md 2.7): a key
+ * seals for an hour, then opens what it sealed for a ticket's life, then
+ * is wiped; whoever reads our memory later opens no older ticket. */
+static void
+rotate(struct rock_engine *e, int64_t now)
+{
+	struct rock_ticket_key *cur = &e->ticket_keys[0], *old = &e->ticket_keys[1];
+
+	if (cur->set && now - cur->born_ms >= ROCK_TICKET_ROTATE_S * 1000LL) {
+		rock_wipe(old, sizeof(*old));
+		*old = *cur;
+		old->retired_ms = now;
+		rock_wipe(cur, sizeof(*cur));
+	}
+	if (old->set && now - old->retired_ms >= ROCK_TICKET_LIFETIME_S * 1000LL)
+		rock_wipe(old, sizeof(*old));
+}
+
+void
+rock_ticket_issue(struct rock_engine *e, const uint8_t rms[ROCK_KEY_LEN],
+    int64_t origin, uint8_t out[ROCK_TICKET_MSG_LEN])
+{
+	struct rock_ticket_key *cur = &e->ticket_keys[0];
+	uint8_t nonce[ROCK_TICKET_NONCE_LEN];
+	struct rock_ticket_msg m;
+	int64_t now = rock_ticket_now_ms();
+
+	rotate(e, now);
+	if (!cur->set) {
+		rock_random(cur->id, sizeof(cur->id));
+		/* Told apart from the retired key by its id. */
+		if (e->ticket_keys[1].set &&
+		    memcmp(cur->id, e->ticket_keys[1].id, sizeof(cur->id)) == 0)
+			cur->id[0] ^= 0x80;
+		rock_random(cur->key, sizeof(cur->key));
+		cur->born_ms = now;
+		cur->set = 1;
+	}
+	rock_random(nonce, sizeof(nonce));
+	m.lifetime_s = ROCK_TICKET_LIFETIME_S;
+	rock_ticket_seal(m.ticket, cur->id, cur->key, nonce, (uint64_t)now,
+	    (uint64_t)origin, rms);
+	rock_ticket_msg_encode(&m, out);
+}
+
+int
+rock_ticket_accept(struct rock_engine *e,
+    const uint8_t ticket[ROCK_TICKET_LEN], uint8_t rms[ROCK_KEY_LEN],
+    int64_t *origin)
+{
+	int64_t now = rock_ticket_now_ms();
+	uint64_t issued, from;
+	int i;
+
+	rotate(e, now);
+	for (i = 0; i < 2; i++) {
+		const struct rock_ticket_key *k = &e->ticket_keys[i];
+
+		if (!k->set || memcmp(k->id, ticket, ROCK_TICKET_KEY_ID_LEN) != 0)
+			continue;
+		if (rock_ticket_open(&issued, &from, rms, ticket, k->key) != 0)
+			return ROCK_ERR_AUTH;
+		/* The ticket's own life, and its chain's since the last key
+		 * exchange: resumed keys come from the secret alone. */
+		if (issued > (uint64_t)now || from > issued ||
+		    (uint64_t)now - issued > ROCK_TICKET_LIFETIME_S * 1000ULL ||
+		    (uint64_t)now - from > ROCK_TICKET_CHAIN_S * 1000ULL) {
+			rock_wipe(rms, ROCK_KEY_LEN);
+			return ROCK_ERR_TIMEOUT;
+		}
+		*origin = (int64_t)from;
+		return 0;
+	}
+	return ROCK_ERR_AUTH;
+}
+
+/* Expired entries are wiped wherever they are: a secret kept past its
+ * use would still open the rest of its chain. */
+static struct rock_ticket_entry *
+find(struct rock_engine *e, const struct sockaddr *addr, socklen_t len)
+{
+	int64_t now = rock_ticket_now_ms();
+	struct rock_ticket_entry *found = NULL;
+	unsigned i;
+
+	for (i = 0; i < ROCK_TICKET_CACHE; i++) {
+		struct rock_ticket_entry *t = &e->tickets[i];
+
+		if (t->len == 0)
+			continue;
+		if (t->expires_ms <= now)
+			rock_wipe(t, sizeof(*t));
+		else if (addr != NULL && t->len == len &&
+		    memcmp(&t->addr, addr, len) == 0)
+			found = t;
+	}
+	return found;
+}
+
+void
+rock_ticket_tick(struct rock_engine *e)
+{
+	rotate(e, rock_ticket_now_ms());
+	(void)find(e, NULL, 0);
+}
+
+int
+rock_ticket_find(struct rock_engine *e, const struct sockaddr *addr,
+    socklen_t len, struct rock_ticket_entry *out)
+{
+	struct rock_ticket_entry *t = find(e, addr, len);
+
+	if (t == NULL)
+		return 0;
+	*out = *t;
+	return 1;
+}
+
+void
+rock_ticket_store(struct rock_engine *e, const struct sockaddr *addr,
+    socklen_t len, const struct rock_ticket_msg *m,
+    const uint8_t rms[ROCK_KEY_LEN], const uint8_t ident[ROCK_IDENT_LEN],
+    int64_t origin)
+{
+	struct rock_ticket_entry *t = find(e, addr, len);
+	int64_t now = rock_ticket_now_ms(), end;
+	uint32_t life = m->lifetime_s;
+
+	if (life > ROCK_TICKET_LIFETIME_S)
+		life = ROCK_TICKET_LIFETIME_S;
+	/* Used well before the server's end of it: no race with its clock;
+	 * and not past its chain's. */
+	end = now + (int64_t)life * 1000 - ROCK_TICKET_MARGIN_S * 1000LL;
+	if (end > origin + ROCK_TICKET_CHAIN_S * 1000LL - ROCK_TICKET_MARGIN_S * 1000LL)
+		end = origin + ROCK_TICKET_CHAIN_S * 1000LL - ROCK_TICKET_MARGIN_S * 1000LL;
+	if (end <= now) {
+		if (t != NULL)
+			rock_wipe(t, sizeof(*t));
+		return;
+	}
+	if (t == NULL) {
+		t = &e->tickets[e->ticket_next];
+		e->ticket_next = (e->ticket_next + 1) % ROCK_TICKET_CACHE;
+	}
+	memcpy(&t->addr, addr, len);
+	t->len = len;
+	t->expires_ms = end;
+	t->origin_ms = origin;
+	memcpy(t->ticket, m->ticket, ROCK_TICKET_LEN);
+	memcpy(t->rms, rms, ROCK_KEY_LEN);
+	memcpy(t->ident, ident, ROCK_IDENT_LEN);
+}
+
+void
+rock_ticket_drop(struct rock_engine *e, const struct sockaddr *addr,
+    socklen_t len, const uint8_t ticket[ROCK_TICKET_LEN])
+{
+	struct rock_ticket_entry *t = find(e, addr, len);
+
+	/* Another connect may have stored a newer one meanwhile. */
+	if (t != NULL && memcmp(t->ticket, ticket, ROCK_TICKET_LEN) == 0)
+		rock_wipe(t, sizeof(*t));
+}
+
+void
+rock_ticket_wipe_all(struct rock_engine *e)
+{
+	rock_wipe(e->ticket_keys, sizeof(e->ticket_keys));
+	rock_wipe(e->tickets, sizeof(e->tickets));
+}
