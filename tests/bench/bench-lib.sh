@@ -49,6 +49,22 @@ start_backend() {
 	die "the $name backend did not start: $(cat "$tmp/$name.log")"
 }
 
+# start_rockd FRONT BACKEND: $rockd on 127.0.0.1:FRONT relaying to
+# 127.0.0.1:BACKEND, its log $tmp/rockd.log; sets rockd_pid once a plain
+# connect goes through it (not in a command substitution: see above)
+start_rockd() {
+	local i
+	"$rockd" -F --listen "127.0.0.1:$1" --backend "127.0.0.1:$2" \
+		2>"$tmp/rockd.log" &
+	rockd_pid=$!
+	pids+=("$rockd_pid")
+	for ((i = 0; i < 100; i++)); do
+		"$bench" connect plain 127.0.0.1 "$1" 1 >/dev/null 2>&1 && return 0
+		sleep 0.05
+	done
+	die "rockd did not start: $(tail -n 3 "$tmp/rockd.log")"
+}
+
 # median NUMBER...: to one decimal
 median() {
 	printf '%s\n' "$@" | sort -g | awk '

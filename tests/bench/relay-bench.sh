@@ -44,15 +44,7 @@ echo_port=$("$bench" freeport | awk '{ print $2 }')
 echod_pid=$!
 pids+=("$echod_pid")
 front=$("$bench" freeport | awk '{ print $2 }')
-"$rockd" -F --listen "127.0.0.1:$front" --backend "127.0.0.1:$echo_port" \
-	2>"$tmp/rockd.log" &
-rockd_pid=$!
-pids+=("$rockd_pid")
-for ((i = 0; i < 100; i++)); do
-	"$bench" connect plain 127.0.0.1 "$front" 1 >/dev/null 2>&1 && break
-	sleep 0.05
-done
-((i < 100)) || die "rockd did not start: $(tail -n 3 "$tmp/rockd.log")"
+start_rockd "$front" "$echo_port"
 hz=$(getconf CLK_TCK)
 
 # ticks PID: user + system clock ticks of a process so far
