@@ -229,6 +229,14 @@ int rock_probe_found_plain(int r);
 /* What such a probe found, for the engine's cache (ann NULL: plain). */
 void rock_probe_remember(struct rock_engine *e, const struct sockaddr *addr,
     socklen_t len, const uint8_t ann[ROCK_ANNOUNCE_LEN]);
+/* A resumption ticket from the file the user's processes share, for the
+ * engine's own (rock_probe_file.h); the one the engine holds, for the
+ * file (1), or none (0). */
+struct rock_probe_ticket;
+void rock_ticket_remember(struct rock_engine *e, const struct sockaddr *addr,
+    socklen_t len, const struct rock_probe_ticket *t);
+int rock_ticket_share(struct rock_engine *e, const struct sockaddr *addr,
+    socklen_t len, struct rock_probe_ticket *out);
 /* Client: a handshake took the X25519 pair the engine makes ahead; make
  * the next one now. On the engine's thread, without the owner's lock (the
  * shim calls it when its connecting thread wakes the loop). */

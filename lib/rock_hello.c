@@ -377,6 +377,22 @@ handshake_resumed(struct rock_engine *e, const struct sockaddr *addr,
 	return close_failed(r, fd);
 }
 
+/* After a full handshake (a first contact, or the ticket the user's
+ * processes share was found wanting), its ticket goes to the file they
+ * share: their next connects resume. Without the owner's lock (file
+ * I/O). */
+static void
+share_ticket(struct rock_engine *e, const struct sockaddr *addr,
+    socklen_t len, const uint8_t ann[ROCK_ANNOUNCE_LEN])
+{
+	struct rock_probe_ticket t;
+
+	if (rock_ticket_share(e, addr, len, &t))
+		rock_probe_file_put_ticket(e->probe_file, e->log, addr, len, ann,
+		    ROCK_PROBE_TTL_MS, &t);
+	rock_wipe(&t, sizeof(t));
+}
+
 /* A resumption found wanting costs its ticket and goes on as a full
  * handshake: refused (TICKET), answered without the secret, malformed,
  * or reset once connected (the server gone since, or a middlebox). Not
@@ -437,7 +453,10 @@ handshake_once(struct rock_engine *e, const struct sockaddr *addr,
 		    "handshake", rock_err(r));
 	}
 	rock_wipe(&tk, sizeof(tk));
-	return handshake_full(e, addr, len, deadline, known, ann, cbs, arg, out);
+	if ((r = handshake_full(e, addr, len, deadline, known, ann, cbs, arg,
+	    out)) == 0)
+		share_ticket(e, addr, len, ann);
+	return r;
 }
 
 int

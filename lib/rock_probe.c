@@ -300,6 +300,9 @@ rock_probe_announcement(struct rock_engine *e, const struct sockaddr *addr,
 		if (!f.enhanced)
 			return ROCK_ERR_NOT_ENHANCED;
 		memcpy(ann, f.announcement, ROCK_ANNOUNCE_LEN);
+		if (f.has_ticket)
+			rock_ticket_remember(e, addr, len, &f.ticket);
+		rock_wipe(&f.ticket, sizeof(f.ticket));
 		return 0;
 	}
 	*cached = 0;

@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "rock_crypto.h"
 #include "rock_known.h"
 #include "rock_probe_file.h"
 #include "rock_sys.h"
@@ -21,13 +22,20 @@
  * bytes), then the entries, newest first, each ENTRY_LEN bytes: the
  * address's length (4), the sockaddr (28, zero past its length), enhanced
  * (4: 0 or 1), the expiry in wall-clock ms (8), the announcement (1024;
- * zero for an ordinary server). Host byte order: the file never leaves the
- * machine (the runtime directory is per boot and per user).
+ * zero for an ordinary server), then a resumption ticket: held (4: 0 or
+ * 1), the ticket's and its chain's ends in wall-clock ms (8 each), the
+ * ticket (92), its secret (32), the server identity (32), all zero when
+ * none. Host byte order: the file never leaves the machine (the runtime
+ * directory is per boot and per user). A file of the first format
+ * (RKPROBE1) is taken as empty and replaced.
  */
-#define MAGIC "RKPROBE1"
+#define MAGIC "RKPROBE2"
+#define MAGIC_OLD "RKPROBE1"
 #define HEADER_LEN 16
 #define ADDR_MAX 28
-#define ENTRY_LEN (4 + ADDR_MAX + 4 + 8 + ROCK_ANNOUNCE_LEN)
+#define ANN_END (4 + ADDR_MAX + 4 + 8 + ROCK_ANNOUNCE_LEN)
+#define TICKET_PART (4 + 8 + 8 + ROCK_TICKET_LEN + ROCK_KEY_LEN + ROCK_IDENT_LEN)
+#define ENTRY_LEN (ANN_END + TICKET_PART)
 #define FILE_MAX (HEADER_LEN + ROCK_PROBE_FILE_MAX * ENTRY_LEN)
 /* No entry lives longer than an engine keeps one, whatever expiry a file
  * claims. */
@@ -39,6 +47,11 @@ struct entry {
 	uint32_t enhanced;
 	int64_t expires_ms;
 	uint8_t ann[ROCK_ANNOUNCE_LEN];
+	uint32_t has_ticket;
+	int64_t ticket_ends_ms, chain_ends_ms;
+	uint8_t ticket[ROCK_TICKET_LEN];
+	uint8_t rms[ROCK_KEY_LEN];
+	uint8_t ident[ROCK_IDENT_LEN];
 };
 
 static int64_t
@@ -121,7 +134,8 @@ valid_entry(const struct entry *en)
 	struct rock_announce a;
 	size_t i;
 
-	if (!valid_addr(en) || en->enhanced > 1)
+	if (!valid_addr(en) || en->enhanced > 1 || en->has_ticket > 1 ||
+	    (en->has_ticket && !en->enhanced))
 		return 0;
 	if (!en->enhanced) {
 		for (i = 0; i < ROCK_ANNOUNCE_LEN; i++)
@@ -143,6 +157,13 @@ entry_decode(struct entry *en, const uint8_t *p)
 	memcpy(&en->enhanced, p + 4 + ADDR_MAX, 4);
 	memcpy(&en->expires_ms, p + 8 + ADDR_MAX, 8);
 	memcpy(en->ann, p + 16 + ADDR_MAX, ROCK_ANNOUNCE_LEN);
+	p += ANN_END;
+	memcpy(&en->has_ticket, p, 4);
+	memcpy(&en->ticket_ends_ms, p + 4, 8);
+	memcpy(&en->chain_ends_ms, p + 12, 8);
+	memcpy(en->ticket, p + 20, ROCK_TICKET_LEN);
+	memcpy(en->rms, p + 20 + ROCK_TICKET_LEN, ROCK_KEY_LEN);
+	memcpy(en->ident, p + 20 + ROCK_TICKET_LEN + ROCK_KEY_LEN, ROCK_IDENT_LEN);
 }
 
 static void
@@ -153,6 +174,28 @@ entry_encode(const struct entry *en, uint8_t *p)
 	memcpy(p + 4 + ADDR_MAX, &en->enhanced, 4);
 	memcpy(p + 8 + ADDR_MAX, &en->expires_ms, 8);
 	memcpy(p + 16 + ADDR_MAX, en->ann, ROCK_ANNOUNCE_LEN);
+	p += ANN_END;
+	memcpy(p, &en->has_ticket, 4);
+	memcpy(p + 4, &en->ticket_ends_ms, 8);
+	memcpy(p + 12, &en->chain_ends_ms, 8);
+	memcpy(p + 20, en->ticket, ROCK_TICKET_LEN);
+	memcpy(p + 20 + ROCK_TICKET_LEN, en->rms, ROCK_KEY_LEN);
+	memcpy(p + 20 + ROCK_TICKET_LEN + ROCK_KEY_LEN, en->ident, ROCK_IDENT_LEN);
+}
+
+/* A ticket past its end, or its chain's, is wiped: it is never used
+ * again, and the next write leaves it out. */
+static void
+ticket_expire(struct entry *en, int64_t now)
+{
+	if (en->has_ticket && (en->ticket_ends_ms <= now ||
+	    en->chain_ends_ms <= now)) {
+		en->has_ticket = 0;
+		en->ticket_ends_ms = en->chain_ends_ms = 0;
+		rock_wipe(en->ticket, sizeof(en->ticket));
+		rock_wipe(en->rms, sizeof(en->rms));
+		rock_wipe(en->ident, sizeof(en->ident));
+	}
 }
 
 /* The file's bytes, checked whole: NULL, or what is wrong with them. */
@@ -162,6 +205,10 @@ parse(const uint8_t *buf, size_t n, struct entry *out, size_t *count)
 	uint32_t c, zero;
 	size_t i;
 
+	if (n >= HEADER_LEN && memcmp(buf, MAGIC_OLD, 8) == 0) {
+		*count = 0;		/* an older rock's: replaced */
+		return NULL;
+	}
 	if (n < HEADER_LEN || memcmp(buf, MAGIC, 8) != 0)
 		return "not a probe cache";
 	memcpy(&c, buf + 8, 4);
@@ -212,6 +259,8 @@ load(struct rock_probe_file *pf, const struct rock_log *log,
 	rock_sys.close(fd);
 	if (why == NULL)
 		why = parse(buf, (size_t)got, out, count);
+	if (buf != NULL)
+		rock_wipe(buf, cap);	/* tickets' secrets */
 	free(buf);
 	if (why != NULL) {
 		*count = 0;
@@ -249,8 +298,19 @@ rock_probe_file_get(struct rock_probe_file *pf, const struct rock_log *log,
 			if (f->ttl_ms > TTL_MAX_MS)
 				f->ttl_ms = TTL_MAX_MS;
 			memcpy(f->announcement, all[i].ann, ROCK_ANNOUNCE_LEN);
+			ticket_expire(&all[i], now);
+			if ((f->has_ticket = (int)all[i].has_ticket) != 0) {
+				struct rock_probe_ticket *t = &f->ticket;
+
+				t->ttl_ms = all[i].ticket_ends_ms - now;
+				t->chain_ms = all[i].chain_ends_ms - now;
+				memcpy(t->ticket, all[i].ticket, ROCK_TICKET_LEN);
+				memcpy(t->rms, all[i].rms, ROCK_KEY_LEN);
+				memcpy(t->ident, all[i].ident, ROCK_IDENT_LEN);
+			}
 		}
 	}
+	rock_wipe(all, ROCK_PROBE_FILE_MAX * sizeof(*all));
 	free(all);
 	return found;
 }
@@ -281,14 +341,16 @@ store(const char *path, const struct entry *all, size_t n)
 			r = -1;
 		}
 	}
+	rock_wipe(buf, size);
 	free(buf);
 	return r;
 }
 
-void
-rock_probe_file_put(struct rock_probe_file *pf, const struct rock_log *log,
+static void
+put(struct rock_probe_file *pf, const struct rock_log *log,
     const struct sockaddr *addr, socklen_t len,
-    const uint8_t ann[ROCK_ANNOUNCE_LEN], int64_t ttl_ms)
+    const uint8_t ann[ROCK_ANNOUNCE_LEN], int64_t ttl_ms,
+    const struct rock_probe_ticket *t)
 {
 	struct entry *all;
 	int64_t now = wall_ms();
@@ -311,13 +373,54 @@ rock_probe_file_put(struct rock_probe_file *pf, const struct rock_log *log,
 	all[0].expires_ms = now + ttl_ms;
 	if (ann != NULL)
 		memcpy(all[0].ann, ann, ROCK_ANNOUNCE_LEN);
+	if (ann != NULL && t != NULL) {
+		all[0].has_ticket = 1;
+		all[0].ticket_ends_ms = now + t->ttl_ms;
+		all[0].chain_ends_ms = now + t->chain_ms;
+		memcpy(all[0].ticket, t->ticket, ROCK_TICKET_LEN);
+		memcpy(all[0].rms, t->rms, ROCK_KEY_LEN);
+		memcpy(all[0].ident, t->ident, ROCK_IDENT_LEN);
+		ticket_expire(&all[0], now);
+	}
+	/* A probe that found the same server instance keeps its ticket. */
+	for (i = 1; i <= n && t == NULL && ann != NULL; i++)
+		if (same(&all[i], addr, len) && all[i].has_ticket &&
+		    memcmp(all[i].ann, ann, ROCK_ANNOUNCE_LEN) == 0) {
+			all[0].has_ticket = 1;
+			all[0].ticket_ends_ms = all[i].ticket_ends_ms;
+			all[0].chain_ends_ms = all[i].chain_ends_ms;
+			memcpy(all[0].ticket, all[i].ticket, ROCK_TICKET_LEN);
+			memcpy(all[0].rms, all[i].rms, ROCK_KEY_LEN);
+			memcpy(all[0].ident, all[i].ident, ROCK_IDENT_LEN);
+			ticket_expire(&all[0], now);
+		}
 	if (ttl_ms <= 0)
 		kept = 0;
 	for (i = 1; i <= n && kept < ROCK_PROBE_FILE_MAX; i++)
-		if (!same(&all[i], addr, len) && all[i].expires_ms > now)
+		if (!same(&all[i], addr, len) && all[i].expires_ms > now) {
+			ticket_expire(&all[i], now);
 			all[kept++] = all[i];
+		}
 	if (store(pf->path, all, kept) != 0)
 		rlog_debug(log, "probe cache %s: not written: %s", pf->path,
 		    strerror(errno));
+	rock_wipe(all, (ROCK_PROBE_FILE_MAX + 1) * sizeof(*all));
 	free(all);
+}
+
+void
+rock_probe_file_put(struct rock_probe_file *pf, const struct rock_log *log,
+    const struct sockaddr *addr, socklen_t len,
+    const uint8_t ann[ROCK_ANNOUNCE_LEN], int64_t ttl_ms)
+{
+	put(pf, log, addr, len, ann, ttl_ms, NULL);
+}
+
+void
+rock_probe_file_put_ticket(struct rock_probe_file *pf,
+    const struct rock_log *log, const struct sockaddr *addr, socklen_t len,
+    const uint8_t ann[ROCK_ANNOUNCE_LEN], int64_t ttl_ms,
+    const struct rock_probe_ticket *t)
+{
+	put(pf, log, addr, len, ann, ttl_ms, t);
 }

@@ -24,11 +24,23 @@ struct rock_probe_file {
 	int warned;
 };
 
+/* A resumption ticket the user's processes share (doc/PROTOCOL.md 2.7):
+ * the server's sealed ticket, the secret, the identity its chain's full
+ * handshake proved, and the time left of the ticket and of its chain. */
+struct rock_probe_ticket {
+	uint8_t ticket[ROCK_TICKET_LEN];
+	uint8_t rms[ROCK_KEY_LEN];
+	uint8_t ident[ROCK_IDENT_LEN];
+	int64_t ttl_ms, chain_ms;
+};
+
 /* What the file says of a destination. */
 struct rock_probe_fact {
 	int enhanced;			/* 0: an ordinary server, for a while */
 	int64_t ttl_ms;			/* left, at most what the put gave */
 	uint8_t announcement[ROCK_ANNOUNCE_LEN];
+	int has_ticket;			/* a rockd's, with a ticket below */
+	struct rock_probe_ticket ticket;
 };
 
 /* Ours alone: of type (S_IFDIR, S_IFREG), owned by us, nobody else may
@@ -42,9 +54,17 @@ int rock_probe_file_get(struct rock_probe_file *pf, const struct rock_log *log,
     const struct sockaddr *addr, socklen_t len, struct rock_probe_fact *f);
 /* Record what a probe found (ann NULL: an ordinary server) for ttl_ms;
  * ttl_ms 0 forgets the destination. Written to a temporary file renamed
- * over the old one: readers see the old file or the new, never a part. */
+ * over the old one: readers see the old file or the new, never a part. A
+ * ticket held for the destination stays only if the announcement is the
+ * one it came with (the same server instance). */
 void rock_probe_file_put(struct rock_probe_file *pf, const struct rock_log *log,
     const struct sockaddr *addr, socklen_t len,
     const uint8_t ann[ROCK_ANNOUNCE_LEN], int64_t ttl_ms);
+/* Record a rockd's announcement with the ticket its last handshake left,
+ * for the user's other processes to resume with. */
+void rock_probe_file_put_ticket(struct rock_probe_file *pf,
+    const struct rock_log *log, const struct sockaddr *addr, socklen_t len,
+    const uint8_t ann[ROCK_ANNOUNCE_LEN], int64_t ttl_ms,
+    const struct rock_probe_ticket *t);
 
 #endif

@@ -7,6 +7,7 @@
 
 #include "rock_engine_int.h"
 #include "rock_err.h"
+#include "rock_probe_file.h"
 
 /* A retired key is wiped when the last ticket it sealed expires: safe
  * only if it sealed no longer than a ticket lives. */
@@ -142,24 +143,20 @@ rock_ticket_find(struct rock_engine *e, const struct sockaddr *addr,
 	return 1;
 }
 
-void
-rock_ticket_store(struct rock_engine *e, const struct sockaddr *addr,
-    socklen_t len, const struct rock_ticket_msg *m,
-    const uint8_t rms[ROCK_KEY_LEN], const uint8_t ident[ROCK_IDENT_LEN],
-    int64_t origin)
+/* end: when the client stops offering it (the ticket's life less the
+ * margin, or sooner); not past its chain's, less the margin. */
+static void
+put(struct rock_engine *e, const struct sockaddr *addr, socklen_t len,
+    const uint8_t ticket[ROCK_TICKET_LEN], const uint8_t rms[ROCK_KEY_LEN],
+    const uint8_t ident[ROCK_IDENT_LEN], int64_t end, int64_t origin)
 {
 	struct rock_ticket_entry *t = find(e, addr, len);
-	int64_t now = rock_ticket_now_ms(), end;
-	uint32_t life = m->lifetime_s;
+	int64_t now = rock_ticket_now_ms();
+	int64_t chain_end = origin + (ROCK_TICKET_CHAIN_S - ROCK_TICKET_MARGIN_S) * 1000LL;
 
-	if (life > ROCK_TICKET_LIFETIME_S)
-		life = ROCK_TICKET_LIFETIME_S;
-	/* Used well before the server's end of it: no race with its clock;
-	 * and not past its chain's. */
-	end = now + (int64_t)life * 1000 - ROCK_TICKET_MARGIN_S * 1000LL;
-	if (end > origin + ROCK_TICKET_CHAIN_S * 1000LL - ROCK_TICKET_MARGIN_S * 1000LL)
-		end = origin + ROCK_TICKET_CHAIN_S * 1000LL - ROCK_TICKET_MARGIN_S * 1000LL;
-	if (end <= now) {
+	if (end > chain_end)
+		end = chain_end;
+	if (end <= now || len > sizeof(t->addr)) {
 		if (t != NULL)
 			rock_wipe(t, sizeof(*t));
 		return;
@@ -172,9 +169,58 @@ rock_ticket_store(struct rock_engine *e, const struct sockaddr *addr,
 	t->len = len;
 	t->expires_ms = end;
 	t->origin_ms = origin;
-	memcpy(t->ticket, m->ticket, ROCK_TICKET_LEN);
+	memcpy(t->ticket, ticket, ROCK_TICKET_LEN);
 	memcpy(t->rms, rms, ROCK_KEY_LEN);
 	memcpy(t->ident, ident, ROCK_IDENT_LEN);
+}
+
+void
+rock_ticket_store(struct rock_engine *e, const struct sockaddr *addr,
+    socklen_t len, const struct rock_ticket_msg *m,
+    const uint8_t rms[ROCK_KEY_LEN], const uint8_t ident[ROCK_IDENT_LEN],
+    int64_t origin)
+{
+	uint32_t life = m->lifetime_s;
+
+	if (life > ROCK_TICKET_LIFETIME_S)
+		life = ROCK_TICKET_LIFETIME_S;
+	/* Used well before the server's end of it: no race with its clock. */
+	put(e, addr, len, m->ticket, rms, ident, rock_ticket_now_ms() +
+	    ((int64_t)life - ROCK_TICKET_MARGIN_S) * 1000, origin);
+}
+
+void
+rock_ticket_remember(struct rock_engine *e, const struct sockaddr *addr,
+    socklen_t len, const struct rock_probe_ticket *t)
+{
+	int64_t now = rock_ticket_now_ms();
+
+	rock_engine_enter(e);
+	put(e, addr, len, t->ticket, t->rms, t->ident, now + t->ttl_ms,
+	    now + t->chain_ms - ROCK_TICKET_CHAIN_S * 1000LL);
+	rock_engine_leave(e);
+}
+
+int
+rock_ticket_share(struct rock_engine *e, const struct sockaddr *addr,
+    socklen_t len, struct rock_probe_ticket *out)
+{
+	struct rock_ticket_entry t;
+	int64_t now = rock_ticket_now_ms();
+
+	rock_engine_enter(e);
+	if (!rock_ticket_find(e, addr, len, &t)) {
+		rock_engine_leave(e);
+		return 0;
+	}
+	rock_engine_leave(e);
+	memcpy(out->ticket, t.ticket, ROCK_TICKET_LEN);
+	memcpy(out->rms, t.rms, ROCK_KEY_LEN);
+	memcpy(out->ident, t.ident, ROCK_IDENT_LEN);
+	out->ttl_ms = t.expires_ms - now;
+	out->chain_ms = t.origin_ms + ROCK_TICKET_CHAIN_S * 1000LL - now;
+	rock_wipe(&t, sizeof(t));
+	return 1;
 }
 
 void

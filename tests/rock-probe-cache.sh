@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# rock-probe-cache.sh: the probe cache the user's processes share: a second process's first connect to a rockd makes no probe; a corrupt or foreign cache file is ignored with one log line.
+# rock-probe-cache.sh: the probe cache the user's processes share: a second process's first connect to a rockd makes no probe and resumes with the first's ticket; a corrupt or foreign cache file is ignored with one log line.
 set -u
 . "$(dirname "$0")/lib.sh"
 ROCKD="$top_builddir/daemon/rockd"
@@ -7,6 +7,7 @@ TRAFFIC="$top_builddir/tests/traffic"
 ECHOD="$top_builddir/tests/echod"
 t_kill_on_exit
 command -v python3 >/dev/null || t_skip_all "python3 not found"
+command -v socat >/dev/null || t_skip_all "socat not installed"
 
 
 be=$(free_port) port=$(free_port)
@@ -33,6 +34,7 @@ connect() {
 	done
 	probes=$(grep -c 'probe from a rock client' "$t_tmp/rockd.log")
 	rocks=$(grep -c 'client connected, backend' "$t_tmp/rockd.log")
+	resumed=$(grep -c 'connected as server (resumed)' "$t_tmp/rockd.log")
 }
 warnings() { grep -c "warning: .*probe cache" "$t_tmp/$1.log"; }
 
@@ -50,6 +52,27 @@ t_eq "second process: a rock" "$rocks" 2
 t_check "second process: the shared cache said rockd" \
 	grep -q "a rockd, by the shared probe cache" "$t_tmp/second.log"
 
+# --- 2a. tickets: the first process's full handshake left one in the file;
+#         the second resumed with it; a process that shares nothing cannot --
+t_eq "first process: a full handshake, second: resumed by its ticket" "$resumed" 1
+# A third, socat through rockd's echo backend: resumed too, byte-exact.
+printf 'through a resumed rock\n' >"$t_tmp/third.in"
+ROCK_LOG="$t_tmp/third.log" ROCK_DEBUG=1 "$ROCK" socat -t 5 - "TCP:127.0.0.1:$port" \
+	<"$t_tmp/third.in" >"$t_tmp/third.got" 2>"$t_tmp/third.err" || echo "rc=$?" >>"$t_tmp/third.out"
+n=$((n + 1))
+t_eq "third process (socat): its line echoed exactly" "$(cat "$t_tmp/third.got")" "through a resumed rock"
+t_eq "third process: resumed too (the ticket is the file's)" \
+	"$(grep -c 'connected as server (resumed)' "$t_tmp/rockd.log")" 2
+ROCK_PROBE_CACHE= ROCK_LOG="$t_tmp/unshared.log" ROCK_DEBUG=1 "$ROCK" "$TRAFFIC" \
+	connect 127.0.0.1 "$port" 1 >"$t_tmp/unshared.out" 2>&1 || echo "rc=$?" >>"$t_tmp/unshared.out"
+n=$((n + 1))
+for _ in $(seq 100); do
+	[ "$(grep -c 'client connected, backend' "$t_tmp/rockd.log")" -ge "$n" ] && break
+	sleep 0.02
+done
+t_eq "a process that shares no cache: a full handshake" \
+	"$(grep -c 'connected as server (resumed)' "$t_tmp/rockd.log")" 2
+
 # rockd_stop; rockd_start N: rockd again, its Nth start.
 rockd_stop() { kill "${pids[1]}" && wait "${pids[1]}" 2>/dev/null; }
 rockd_start() {
@@ -66,10 +89,11 @@ rockd_start() {
 rockd_stop
 rockd_start 2
 connect restarted
-t_eq "rockd restarted: the stale announcement costs one probe" "$probes" 2
-t_eq "rockd restarted: a rock still" "$rocks" 3
+t_eq "rockd restarted: the stale announcement costs one probe" "$probes" 3
+t_eq "rockd restarted: a rock still" "$rocks" 5
 connect after-restart
-t_eq "rockd restarted: the new announcement is shared" "$probes" 2
+t_eq "rockd restarted: the new announcement is shared" "$probes" 3
+t_eq "rockd restarted: its new ticket resumes the next process" "$resumed" 3
 
 # --- 2c. a connect while rockd is down is refused, and nothing is
 #         remembered of it: the rockd back there a moment later gets a rock
@@ -82,8 +106,8 @@ t_check "rockd down: the connect is refused ($(tail -n 1 "$t_tmp/down.txt"))" \
 	grep -q 'Connection refused' "$t_tmp/down.txt"
 rockd_start 3
 connect back
-t_eq "rockd back: the next process probes it" "$probes" 3
-t_eq "rockd back: and makes a rock" "$rocks" 5
+t_eq "rockd back: the next process probes it" "$probes" 4
+t_eq "rockd back: and makes a rock" "$rocks" 7
 t_eq "rockd back: no plain verdict was kept" "$(grep -c 'not enhanced' "$t_tmp/back.log")" 0
 
 # --- 3. a corrupt file: one line, a probe of its own, the file made good -----
@@ -92,10 +116,10 @@ connect corrupt
 t_eq "corrupt file: one log line" "$(warnings corrupt)" 1
 t_check "corrupt file: the line says what and where" \
 	grep -q "probe cache $cache: not a probe cache; ignored" "$t_tmp/corrupt.log"
-t_eq "corrupt file: a probe of its own" "$probes" 4
-t_eq "corrupt file: a rock still" "$rocks" 6
+t_eq "corrupt file: a probe of its own" "$probes" 5
+t_eq "corrupt file: a rock still" "$rocks" 8
 connect after-corrupt
-t_eq "corrupt file: replaced by a good one (no probe next)" "$probes" 4
+t_eq "corrupt file: replaced by a good one (no probe next)" "$probes" 5
 t_eq "corrupt file: replaced, no line" "$(warnings after-corrupt)" 0
 
 # A file cut short: its size is not its count's.
@@ -103,14 +127,14 @@ head -c 100 "$cache" >"$t_tmp/short" && cat "$t_tmp/short" >"$cache"
 connect short
 t_check "truncated file: ignored with its reason" \
 	grep -q "probe cache $cache: corrupt (its size is not its count's); ignored" "$t_tmp/short.log"
-t_eq "truncated file: one log line, a probe" "$(warnings short) $probes" "1 5"
+t_eq "truncated file: one log line, a probe" "$(warnings short) $probes" "1 6"
 
 # --- 4. a file others may write: not trusted ---------------------------------
 chmod 0622 "$cache"
 connect shared-mode
 t_check "group-writable file: ignored" \
 	grep -q "probe cache $cache: accessible by group or others; ignored" "$t_tmp/shared-mode.log"
-t_eq "group-writable file: one log line, a probe" "$(warnings shared-mode) $probes" "1 6"
+t_eq "group-writable file: one log line, a probe" "$(warnings shared-mode) $probes" "1 7"
 
 # --- 5. a file another user owns (root only: chown) --------------------------
 if [ "$(id -u)" = 0 ] && id nobody >/dev/null 2>&1; then
@@ -119,7 +143,7 @@ if [ "$(id -u)" = 0 ] && id nobody >/dev/null 2>&1; then
 	connect foreign
 	t_check "foreign-owned file: ignored" \
 		grep -q "probe cache $cache: owned by another user; ignored" "$t_tmp/foreign.log"
-	t_eq "foreign-owned file: one log line, a probe" "$(warnings foreign) $probes" "1 7"
+	t_eq "foreign-owned file: one log line, a probe" "$(warnings foreign) $probes" "1 8"
 else
 	t_skipped "foreign-owned file (needs root to chown)"
 fi

@@ -151,6 +151,9 @@ first_probe(struct attempt *a, struct rock_engine **e)
 	if ((*e = shim_engine()) == NULL)
 		return ROCK_ERR_NOT_ENHANCED;
 	rock_probe_remember(*e, to, a->len, f.announcement);
+	if (f.has_ticket)
+		rock_ticket_remember(*e, to, a->len, &f.ticket);
+	rock_wipe(&f.ticket, sizeof(f.ticket));
 	return 0;
 }
 

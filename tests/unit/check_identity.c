@@ -392,6 +392,71 @@ START_TEST(test_settings)
 END_TEST
 
 
+/* A resumption ticket in the shared file: found with its announcement and
+ * the time left; a probe's new answer for the destination drops it; one
+ * past its end, or its chain's, is not found (the announcement is). */
+START_TEST(test_probe_file_ticket)
+{
+	struct rock_probe_file pf = { NULL, 0 };
+	struct sockaddr_in a = { .sin_family = AF_INET };
+	struct rock_probe_ticket t, none;
+	struct rock_announce an;
+	struct rock_probe_fact f;
+	uint8_t ann[ROCK_ANNOUNCE_LEN];
+	char path[128];
+
+	path_in(path, sizeof(path), "run/rock/probes");
+	pf.path = path;
+	a.sin_port = htons(4022);
+	a.sin_addr.s_addr = htonl(0xc0000201);
+	an.version_max = an.version_min = ROCK_VERSION;
+	an.features = ROCK_FEAT_ALL;
+	memset(an.random, 0x5a, sizeof(an.random));
+	rock_announce_encode(&an, ann);
+	memset(&t, 0, sizeof(t));
+	memset(t.ticket, 0x11, sizeof(t.ticket));
+	memset(t.rms, 0x22, sizeof(t.rms));
+	memset(t.ident, 0x33, sizeof(t.ident));
+	t.ttl_ms = 3000000;
+	t.chain_ms = 6000000;
+	rock_probe_file_put_ticket(&pf, &lg, (struct sockaddr *)&a, sizeof(a),
+	    ann, ROCK_PROBE_TTL_MS, &t);
+	ck_assert_int_eq(rock_probe_file_get(&pf, &lg,
+	    (struct sockaddr *)&a, sizeof(a), &f), 1);
+	ck_assert_int_eq(f.enhanced, 1);
+	ck_assert_int_eq(f.has_ticket, 1);
+	ck_assert_mem_eq(f.ticket.ticket, t.ticket, sizeof(t.ticket));
+	ck_assert_mem_eq(f.ticket.rms, t.rms, sizeof(t.rms));
+	ck_assert_mem_eq(f.ticket.ident, t.ident, sizeof(t.ident));
+	ck_assert(f.ticket.ttl_ms > 3000000 - 5000 && f.ticket.ttl_ms <= 3000000);
+	ck_assert(f.ticket.chain_ms > 6000000 - 5000 && f.ticket.chain_ms <= 6000000);
+	/* A probe's answer from the same instance keeps the ticket; a new
+	 * announcement (a new server, maybe) drops it. */
+	rock_probe_file_put(&pf, &lg, (struct sockaddr *)&a, sizeof(a), ann,
+	    ROCK_PROBE_TTL_MS);
+	ck_assert_int_eq(rock_probe_file_get(&pf, &lg,
+	    (struct sockaddr *)&a, sizeof(a), &f), 1);
+	ck_assert_int_eq(f.has_ticket, 1);
+	ck_assert_mem_eq(f.ticket.rms, t.rms, sizeof(t.rms));
+	ann[100] ^= 1;
+	rock_probe_file_put(&pf, &lg, (struct sockaddr *)&a, sizeof(a), ann,
+	    ROCK_PROBE_TTL_MS);
+	ck_assert_int_eq(rock_probe_file_get(&pf, &lg,
+	    (struct sockaddr *)&a, sizeof(a), &f), 1);
+	ck_assert_int_eq(f.has_ticket, 0);
+	/* Past its chain's end: the announcement without it. */
+	none = t;
+	none.chain_ms = 1;
+	rock_probe_file_put_ticket(&pf, &lg, (struct sockaddr *)&a, sizeof(a),
+	    ann, ROCK_PROBE_TTL_MS, &none);
+	usleep(5000);
+	ck_assert_int_eq(rock_probe_file_get(&pf, &lg,
+	    (struct sockaddr *)&a, sizeof(a), &f), 1);
+	ck_assert_int_eq(f.has_ticket, 0);
+	ck_assert_int_eq(pf.warned, 0);
+}
+END_TEST
+
 /* The shared probe cache: what one put says another get finds, newest
  * first; a forget (ttl 0) and an expiry remove; an ordinary server is
  * recorded without an announcement. */
@@ -450,7 +515,8 @@ START_TEST(test_probe_file)
 	}
 	ck_assert_int_eq(stat(path, &st), 0);
 	ck_assert_int_eq(st.st_size, 16 + ROCK_PROBE_FILE_MAX *
-	    (4 + 28 + 4 + 8 + ROCK_ANNOUNCE_LEN));
+	    (4 + 28 + 4 + 8 + ROCK_ANNOUNCE_LEN + 4 + 8 + 8 + ROCK_TICKET_LEN +
+	    ROCK_KEY_LEN + ROCK_IDENT_LEN));
 	ck_assert_int_eq(rock_probe_file_get(&pf, &lg,
 	    (struct sockaddr *)&b, sizeof(b), &f), 1);
 	b.sin_port = htons(1000);
@@ -477,6 +543,7 @@ identity_suite(void)
 	tcase_add_test(tc, test_pin_and_none);
 	tcase_add_test(tc, test_settings);
 	tcase_add_test(tc, test_probe_file);
+	tcase_add_test(tc, test_probe_file_ticket);
 	suite_add_tcase(s, tc);
 	return s;
 }
