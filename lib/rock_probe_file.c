@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
+#include <linux/magic.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -61,6 +63,23 @@ wall_ms(void)
 
 	clock_gettime(CLOCK_REALTIME, &ts);
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* A ticket's secret is written only to a file system in memory (the
+ * runtime directory's tmpfs, usually): on a disk, a renamed-over file
+ * would keep it past its life. */
+static int
+in_memory(const char *path)
+{
+	char dir[PATH_MAX];
+	struct statfs sf;
+	char *slash;
+
+	snprintf(dir, sizeof(dir), "%s", path);
+	if ((slash = strrchr(dir, '/')) != NULL && slash != dir)
+		*slash = '\0';
+	return statfs(dir, &sf) == 0 && (sf.f_type == TMPFS_MAGIC ||
+	    sf.f_type == RAMFS_MAGIC);
 }
 
 static int
@@ -285,6 +304,7 @@ rock_probe_file_get(struct rock_probe_file *pf, const struct rock_log *log,
 	size_t n, i;
 	int found = 0;
 
+	f->has_ticket = 0;
 	if (!usable(pf) || len > ADDR_MAX ||
 	    (all = calloc(ROCK_PROBE_FILE_MAX, sizeof(*all))) == NULL)
 		return 0;
@@ -299,7 +319,8 @@ rock_probe_file_get(struct rock_probe_file *pf, const struct rock_log *log,
 				f->ttl_ms = TTL_MAX_MS;
 			memcpy(f->announcement, all[i].ann, ROCK_ANNOUNCE_LEN);
 			ticket_expire(&all[i], now);
-			if ((f->has_ticket = (int)all[i].has_ticket) != 0) {
+			if ((f->has_ticket = (int)all[i].has_ticket &&
+			    in_memory(pf->path)) != 0) {
 				struct rock_probe_ticket *t = &f->ticket;
 
 				t->ttl_ms = all[i].ticket_ends_ms - now;
@@ -422,5 +443,6 @@ rock_probe_file_put_ticket(struct rock_probe_file *pf,
     const uint8_t ann[ROCK_ANNOUNCE_LEN], int64_t ttl_ms,
     const struct rock_probe_ticket *t)
 {
-	put(pf, log, addr, len, ann, ttl_ms, t);
+	if (usable(pf) && in_memory(pf->path))
+		put(pf, log, addr, len, ann, ttl_ms, t);
 }

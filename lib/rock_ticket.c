@@ -189,15 +189,27 @@ rock_ticket_store(struct rock_engine *e, const struct sockaddr *addr,
 	    ((int64_t)life - ROCK_TICKET_MARGIN_S) * 1000, origin);
 }
 
+/* The file's times are another process's, through the wall clock: they
+ * are bounded by what a ticket and a chain can have left, and a ticket
+ * the engine holds already is kept when it lasts as long. */
 void
 rock_ticket_remember(struct rock_engine *e, const struct sockaddr *addr,
     socklen_t len, const struct rock_probe_ticket *t)
 {
-	int64_t now = rock_ticket_now_ms();
+	int64_t now = rock_ticket_now_ms(), ttl = t->ttl_ms, chain = t->chain_ms;
+	struct rock_ticket_entry *have;
 
+	if (ttl > (ROCK_TICKET_LIFETIME_S - ROCK_TICKET_MARGIN_S) * 1000LL)
+		ttl = (ROCK_TICKET_LIFETIME_S - ROCK_TICKET_MARGIN_S) * 1000LL;
+	if (chain > ROCK_TICKET_CHAIN_S * 1000LL)
+		chain = ROCK_TICKET_CHAIN_S * 1000LL;
+	if (ttl <= 0 || chain <= ROCK_TICKET_MARGIN_S * 1000LL)
+		return;
 	rock_engine_enter(e);
-	put(e, addr, len, t->ticket, t->rms, t->ident, now + t->ttl_ms,
-	    now + t->chain_ms - ROCK_TICKET_CHAIN_S * 1000LL);
+	have = find(e, addr, len);
+	if (have == NULL || have->expires_ms < now + ttl)
+		put(e, addr, len, t->ticket, t->rms, t->ident, now + ttl,
+		    now + chain - ROCK_TICKET_CHAIN_S * 1000LL);
 	rock_engine_leave(e);
 }
 

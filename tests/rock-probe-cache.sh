@@ -8,6 +8,13 @@ ECHOD="$top_builddir/tests/echod"
 t_kill_on_exit
 command -v python3 >/dev/null || t_skip_all "python3 not found"
 command -v socat >/dev/null || t_skip_all "socat not installed"
+# Tickets are shared only through a file system in memory, as the usual
+# runtime directory is: the test's own, on /dev/shm.
+fs_type() { stat -f -c %T "$1" 2>/dev/null; }
+[ "$(fs_type /dev/shm)" = tmpfs ] || t_skip_all "/dev/shm is not a tmpfs"
+shm_run=$(mktemp -d /dev/shm/rocktest-run.XXXXXX) || t_skip_all "no directory on /dev/shm"
+trap 'rc=$?; rm -rf "$shm_run"; (exit $rc); t_kill_and_finish' EXIT
+export XDG_RUNTIME_DIR="$shm_run"
 
 
 be=$(free_port) port=$(free_port)
@@ -157,6 +164,29 @@ t_check "open directory: ignored" \
 	grep -q "probe cache ${cache%/*}: accessible by group or others; ignored" "$t_tmp/open-dir.log"
 t_eq "open directory: one log line, a probe" "$(warnings open-dir) $probes" "1 $((before + 1))"
 t_check "open directory: no file written in it" test ! -e "$cache"
+
+# --- 7. a cache on a disk (the /tmp fallback may be one): probes shared,
+#        a ticket's secret never written there ----------------------------
+if [ "$(fs_type "$t_tmp")" != tmpfs ] && [ "$(fs_type "$t_tmp")" != ramfs ]; then
+	resumed_before=$(grep -c 'connected as server (resumed)' "$t_tmp/rockd.log")
+	mkdir -m 700 "$t_tmp/disk"
+	for p in disk1 disk2; do
+		ROCK_PROBE_CACHE="$t_tmp/disk/probes" ROCK_LOG="$t_tmp/$p.log" ROCK_DEBUG=1 \
+			"$ROCK" "$TRAFFIC" connect 127.0.0.1 "$port" 1 >"$t_tmp/$p.out" 2>&1 ||
+			echo "rc=$?" >>"$t_tmp/$p.out"
+		n=$((n + 1))
+		for _ in $(seq 100); do
+			[ "$(grep -c 'client connected, backend' "$t_tmp/rockd.log")" -ge "$n" ] && break
+			sleep 0.02
+		done
+	done
+	t_eq "a cache on disk: the second process's probe is shared" \
+		"$(grep -c 'a rockd, by the shared probe cache' "$t_tmp/disk2.log")" 1
+	t_eq "a cache on disk: no ticket in it, no resumption" \
+		"$(grep -c 'connected as server (resumed)' "$t_tmp/rockd.log")" "$resumed_before"
+else
+	t_skipped "a cache on disk (the scratch directory is in memory)"
+fi
 
 for f in "$t_tmp"/*.out; do
 	if grep -q '^rc=' "$f"; then t_bad "client $(basename "$f" .out) failed: $(cat "$f")"; fi

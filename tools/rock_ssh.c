@@ -204,14 +204,16 @@ known_rockd(struct ssh_plan *p)
 	unsigned port = rock_port_mapped(&p->cfg, (unsigned short)p->hop.port);
 	char key[ROCK_KEY_TEXT_LEN];
 	uint8_t pk[ROCK_IDENT_LEN];
-	struct rock_probe_fact f;
+	struct rock_probe_fact f = { 0 };
+	int found;
 
 	if (p->addr_len == 0)
 		return 0;
 	set_port(p, port);
-	if (!rock_probe_file_get(&p->probes, &p->log,
-	    (struct sockaddr *)&p->addr, p->addr_len, &f) || !f.enhanced ||
-	    !rock_trust_known(&p->cfg.trust, &p->log,
+	found = rock_probe_file_get(&p->probes, &p->log,
+	    (struct sockaddr *)&p->addr, p->addr_len, &f) && f.enhanced;
+	rock_wipe(&f.ticket, sizeof(f.ticket));	/* not ours to use */
+	if (!found || !rock_trust_known(&p->cfg.trust, &p->log,
 	    (struct sockaddr *)&p->addr, p->addr_len, pk))
 		return 0;
 	rock_key_text(pk, key);

@@ -100,6 +100,23 @@ remember_plain(const struct sockaddr_storage *addr, socklen_t len)
 	plain_cache[i].expires_ms = shim_now_ms() + PLAIN_CACHE_MS;
 }
 
+/* The ticket the shared file holds for a destination just probed, if the
+ * file's announcement is the probe's (a ticket outlives the file's
+ * announcement: a probe that finds the same instance keeps it there). */
+static void
+file_ticket(struct rock_probe_file *pf, const struct rock_log *log,
+    const struct sockaddr *to, socklen_t len, struct rock_probe_fact *f)
+{
+	struct rock_probe_fact g = { 0 };
+
+	if (rock_probe_file_get(pf, log, to, len, &g) && g.has_ticket &&
+	    memcmp(g.announcement, f->announcement, ROCK_ANNOUNCE_LEN) == 0) {
+		f->has_ticket = 1;
+		f->ticket = g.ticket;
+	}
+	rock_wipe(&g.ticket, sizeof(g.ticket));
+}
+
 /* The EDP without an engine: a program that only ever meets ordinary
  * servers gets no thread and no extra descriptor. What another process
  * of the user's found (the shared probe cache) is taken as this one's
@@ -111,7 +128,7 @@ first_probe(struct attempt *a, struct rock_engine **e)
 	const struct sockaddr *to = (struct sockaddr *)&a->target;
 	struct rock_probe_file *pf = shim_probe_file();
 	const struct shim_state *st = shim_state();
-	struct rock_probe_fact f;
+	struct rock_probe_fact f = { 0 };
 	int rc, plain, silent;
 
 	shim_lock();
@@ -143,18 +160,21 @@ first_probe(struct attempt *a, struct rock_engine **e)
 			rock_probe_file_put(pf, &st->log, to, a->len,
 			    rc == 0 ? f.announcement : NULL,
 			    rc == 0 ? ROCK_PROBE_TTL_MS : PLAIN_CACHE_MS);
+			/* The same instance as the file's: its ticket stayed. */
+			if (rc == 0)
+				file_ticket(pf, &st->log, to, a->len, &f);
 			errno = err;
 		}
 	}
-	if (rc != 0)
-		return rc;
-	if ((*e = shim_engine()) == NULL)
-		return ROCK_ERR_NOT_ENHANCED;
-	rock_probe_remember(*e, to, a->len, f.announcement);
-	if (f.has_ticket)
-		rock_ticket_remember(*e, to, a->len, &f.ticket);
+	if (rc == 0 && (*e = shim_engine()) == NULL)
+		rc = ROCK_ERR_NOT_ENHANCED;
+	if (rc == 0) {
+		rock_probe_remember(*e, to, a->len, f.announcement);
+		if (f.has_ticket)
+			rock_ticket_remember(*e, to, a->len, &f.ticket);
+	}
 	rock_wipe(&f.ticket, sizeof(f.ticket));
-	return 0;
+	return rc;
 }
 
 /* The server's key is known, and what answered did not prove it: the

@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
+#include <linux/magic.h>
 #include <unistd.h>
 
 #include "rock_config.h"
@@ -395,6 +397,15 @@ END_TEST
 /* A resumption ticket in the shared file: found with its announcement and
  * the time left; a probe's new answer for the destination drops it; one
  * past its end, or its chain's, is not found (the announcement is). */
+static int
+in_memory_fs(const char *path)
+{
+	struct statfs sf;
+
+	return statfs(path, &sf) == 0 && (sf.f_type == TMPFS_MAGIC ||
+	    sf.f_type == RAMFS_MAGIC);
+}
+
 START_TEST(test_probe_file_ticket)
 {
 	struct rock_probe_file pf = { NULL, 0 };
@@ -403,9 +414,12 @@ START_TEST(test_probe_file_ticket)
 	struct rock_announce an;
 	struct rock_probe_fact f;
 	uint8_t ann[ROCK_ANNOUNCE_LEN];
-	char path[128];
+	char shm[64] = "/dev/shm/check_identity.XXXXXX", path[128], cmd[96];
 
-	path_in(path, sizeof(path), "run/rock/probes");
+	/* The secret goes only to a file system in memory. */
+	if (!in_memory_fs("/dev/shm") || mkdtemp(shm) == NULL)
+		return;		/* nowhere to share a ticket on this host */
+	snprintf(path, sizeof(path), "%s/probes", shm);
 	pf.path = path;
 	a.sin_port = htons(4022);
 	a.sin_addr.s_addr = htonl(0xc0000201);
@@ -454,6 +468,21 @@ START_TEST(test_probe_file_ticket)
 	    (struct sockaddr *)&a, sizeof(a), &f), 1);
 	ck_assert_int_eq(f.has_ticket, 0);
 	ck_assert_int_eq(pf.warned, 0);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", shm);
+	ck_assert_int_eq(system(cmd), 0);
+	/* On a disk: the announcement is shared, the ticket is not. */
+	path_in(path, sizeof(path), "run/rock/probes");
+	if (!in_memory_fs(dir)) {
+		rock_probe_file_put_ticket(&pf, &lg, (struct sockaddr *)&a,
+		    sizeof(a), ann, ROCK_PROBE_TTL_MS, &t);
+		ck_assert_int_eq(rock_probe_file_get(&pf, &lg,
+		    (struct sockaddr *)&a, sizeof(a), &f), 0);
+		rock_probe_file_put(&pf, &lg, (struct sockaddr *)&a, sizeof(a),
+		    ann, ROCK_PROBE_TTL_MS);
+		ck_assert_int_eq(rock_probe_file_get(&pf, &lg,
+		    (struct sockaddr *)&a, sizeof(a), &f), 1);
+		ck_assert_int_eq(f.has_ticket, 0);
+	}
 }
 END_TEST
 
