@@ -64,7 +64,7 @@ t_check "second process: the shared cache said rockd" \
 t_eq "first process: a full handshake, second: resumed by its ticket" "$resumed" 1
 # A third, socat through rockd's echo backend: resumed too, byte-exact.
 printf 'through a resumed rock\n' >"$t_tmp/third.in"
-ROCK_LOG="$t_tmp/third.log" ROCK_DEBUG=1 "$ROCK" socat -t 5 - "TCP:127.0.0.1:$port" \
+ROCK_LOG="$t_tmp/third.log" ROCK_DEBUG=1 t_foreign "$ROCK" socat -t 5 - "TCP:127.0.0.1:$port" \
 	<"$t_tmp/third.in" >"$t_tmp/third.got" 2>"$t_tmp/third.err" || echo "rc=$?" >>"$t_tmp/third.out"
 n=$((n + 1))
 t_eq "third process (socat): its line echoed exactly" "$(cat "$t_tmp/third.got")" "through a resumed rock"
