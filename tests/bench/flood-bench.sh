@@ -9,9 +9,10 @@
 #   first echo us 100 connections under tools/rock, each from socket() to
 #                 its first 64-byte echo (rock-bench first), the median:
 #                 resumed handshakes, as a client's repeat connects are
-#   flooded:      the same while rock-bench forge sends 10,000 reconnect
-#                 requests for sessions that do not exist (random ids and
-#                 tags), 50 at a time, and after it until the figure is in
+#   flooded:      the same while rock-bench forge sends floods of 10,000
+#                 reconnect requests for sessions that do not exist (random
+#                 ids and tags), 50 at a time, back to back for as long as
+#                 the measuring lasts
 # Then rockd's CPU (user + system, /proc ticks) per forged request, the
 # refusals answered (signed, within rockd's budget of 1,000 a second) and
 # those reset unanswered.
@@ -51,17 +52,24 @@ for ((r = 1; r <= rounds; r++)); do
 	read -r l f <<<"$(measure)"
 	q_lat+=("$l") q_fst+=("$f")
 	t0=$(ticks)
-	"$bench" forge 127.0.0.1 "$port" 10000 50 >"$tmp/forge.out" 2>>"$tmp/client.err" &
+	: >"$tmp/forge.out"
+	# Floods of 10,000 back to back, for as long as the measuring lasts.
+	(while :; do
+		"$bench" forge 127.0.0.1 "$port" 10000 50 >>"$tmp/forge.out" 2>>"$tmp/client.err" || exit 1
+	done) &
 	forge_pid=$!
 	read -r l f <<<"$(measure)"
 	f_lat+=("$l") f_fst+=("$f")
-	wait "$forge_pid" || die "forge failed: $(tail -n 2 "$tmp/client.err")"
+	kill "$forge_pid" 2>/dev/null
+	wait "$forge_pid" 2>/dev/null
 	t1=$(ticks)
-	read -r _ n a u s <"$tmp/forge.out"
+	read -r n a u s <<<"$(awk '$1 == "forge" { n += $2; a += $3; u += $4; s += $5 }
+		END { printf "%d %d %d %.2f\n", n, a, u, s }' "$tmp/forge.out")"
+	[ "$n" -gt 0 ] || die "no flood was sent: $(tail -n 2 "$tmp/client.err")"
 	cpu+=("$(awk -v t=$((t1 - t0)) -v hz="$hz" -v n="$n" 'BEGIN { printf "%.1f", t / hz * 1e6 / n }')")
-	answered+=("$a") unanswered+=("$u")
+	answered+=("$((a * 10000 / n))") unanswered+=("$((u * 10000 / n))")
 	echo "round $r/$rounds: latency ${q_lat[-1]} -> $l us, first echo ${q_fst[-1]} -> $f us;" \
-		"forge: $n sent, $a answered, $u reset unanswered, $s s; rockd ${cpu[-1]} us CPU each (with the legitimate traffic)"
+		"forge: $n sent in floods of 10000, $a answered, $u reset unanswered, $s s; rockd ${cpu[-1]} us CPU each (with the legitimate traffic)"
 done
 ql=$(median "${q_lat[@]}") fl=$(median "${f_lat[@]}")
 qf=$(median "${q_fst[@]}") ff=$(median "${f_fst[@]}")
@@ -72,4 +80,4 @@ printf '%-28s %10s %10s %8s\n' "rock echo latency us" "$ql" "$fl" \
 printf '%-28s %10s %10s %8s\n' "rock first echo us" "$qf" "$ff" \
 	"$(awk -v a="$ff" -v b="$qf" 'BEGIN { printf "%.2f", a / b }')"
 echo "rockd CPU per forged request (legitimate traffic included): $(median "${cpu[@]}") us;" \
-	"answered $(median "${answered[@]}"), reset unanswered $(median "${unanswered[@]}") of 10000"
+	"per 10000 sent: answered $(median "${answered[@]}"), reset unanswered $(median "${unanswered[@]}")"
