@@ -91,6 +91,29 @@ build_hello(const struct rock_engine *e, int fd,
 	rock_client_hello_encode(&ch, out + ROCK_ANNOUNCE_LEN);
 }
 
+/* The rest of the first flight (what the SYN did not carry), then the
+ * server's answer, nin bytes into in: 0, or a refusal read whole
+ * (read_error_reply's answer; known: the key it must be signed by).
+ * *heard: a byte of an answer came. */
+static int
+read_answer(struct rock_engine *e, int fd, const uint8_t *flight,
+    size_t nflight, size_t sent, int64_t deadline, const uint8_t *known,
+    uint8_t *in, size_t nin, int *heard)
+{
+	int r;
+
+	if ((r = rock_blocking_write(fd, flight + sent, nflight - sent,
+	    deadline)) != 0 || (r = rock_blocking_read(fd, in, 1, deadline)) != 0)
+		return r == ROCK_ERR_SHORT ? ROCK_ERR_PROTOCOL : r;
+	*heard = 1;
+	if (in[0] == ROCK_MSG_ERROR)
+		return read_error_reply(e, fd, in[0], deadline, known, flight,
+		    nflight);
+	if ((r = rock_blocking_read(fd, in + 1, nin - 1, deadline)) != 0)
+		return r == ROCK_ERR_SHORT ? ROCK_ERR_PROTOCOL : r;
+	return 0;
+}
+
 /* The rest of the hello (what the SYN did not carry), then the answer:
  * a SERVER_HELLO and its TICKET, signed by the key it names over the whole
  * exchange, or a refusal. */
@@ -101,16 +124,11 @@ hello_exchange(struct rock_engine *e, int fd, const uint8_t *hello,
 {
 	uint8_t in[ROCK_SERVER_HELLO_LEN + ROCK_TICKET_MSG_LEN];
 	uint8_t signed_part[ROCK_SERVER_HELLO_SIGNED + ROCK_TICKET_MSG_LEN];
-	int r;
+	int r, heard = 0;
 
-	if ((r = rock_blocking_write(fd, hello + sent, ROCK_HELLO_TOTAL - sent, deadline)) != 0 ||
-	    (r = rock_blocking_read(fd, in, 1, deadline)) != 0)
-		return r == ROCK_ERR_SHORT ? ROCK_ERR_PROTOCOL : r;
-	if (in[0] == ROCK_MSG_ERROR)
-		return read_error_reply(e, fd, in[0], deadline, known, hello,
-		    ROCK_HELLO_TOTAL);
-	if ((r = rock_blocking_read(fd, in + 1, sizeof(in) - 1, deadline)) != 0)
-		return r == ROCK_ERR_SHORT ? ROCK_ERR_PROTOCOL : r;
+	if ((r = read_answer(e, fd, hello, ROCK_HELLO_TOTAL, sent, deadline,
+	    known, in, sizeof(in), &heard)) != 0)
+		return r;
 	if (rock_server_hello_decode(sh, in) != 0 || sh->version != ROCK_VERSION ||
 	    (sh->features & ~ROCK_FEAT_ALL) != 0 ||
 	    rock_ticket_msg_decode(tm, in + ROCK_SERVER_HELLO_LEN) != 0)
@@ -284,8 +302,8 @@ handshake_full(struct rock_engine *e, const struct sockaddr *addr,
 static int
 resume_exchange(struct rock_engine *e, int fd, const uint8_t *flight,
     size_t sent, int64_t deadline, const struct rock_ticket_entry *tk,
-    struct rock_server_hello *sh, struct rock_keys *keys,
-    struct rock_ticket_msg *tm, int *heard)
+    const uint8_t nonce[ROCK_NONCE_LEN], struct rock_server_hello *sh,
+    struct rock_keys *keys, struct rock_ticket_msg *tm, int *heard)
 {
 	uint8_t in[ROCK_SERVER_RESUME_LEN + ROCK_TICKET_MSG_LEN];
 	uint8_t tagged[ROCK_SERVER_RESUME_TAGGED + ROCK_TICKET_MSG_LEN];
@@ -293,15 +311,9 @@ resume_exchange(struct rock_engine *e, int fd, const uint8_t *flight,
 	struct rock_server_resume sr;
 	int r;
 
-	if ((r = rock_blocking_write(fd, flight + sent, ROCK_RESUME_TOTAL - sent,
-	    deadline)) != 0 || (r = rock_blocking_read(fd, in, 1, deadline)) != 0)
-		return r == ROCK_ERR_SHORT ? ROCK_ERR_PROTOCOL : r;
-	*heard = 1;
-	if (in[0] == ROCK_MSG_ERROR)
-		return read_error_reply(e, fd, in[0], deadline, tk->ident, flight,
-		    ROCK_RESUME_TOTAL);
-	if ((r = rock_blocking_read(fd, in + 1, sizeof(in) - 1, deadline)) != 0)
-		return r == ROCK_ERR_SHORT ? ROCK_ERR_PROTOCOL : r;
+	if ((r = read_answer(e, fd, flight, ROCK_RESUME_TOTAL, sent, deadline,
+	    tk->ident, in, sizeof(in), heard)) != 0)
+		return r;
 	if (rock_server_resume_decode(&sr, in) != 0 || sr.version != ROCK_VERSION ||
 	    (sr.features & ~ROCK_FEAT_ALL) != 0 ||
 	    rock_ticket_msg_decode(tm, in + ROCK_SERVER_RESUME_LEN) != 0)
@@ -322,8 +334,7 @@ resume_exchange(struct rock_engine *e, int fd, const uint8_t *flight,
 	sh->sndbuf = sr.sndbuf;
 	sh->udp_port = sr.udp_port;
 	memcpy(sh->ident, tk->ident, ROCK_IDENT_LEN);
-	rock_resume_keys(keys, 1, tk->rms, flight + ROCK_ANNOUNCE_LEN + 14,
-	    sr.nonce, sr.id);
+	rock_resume_keys(keys, 1, tk->rms, nonce, sr.nonce, sr.id);
 	return 0;
 }
 
@@ -356,8 +367,8 @@ handshake_resumed(struct rock_engine *e, const struct sockaddr *addr,
 		rock_client_resume_encode(&cr, flight + ROCK_ANNOUNCE_LEN);
 		if ((r = dial(e, fd, addr, len, &deadline, flight, sizeof(flight),
 		    &sent, &rtt)) == 0)
-			r = resume_exchange(e, fd, flight, sent, deadline, tk, &sh,
-			    &keys, &tm, heard);
+			r = resume_exchange(e, fd, flight, sent, deadline, tk,
+			    cr.nonce, &sh, &keys, &tm, heard);
 	}
 	/* No key known for the destination (none pinned, no file): what
 	 * the ticket's handshake proved is recorded as a first contact's. */
