@@ -17,15 +17,23 @@
 #include "rock_sys.h"
 
 /* The probe's round trip: the SYN's as TCP measured it (timestamps make
- * it valid even when the SYN went twice), else the connect's time. */
+ * it valid even when the SYN went twice), else the connect's time. *up:
+ * when the connection came up, from when TCP had the SYN-ACK: a thread
+ * slow to wake from the connect (a loaded host) would else start our
+ * clock after rockd's, and take its relayed backend's answer for an
+ * ordinary server's. */
 static int
-probe_rtt_ms(int fd, int connect_ms)
+probe_rtt_ms(int fd, int64_t t0, int64_t *up)
 {
 	struct rock_tcp_sample t;
+	int64_t now = rock_now_ms();
 
-	if (rock_tcp_sample(fd, &t) == 0 && t.rtt_us > 0)
-		return (int)(t.rtt_us / 1000);
-	return connect_ms;
+	*up = now;
+	if (rock_tcp_sample(fd, &t) != 0)
+		return (int)(now - t0);
+	if (t.last_ack_recv_ms <= now - t0)
+		*up = now - t.last_ack_recv_ms;
+	return t.rtt_us > 0 ? (int)(t.rtt_us / 1000) : (int)(now - t0);
 }
 
 /* How long a probe waits for the announcement: two lost segments
@@ -50,26 +58,52 @@ fin_unacked(int fd)
 	return rock_tcp_sample(fd, &t) == 0 && t.bytes_acked < 2;
 }
 
+/* When a rockd's wait for a silent client's first bytes has ended, after
+ * the connection was up here: a little early, for the clocks' skew. */
+static int
+late_ms(int rtt)
+{
+	return rtt + ROCK_FIRST_BYTES_MS - 50;
+}
+
 /* A rockd that has not had our FIN when its wait for a silent client's
  * first bytes ends (at least ROCK_FIRST_BYTES_MS after the handshake)
  * takes the probe for a plain client and relays it to its backend. Seen
  * on the cellular profile: a handshake round trip shortened by reordering
  * made that wait 800 ms, and the FIN was lost. An answer that is not an
- * announcement may then be rockd's, and the probe went unheard: silence
- * with our FIN unacknowledged; or an answer as late as that wait after the
- * connection was up (an ordinary server answers within a round trip) that
- * came while our FIN was unacknowledged, or that was the end (rockd's
- * backend ending at our late FIN). A server that greets late has had our
- * FIN: it stands. */
+ * announcement may then be rockd's, and the probe went unheard: our FIN
+ * still unacknowledged when that wait ended (fin_late; the backend's
+ * answer may well come after the FIN's resend got through); silence with
+ * our FIN unacknowledged; or an answer as late as that wait that came
+ * while our FIN was unacknowledged, or that was the end (rockd's backend
+ * ending at our late FIN). An ordinary server that greets late has had
+ * our FIN in time: it stands. */
 static int
-went_unheard(int fd, int r, int64_t waited_ms, int rtt, int first_unacked,
-    int first_bytes)
+went_unheard(int fd, int r, int64_t waited_ms, int rtt, int fin_late,
+    int first_unacked, int first_bytes)
 {
-	int late_ms = rtt + ROCK_FIRST_BYTES_MS - 50;
-
+	if (fin_late)
+		return 1;
 	if (r == ROCK_ERR_TIMEOUT)
 		return fin_unacked(fd);
-	return waited_ms >= late_ms && (first_unacked || !first_bytes);
+	return waited_ms >= late_ms(rtt) && (first_unacked || !first_bytes);
+}
+
+/* Waits for the answer's first byte; *fin_late: our FIN was still
+ * unacknowledged when a rockd's wait for a silent client ended. */
+static int
+wait_answer(int fd, int64_t up, int rtt, int64_t deadline, int *fin_late)
+{
+	int64_t late = up + late_ms(rtt);
+	int r;
+
+	*fin_late = 0;
+	if (late >= deadline)
+		return rock_blocking_wait(fd, POLLIN, deadline);
+	if ((r = rock_blocking_wait(fd, POLLIN, late)) != ROCK_ERR_TIMEOUT)
+		return r;
+	*fin_late = fin_unacked(fd);
+	return rock_blocking_wait(fd, POLLIN, deadline);
 }
 
 /* EDP probe: connect, shut our side, read to EOF. Exactly an announcement
@@ -85,21 +119,21 @@ probe_once(const struct sockaddr *addr, socklen_t len, int64_t deadline,
 	int64_t t0 = rock_now_ms(), up, first, wait_end;
 	struct rock_announce a;
 	uint8_t extra;
-	int fd, r, rtt, first_unacked = 0, first_bytes = 0;
+	int fd, r, rtt, fin_late, first_unacked = 0, first_bytes = 0;
 
 	*silent = *unheard = 0;
 	if ((r = rock_blocking_dial(addr, len, deadline, &fd)) != 0)
 		return r;
-	/* rockd's wait for a silent client starts about now, not when our
-	 * FIN leaves: a client slow to send it (a loaded host) would else
-	 * take rockd's relayed backend for an ordinary server's answer. */
-	up = rock_now_ms();
-	rtt = probe_rtt_ms(fd, (int)(up - t0));
+	/* rockd's wait for a silent client starts about when the connection
+	 * came up, not when our FIN leaves: a client slow to send it (a
+	 * loaded host) would else take rockd's relayed backend for an
+	 * ordinary server's answer. */
+	rtt = probe_rtt_ms(fd, t0, &up);
 	if ((wait_end = rock_now_ms() + announce_wait_ms(rtt)) < deadline)
 		deadline = wait_end;
 	rock_sys.shutdown(fd, SHUT_WR);
 	/* The magic first: an ordinary server's first bytes end it early. */
-	r = rock_blocking_wait(fd, POLLIN, deadline);
+	r = wait_answer(fd, up, rtt, deadline, &fin_late);
 	first = rock_now_ms();
 	if (r == 0) {
 		first_unacked = fin_unacked(fd);
@@ -118,8 +152,8 @@ probe_once(const struct sockaddr *addr, socklen_t len, int64_t deadline,
 		    ROCK_ERR_NOT_ENHANCED;
 	}
 	if (r != 0)
-		*unheard = went_unheard(fd, r, first - up, rtt, first_unacked,
-		    first_bytes);
+		*unheard = went_unheard(fd, r, first - up, rtt, fin_late,
+		    first_unacked, first_bytes);
 	rock_sys.close(fd);
 	if (r == 0 && rock_announce_decode(&a, ann) == 0 &&
 	    rock_version_pick(ROCK_VERSION, ROCK_VERSION, a.version_min,
