@@ -97,6 +97,7 @@ engine_new(struct rock_engine **out, struct event_base *base,
 	e->stranger_log[ROCK_STRANGER_REFUSAL].what = "refusal";
 	e->stranger_log[ROCK_STRANGER_FORGED].what = "unsigned refusal";
 	rock_identity_new(&e->ident);
+	rock_known_memo_init(&e->known);
 	rock_random(e->id_hash_key, sizeof(e->id_hash_key));
 	e->udp_fd = e->nl_fd = -1;
 	if (cfg != NULL)
@@ -183,6 +184,7 @@ rock_engine_free(struct rock_engine *e)
 	rock_control_close(e);
 	free(e->table);
 	rock_identity_wipe(&e->ident);
+	rock_known_memo_destroy(&e->known);
 	rock_ticket_wipe_all(e);
 	free(e);
 }

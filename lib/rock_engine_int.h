@@ -254,6 +254,7 @@ struct rock_engine {
 	uint8_t announcement[ROCK_ANNOUNCE_LEN];
 	struct rock_identity ident;	/* server: proven in every handshake */
 	struct rock_trust trust;	/* client: the server keys it takes */
+	struct rock_known_memo known;	/* client: its file's answers */
 	struct rock_session **table;
 	size_t table_size, nsessions;
 	uint8_t id_hash_key[ROCK_ID_HASH_KEY_LEN];	/* table and farewells */

@@ -482,7 +482,8 @@ rock_client_open(struct rock_engine *e, const struct sockaddr *addr,
 
 	/* The key file is read once per connect. A server whose key we know
 	 * is a rockd too, cached or not. */
-	known = rock_trust_known(&e->trust, e->log, addr, len, key) ? key : NULL;
+	known = rock_trust_known_memo(&e->trust, &e->known, e->log, addr, len,
+	    key) ? key : NULL;
 	r = handshake_once(e, addr, len, deadline, known, cbs, arg, out, &cached);
 	hit = cached || known != NULL;
 	/* A known rockd that misread us (its sniff gave up on a hello that

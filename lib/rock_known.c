@@ -9,15 +9,18 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <sodium.h>
 
+#include "rock_crypto.h"
 #include "rock_err.h"
 #include "rock_known.h"
 #include "rock_sys.h"
 
 #define LINE_MAX_LEN 512
+#define ROCK_KNOWN_RACY_S 2
 
 void
 rock_key_text(const uint8_t pk[ROCK_IDENT_LEN], char out[ROCK_KEY_TEXT_LEN])
@@ -248,6 +251,102 @@ rock_trust_known(const struct rock_trust *t, const struct rock_log *log,
 		return 0;
 	rock_dest_text(addr, len, dest);
 	return rock_known_lookup(t->path, dest, pk, &line, log);
+}
+
+void
+rock_known_memo_init(struct rock_known_memo *m)
+{
+	memset(m, 0, sizeof(*m));
+	pthread_mutex_init(&m->mu, NULL);
+}
+
+void
+rock_known_memo_destroy(struct rock_known_memo *m)
+{
+	pthread_mutex_destroy(&m->mu);
+	rock_wipe(m->answers, sizeof(m->answers));
+}
+
+static int
+same_file(const struct rock_known_memo *m, const struct stat *st)
+{
+	return m->have_file && m->dev == st->st_dev && m->ino == st->st_ino &&
+	    m->size == st->st_size &&
+	    m->mtim.tv_sec == st->st_mtim.tv_sec &&
+	    m->mtim.tv_nsec == st->st_mtim.tv_nsec &&
+	    m->ctim.tv_sec == st->st_ctim.tv_sec &&
+	    m->ctim.tv_nsec == st->st_ctim.tv_nsec;
+}
+
+/* A file written within the last seconds may be written again within
+ * the same tick of the file system's clock, in place and at the same
+ * size, and pass for the same file (git's "racy" entries): it is read
+ * every time. Any later write moves its modification time. */
+static int
+racy(const struct stat *st)
+{
+	struct timespec now;
+
+	clock_gettime(CLOCK_REALTIME, &now);
+	return now.tv_sec - st->st_mtim.tv_sec < ROCK_KNOWN_RACY_S;
+}
+
+/* The memo's lock held: the answer for dest, read from the file that st
+ * describes (st NULL: there is none) when the memo does not have it. */
+static int
+memo_lookup(struct rock_known_memo *m, const char *path, const struct stat *st,
+    const char *dest, uint8_t pk[ROCK_IDENT_LEN], const struct rock_log *log)
+{
+	unsigned i;
+	int line;
+
+	if (st == NULL || !same_file(m, st)) {
+		memset(m->answers, 0, sizeof(m->answers));
+		m->have_file = st != NULL;
+		if (st != NULL) {
+			m->dev = st->st_dev;
+			m->ino = st->st_ino;
+			m->size = st->st_size;
+			m->mtim = st->st_mtim;
+			m->ctim = st->st_ctim;
+		}
+	}
+	if (st == NULL)
+		return 0;
+	if (racy(st)) {
+		m->have_file = 0;
+		return rock_known_lookup(path, dest, pk, &line, log);
+	}
+	for (i = 0; i < ROCK_KNOWN_MEMO; i++)
+		if (strcmp(m->answers[i].dest, dest) == 0) {
+			memcpy(pk, m->answers[i].pk, ROCK_IDENT_LEN);
+			return m->answers[i].found;
+		}
+	i = m->next;
+	m->next = (m->next + 1) % ROCK_KNOWN_MEMO;
+	m->answers[i].found = rock_known_lookup(path, dest, pk, &line, log);
+	snprintf(m->answers[i].dest, sizeof(m->answers[i].dest), "%s", dest);
+	memcpy(m->answers[i].pk, pk, ROCK_IDENT_LEN);
+	return m->answers[i].found;
+}
+
+int
+rock_trust_known_memo(const struct rock_trust *t, struct rock_known_memo *m,
+    const struct rock_log *log, const struct sockaddr *addr, socklen_t len,
+    uint8_t pk[ROCK_IDENT_LEN])
+{
+	char dest[ROCK_DEST_TEXT_LEN];
+	struct stat st;
+	int r;
+
+	if (t->pinned || t->path[0] == '\0' || m == NULL ||
+	    pthread_mutex_trylock(&m->mu) != 0)
+		return rock_trust_known(t, log, addr, len, pk);
+	rock_dest_text(addr, len, dest);
+	r = memo_lookup(m, t->path, stat(t->path, &st) == 0 ? &st : NULL, dest,
+	    pk, log);
+	pthread_mutex_unlock(&m->mu);
+	return r;
 }
 
 static int

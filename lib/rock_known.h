@@ -3,8 +3,10 @@
 #define ROCK_KNOWN_H
 
 #include <limits.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 
 #include "rock_config.h"
 #include "rock_log.h"
@@ -35,6 +37,32 @@ int rock_known_replace(const char *path, const char *dest,
 
 /* The key the destination must have: 1 and pk (pinned or known), else 0. */
 int rock_trust_known(const struct rock_trust *t, const struct rock_log *log,
+    const struct sockaddr *addr, socklen_t len, uint8_t pk[ROCK_IDENT_LEN]);
+
+/* The file's answers for a few destinations, kept while the file is the
+ * same (device, inode, size, change and modification times): a connect
+ * costs one stat, not an open and a read. Thread-safe; a memo another
+ * thread holds (or a fork inherited held) is passed by, never waited on. */
+#define ROCK_KNOWN_MEMO 4
+struct rock_known_memo {
+	pthread_mutex_t mu;
+	int have_file;			/* the identity below is valid */
+	dev_t dev;
+	ino_t ino;
+	off_t size;
+	struct timespec mtim, ctim;
+	struct {
+		char dest[ROCK_DEST_TEXT_LEN];	/* "": unused */
+		int found;
+		uint8_t pk[ROCK_IDENT_LEN];
+	} answers[ROCK_KNOWN_MEMO];
+	unsigned next;
+};
+void rock_known_memo_init(struct rock_known_memo *m);
+void rock_known_memo_destroy(struct rock_known_memo *m);
+/* rock_trust_known, through the memo. */
+int rock_trust_known_memo(const struct rock_trust *t,
+    struct rock_known_memo *m, const struct rock_log *log,
     const struct sockaddr *addr, socklen_t len, uint8_t pk[ROCK_IDENT_LEN]);
 /* A server proved key pk in its handshake: 0 (trusted; recorded on first
  * contact), or ROCK_ERR_KEY (another is known for it; logged, with how to

@@ -4,6 +4,8 @@
 #include <check.h>
 #include <limits.h>
 #include <arpa/inet.h>
+#include <fcntl.h>
+#include <time.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -266,6 +268,102 @@ START_TEST(test_known_nul_and_long)
 	ck_assert_int_eq(rock_known_replace(path, "192.0.2.1:2", got), 0);
 	ck_assert_int_eq(rock_known_lookup(path, "192.0.2.1:3", got, &line, &lg), 1);
 	ck_assert_int_eq(line, 4);
+}
+END_TEST
+
+/* FILE: its modification time an hour back (what a file not written in
+ * the last seconds looks like), *mtim set to it. */
+static void
+age(const char *path, struct timespec *mtim)
+{
+	struct timespec ts[2];
+
+	clock_gettime(CLOCK_REALTIME, &ts[0]);
+	ts[0].tv_sec -= 3600;
+	ts[1] = ts[0];
+	ck_assert_int_eq(utimensat(AT_FDCWD, path, ts, 0), 0);
+	*mtim = ts[1];
+}
+
+static void
+put(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+
+	ck_assert_ptr_nonnull(f);
+	ck_assert_int_eq(fputs(text, f) >= 0, 1);
+	ck_assert_int_eq(fclose(f), 0);
+}
+
+/* The memo answers for a file unchanged since it read it, and sees every
+ * change: in place at the same size (even with the old modification
+ * time put back), appended, replaced by rename, removed. */
+START_TEST(test_known_memo)
+{
+	struct rock_trust t;
+	struct rock_known_memo m;
+	struct sockaddr_in a, b;
+	uint8_t k1[ROCK_IDENT_LEN], k2[ROCK_IDENT_LEN], got[ROCK_IDENT_LEN];
+	char t1[ROCK_KEY_TEXT_LEN], t2[ROCK_KEY_TEXT_LEN], line[256], other[PATH_MAX];
+	struct timespec mt, ts[2];
+	int fd;
+
+	memset(&t, 0, sizeof(t));
+	path_in(t.path, sizeof(t.path), "known_memo");
+	path_in(other, sizeof(other), "known_memo.new");
+	rock_known_memo_init(&m);
+	memset(k1, 1, sizeof(k1));
+	memset(k2, 2, sizeof(k2));
+	rock_key_text(k1, t1);
+	rock_key_text(k2, t2);
+	addr_v4(&a, "198.51.100.7", 4000);
+	addr_v4(&b, "198.51.100.8", 4000);
+#define KNOWN(sa) rock_trust_known_memo(&t, &m, &lg, (struct sockaddr *)&(sa), \
+	sizeof(sa), got)
+	ck_assert_int_eq(KNOWN(a), 0);
+	snprintf(line, sizeof(line), "198.51.100.7:4000 %s\n", t1);
+	put(t.path, line);
+	age(t.path, &mt);
+	ck_assert_int_eq(KNOWN(a), 1);
+	ck_assert_mem_eq(got, k1, sizeof(k1));
+	/* Remembered: the next connect does not read the file. */
+	ck_assert_int_eq(m.have_file, 1);
+	ck_assert_str_eq(m.answers[0].dest, "198.51.100.7:4000");
+	ck_assert_int_eq(KNOWN(b), 0);
+	ck_assert_str_eq(m.answers[1].dest, "198.51.100.8:4000");
+	/* Rewritten in place, same size, the old time put back. */
+	snprintf(line, sizeof(line), "198.51.100.7:4000 %s\n", t2);
+	ck_assert_int_ge(fd = open(t.path, O_WRONLY), 0);
+	ck_assert_int_eq(pwrite(fd, line, strlen(line), 0), (ssize_t)strlen(line));
+	ck_assert_int_eq(close(fd), 0);
+	ts[0] = ts[1] = mt;
+	ck_assert_int_eq(utimensat(AT_FDCWD, t.path, ts, 0), 0);
+	ck_assert_int_eq(KNOWN(a), 1);
+	ck_assert_mem_eq(got, k2, sizeof(k2));
+	/* Appended. */
+	snprintf(line, sizeof(line), "198.51.100.7:4000 %s\n198.51.100.8:4000 %s\n",
+	    t2, t1);
+	put(t.path, line);
+	age(t.path, &mt);
+	ck_assert_int_eq(KNOWN(b), 1);
+	ck_assert_mem_eq(got, k1, sizeof(k1));
+	/* Replaced by rename: another inode, the same size and time. */
+	snprintf(line, sizeof(line), "198.51.100.7:4000 %s\n198.51.100.8:4000 %s\n",
+	    t1, t2);
+	put(other, line);
+	ck_assert_int_eq(utimensat(AT_FDCWD, other, ts, 0), 0);
+	ck_assert_int_eq(rename(other, t.path), 0);
+	ck_assert_int_eq(KNOWN(b), 1);
+	ck_assert_mem_eq(got, k2, sizeof(k2));
+	/* A file written just now is read every time: not remembered. */
+	put(t.path, line);
+	ck_assert_int_eq(KNOWN(a), 1);
+	ck_assert_mem_eq(got, k1, sizeof(k1));
+	ck_assert_int_eq(m.have_file, 0);
+	ck_assert_int_eq(unlink(t.path), 0);
+	ck_assert_int_eq(KNOWN(a), 0);
+#undef KNOWN
+	rock_known_memo_destroy(&m);
 }
 END_TEST
 
@@ -570,6 +668,7 @@ identity_suite(void)
 	tcase_add_test(tc, test_known_malformed);
 	tcase_add_test(tc, test_known_nul_and_long);
 	tcase_add_test(tc, test_pin_and_none);
+	tcase_add_test(tc, test_known_memo);
 	tcase_add_test(tc, test_settings);
 	tcase_add_test(tc, test_probe_file);
 	tcase_add_test(tc, test_probe_file_ticket);
