@@ -106,8 +106,10 @@ rock_blocking_write(int fd, const uint8_t *p, size_t n, int64_t deadline)
 				return r;
 			continue;
 		}
+		if (w < 0 && errno == EINTR)
+			continue;
 		if (w < 0)
-			return errno == EINTR ? 0 : ROCK_ERR_SYSTEM;
+			return ROCK_ERR_SYSTEM;
 		p += w;
 		n -= (size_t)w;
 	}
@@ -128,8 +130,10 @@ rock_blocking_read(int fd, uint8_t *p, size_t n, int64_t deadline)
 				return r;
 			continue;
 		}
+		if (got < 0 && errno == EINTR)
+			continue;
 		if (got < 0)
-			return errno == EINTR ? 0 : ROCK_ERR_SYSTEM;
+			return ROCK_ERR_SYSTEM;
 		if (got == 0)
 			return ROCK_ERR_SHORT;
 		p += got;

@@ -420,6 +420,22 @@ rock_socket_buffers(const struct rock_engine *e, int fd, uint32_t *rcvbuf,
 	*sndbuf = (uint32_t)s;
 }
 
+void
+rock_socket_buffers_new(struct rock_engine *e, int fd, uint32_t *rcvbuf,
+    uint32_t *sndbuf)
+{
+	uint64_t v = __atomic_load_n(&e->new_buffers, __ATOMIC_RELAXED);
+
+	if (v == 0) {
+		rock_socket_buffers(e, fd, rcvbuf, sndbuf);
+		v = (uint64_t)*rcvbuf << 32 | *sndbuf;
+		__atomic_store_n(&e->new_buffers, v, __ATOMIC_RELAXED);
+		return;
+	}
+	*rcvbuf = (uint32_t)(v >> 32);
+	*sndbuf = (uint32_t)v;
+}
+
 /* Bytes not consumed by the peer's application can be no more than our
  * send buffer plus its receive buffer (plus one write's overshoot): older
  * bytes are known consumed even when no ack can arrive. */

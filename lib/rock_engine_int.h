@@ -261,6 +261,7 @@ struct rock_engine {
 	struct rock_session *all;
 	struct rock_engine_stats stats;
 	uint32_t rmem_max;		/* tcp_rmem's maximum, read once */
+	uint64_t new_buffers;		/* rock_socket_buffers_new's; 0: unread */
 	struct probe_entry probes[PROBE_CACHE];
 	unsigned probe_next;		/* round-robin slot to replace */
 	struct rock_probe_file *probe_file; /* the owner's; NULL: none */
@@ -601,6 +602,10 @@ void rock_netlink_close(struct rock_engine *e);
 /* Socket buffer sizes a side reports in its hello. */
 void rock_socket_buffers(const struct rock_engine *e, int fd,
     uint32_t *rcvbuf, uint32_t *sndbuf);
+/* A socket of our own not yet connected: its buffers are the system's
+ * defaults, the same for every one, read from the first. */
+void rock_socket_buffers_new(struct rock_engine *e, int fd, uint32_t *rcvbuf,
+    uint32_t *sndbuf);
 uint64_t rock_tcp_bound(uint32_t own_sndbuf, uint32_t peer_rcvbuf);
 size_t rock_ring_cap_for(const struct rock_engine *e, uint32_t own_sndbuf,
     uint32_t peer_rcvbuf);

@@ -35,21 +35,29 @@ rock_refusal_verify(struct rock_engine *e, const uint8_t ident[ROCK_IDENT_LEN],
 }
 
 /* known: the server's key, if the client knows it; a refusal it cannot
- * prove is then only a failed attempt. */
+ * prove is then only a failed attempt. got: the ngot bytes of it read
+ * already (at least its type). */
 static int
-read_error_reply(struct rock_engine *e, int fd, uint8_t first,
-    int64_t deadline, const uint8_t *known, const uint8_t *hello,
+read_error_reply(struct rock_engine *e, int fd, const uint8_t *got,
+    size_t ngot, int64_t deadline, const uint8_t *known, const uint8_t *hello,
     size_t nhello)
 {
 	uint8_t buf[ROCK_ERROR_MAX_LEN];
 	struct rock_error_msg em;
-	size_t used;
+	size_t used, total;
 	int r;
 
-	buf[0] = first;
-	if ((r = rock_blocking_read(fd, buf + 1, 2, deadline)) != 0 ||
-	    (r = rock_blocking_read(fd, buf + 3, (buf[2] <= ROCK_ERROR_MAX_TEXT ?
-	    buf[2] : 0) + ROCK_SIG_LEN, deadline)) != 0)
+	if (ngot > sizeof(buf))
+		ngot = sizeof(buf);
+	memcpy(buf, got, ngot);
+	if (ngot < 3 && (r = rock_blocking_read(fd, buf + ngot, 3 - ngot,
+	    deadline)) != 0)
+		return ROCK_ERR_PROTOCOL;
+	if (ngot < 3)
+		ngot = 3;
+	total = 3 + (buf[2] <= ROCK_ERROR_MAX_TEXT ? buf[2] : 0) + ROCK_SIG_LEN;
+	if (ngot < total && (r = rock_blocking_read(fd, buf + ngot, total - ngot,
+	    deadline)) != 0)
 		return ROCK_ERR_PROTOCOL;
 	if (rock_error_decode(&em, buf, sizeof(buf), &used) != 0)
 		return ROCK_ERR_PROTOCOL;
@@ -75,7 +83,7 @@ read_error_reply(struct rock_engine *e, int fd, uint8_t first,
 }
 
 static void
-build_hello(const struct rock_engine *e, int fd,
+build_hello(struct rock_engine *e, int fd,
     const uint8_t ann[ROCK_ANNOUNCE_LEN], const struct rock_keypair *kp,
     uint8_t out[ROCK_HELLO_TOTAL])
 {
@@ -84,7 +92,7 @@ build_hello(const struct rock_engine *e, int fd,
 	ch.version = ROCK_VERSION;
 	ch.features = ROCK_FEAT_ALL;
 	memcpy(ch.pk, kp->pk, ROCK_KEY_LEN);
-	rock_socket_buffers(e, fd, &ch.rcvbuf, &ch.sndbuf);
+	rock_socket_buffers_new(e, fd, &ch.rcvbuf, &ch.sndbuf);
 	ch.udp_port = e->udp_port;
 	rock_random(ch.nonce, ROCK_NONCE_LEN);
 	memcpy(out, ann, ROCK_ANNOUNCE_LEN);
@@ -94,22 +102,35 @@ build_hello(const struct rock_engine *e, int fd,
 /* The rest of the first flight (what the SYN did not carry), then the
  * server's answer, nin bytes into in: 0, or a refusal read whole
  * (read_error_reply's answer; known: the key it must be signed by).
- * *heard: a byte of an answer came. */
+ * *heard: a byte of an answer came. Nothing can come before our flight
+ * went: the wait first, then as much as came in one read (the answer is
+ * one segment). */
 static int
 read_answer(struct rock_engine *e, int fd, const uint8_t *flight,
     size_t nflight, size_t sent, int64_t deadline, const uint8_t *known,
     uint8_t *in, size_t nin, int *heard)
 {
+	ssize_t got;
 	int r;
 
 	if ((r = rock_blocking_write(fd, flight + sent, nflight - sent,
-	    deadline)) != 0 || (r = rock_blocking_read(fd, in, 1, deadline)) != 0)
-		return r == ROCK_ERR_SHORT ? ROCK_ERR_PROTOCOL : r;
+	    deadline)) != 0)
+		return r;
+	do {
+		if ((r = rock_blocking_wait(fd, POLLIN, deadline)) != 0)
+			return r;
+		got = rock_sys.recv(fd, in, nin, MSG_DONTWAIT);
+	} while (got < 0 && (errno == EAGAIN || errno == EINTR));
+	if (got < 0)
+		return ROCK_ERR_SYSTEM;
+	if (got == 0)
+		return ROCK_ERR_PROTOCOL;
 	*heard = 1;
 	if (in[0] == ROCK_MSG_ERROR)
-		return read_error_reply(e, fd, in[0], deadline, known, flight,
-		    nflight);
-	if ((r = rock_blocking_read(fd, in + 1, nin - 1, deadline)) != 0)
+		return read_error_reply(e, fd, in, (size_t)got, deadline, known,
+		    flight, nflight);
+	if ((size_t)got < nin &&
+	    (r = rock_blocking_read(fd, in + got, nin - (size_t)got, deadline)) != 0)
 		return r == ROCK_ERR_SHORT ? ROCK_ERR_PROTOCOL : r;
 	return 0;
 }
@@ -363,7 +384,7 @@ handshake_resumed(struct rock_engine *e, const struct sockaddr *addr,
 	memcpy(cr.ticket, tk->ticket, ROCK_TICKET_LEN);
 	memcpy(flight, ann, ROCK_ANNOUNCE_LEN);
 	if ((r = data_socket(addr, &fd)) == 0) {
-		rock_socket_buffers(e, fd, &cr.rcvbuf, &cr.sndbuf);
+		rock_socket_buffers_new(e, fd, &cr.rcvbuf, &cr.sndbuf);
 		rock_client_resume_encode(&cr, flight + ROCK_ANNOUNCE_LEN);
 		if ((r = dial(e, fd, addr, len, &deadline, flight, sizeof(flight),
 		    &sent, &rtt)) == 0)
