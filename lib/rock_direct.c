@@ -16,9 +16,12 @@ int
 rock_direct_attach(struct rock_session *s, int fd)
 {
 	s->fd = fd;
+	/* The keepalive backstop is armed at the engine's next tick
+	 * (check_liveness), a quarter of a second at most: its first probe
+	 * is a second of silence away, and a rock that ends sooner (a
+	 * request and its answer) costs no four system calls for it. */
 	s->fast_keepalive = -1;
 	rock_path_new_connection(s);
-	rock_stream_keepalive(s, !s->udp_verified);
 	s->last_heard_ms = rock_now_ms();
 	rock_session_set_state(s, ROCK_ST_CONNECTED, "data connection up");
 	return 0;

@@ -168,6 +168,12 @@ rock_engine_keypair_refill(struct rock_engine *e)
 	rock_engine_keypair_fill(e, 0);
 }
 
+int
+rock_engine_loop_owed(const struct rock_engine *e, const struct rock_session *s)
+{
+	return s == NULL || !rock_is_direct(s) || !e->spare_ready;
+}
+
 void
 rock_engine_free(struct rock_engine *e)
 {
@@ -418,6 +424,16 @@ rock_socket_buffers(const struct rock_engine *e, int fd, uint32_t *rcvbuf,
 	rock_sys.getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &s, &len);
 	*rcvbuf = (uint32_t)r > max ? (uint32_t)r : max;
 	*sndbuf = (uint32_t)s;
+}
+
+uint32_t
+rock_socket_sndbuf(int fd)
+{
+	int s = 0;
+	socklen_t len = sizeof(s);
+
+	rock_sys.getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &s, &len);
+	return (uint32_t)s;
 }
 
 void

@@ -241,6 +241,13 @@ int rock_ticket_share(struct rock_engine *e, const struct sockaddr *addr,
  * the next one now. On the engine's thread, without the owner's lock (the
  * shim calls it when its connecting thread wakes the loop). */
 void rock_engine_keypair_refill(struct rock_engine *e);
+/* Client: whether the engine's loop must run after a connect made on
+ * another thread (s: its rock, or NULL): a rock with events of its own
+ * (not direct), none, or the X25519 pair made ahead taken. A direct
+ * rock's engine needs nothing before its next tick. The owner's lock
+ * held. */
+int rock_engine_loop_owed(const struct rock_engine *e,
+    const struct rock_session *s);
 /* The probe cache shared with the user's other processes (the owner's,
  * rock_probe_file.h; NULL, the default: none). Read on a miss of the
  * engine's own, written after every probe and forget. */

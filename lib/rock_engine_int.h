@@ -602,6 +602,8 @@ void rock_netlink_close(struct rock_engine *e);
 /* Socket buffer sizes a side reports in its hello. */
 void rock_socket_buffers(const struct rock_engine *e, int fd,
     uint32_t *rcvbuf, uint32_t *sndbuf);
+/* Its send buffer alone (SO_SNDBUF). */
+uint32_t rock_socket_sndbuf(int fd);
 /* A socket of our own not yet connected: its buffers are the system's
  * defaults, the same for every one, read from the first. */
 void rock_socket_buffers_new(struct rock_engine *e, int fd, uint32_t *rcvbuf,

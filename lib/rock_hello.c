@@ -170,7 +170,7 @@ make_session(struct rock_engine *e, int fd, int rtt_ms,
     const struct rock_server_hello *sh, const struct rock_keys *keys,
     const struct rock_session_cbs *cbs, void *arg, struct rock_session **out)
 {
-	uint32_t rcv, snd;
+	uint32_t snd;
 	struct rock_session *s;
 	int r;
 
@@ -185,7 +185,7 @@ make_session(struct rock_engine *e, int fd, int rtt_ms,
 		return ROCK_ERR_PROTOCOL;
 	}
 	/* The peer's claim sizes our memory: no more than this host allows. */
-	rock_socket_buffers(e, fd, &rcv, &snd);
+	snd = rock_socket_sndbuf(fd);
 	if ((r = rock_session_new(e, ROCK_ROLE_CLIENT, sh->id, keys,
 	    rock_ring_cap_for(e, snd, peer_rcv), cbs, arg, &s)) != 0)
 		return r;

@@ -112,10 +112,10 @@ rock_stream_attach(struct rock_session *s, int fd)
 	if (same) {
 		rock_path_same_connection(s);
 	} else {
-		s->fast_keepalive = -1;
+		s->fast_keepalive = -1;	/* armed at the next tick: see
+					 * rock_direct_attach */
 		rock_path_new_connection(s);
 	}
-	rock_stream_keepalive(s, !s->udp_verified);
 	if (events_new(s, fd) != 0) {
 		s->fd = -1;	/* the caller still owns fd */
 		return ROCK_ERR_NOMEM;

@@ -51,6 +51,7 @@ struct attempt {
 	socklen_t len;
 	int engine_touched;	/* rock_client_open ran: the loop is owed a wake */
 	unsigned entry;		/* fd's table entry before it named a rock */
+	int fl;			/* fd's file status flags at the connect */
 };
 
 static int
@@ -230,7 +231,7 @@ open_rock(struct attempt *a)
 }
 
 static struct attempt *
-attempt_new(int fd, const struct sockaddr *addr, socklen_t len)
+attempt_new(int fd, const struct sockaddr *addr, socklen_t len, int fl)
 {
 	struct attempt *a = calloc(1, sizeof(*a));
 
@@ -244,6 +245,7 @@ attempt_new(int fd, const struct sockaddr *addr, socklen_t len)
 		return NULL;
 	}
 	a->fd = fd;
+	a->fl = fl;
 	a->entry = shim_fd_get(fd);
 	a->len = len;
 	memcpy(&a->addr, addr, len);
@@ -263,17 +265,27 @@ adopt(struct attempt *a)
 	r->nfds = 1;
 	shim_opts_capture(r, a->fd, a->entry);
 	shim_rock_install(r, a->fd, rock_direct_fd(r->s),
-	    shim_opts_copy_needed(a->entry));
+	    shim_opts_copy_needed(a->entry), a->fl);
 	shim_rock_bind(a->fd, r);
 	shim_rock_set_ready(r, 1);
 	rlog_debug(&shim_state()->log, "fd %d: a rock", a->fd);
 	shim_name_rock(a->fd, r->s, (struct sockaddr *)&a->addr, a->len);
 }
 
+/* Lock held: the engine's loop must run for what the attempt did. */
 static int
-connect_blocking(int fd, const struct sockaddr *addr, socklen_t len)
+engine_owed(const struct attempt *a)
 {
-	struct attempt *a = attempt_new(fd, addr, len);
+	struct rock_engine *e = shim_engine_running();
+
+	return a->engine_touched &&
+	    (e == NULL || rock_engine_loop_owed(e, a->r->s));
+}
+
+static int
+connect_blocking(int fd, const struct sockaddr *addr, socklen_t len, int fl)
+{
+	struct attempt *a = attempt_new(fd, addr, len, fl);
 	int rc;
 
 	if (a == NULL)
@@ -281,7 +293,7 @@ connect_blocking(int fd, const struct sockaddr *addr, socklen_t len)
 	a->r->connecting = 1;
 	rc = open_rock(a);
 	shim_lock();
-	if (a->engine_touched)
+	if (engine_owed(a))
 		shim_engine_wake_at_unlock();
 	a->r->connecting = 0;
 	if (rc == 0 && a->r->s == NULL)
@@ -326,7 +338,7 @@ connect_thread(void *arg)
 	int rc = open_rock(a);
 
 	shim_lock();
-	if (a->engine_touched)
+	if (engine_owed(a))
 		shim_engine_wake_at_unlock();
 	r->connecting = 0;
 	/* The session may have ended between the handshake and now. */
@@ -343,7 +355,7 @@ connect_thread(void *arg)
 	} else if (rc == 0) {
 		shim_opts_capture(r, a->fd, a->entry);
 		shim_rock_install(r, a->fd, rock_direct_fd(r->s),
-		    shim_opts_copy_needed(a->entry));
+		    shim_opts_copy_needed(a->entry), -1);
 		shim_rock_set_ready(r, 1);
 		shim_epoll_resume(r);
 		rlog_debug(&shim_state()->log, "fd %d: a rock", a->fd);
@@ -391,7 +403,7 @@ connect_async(int fd, const struct sockaddr *addr, socklen_t len)
 	int rc;
 
 	if (unroutable(addr, len) ||
-	    (a = attempt_new(fd, addr, len)) == NULL)
+	    (a = attempt_new(fd, addr, len, -1)) == NULL)
 		return shim_real.connect(fd, addr, len);
 	shim_lock();
 	a->r->connecting = 1;
@@ -458,5 +470,5 @@ connect(int fd, const struct sockaddr *addr, socklen_t len)
 	fl = shim_real.fcntl(fd, F_GETFL);
 	if (fl >= 0 && (fl & O_NONBLOCK))
 		return connect_async(fd, addr, len);
-	return connect_blocking(fd, addr, len);
+	return connect_blocking(fd, addr, len, fl);
 }

@@ -106,12 +106,16 @@ shim_copy_options(int from, int to)
 }
 
 /* Put new_fd under every descriptor of the program that names the rock;
- * their numbers, O_NONBLOCK and FD_CLOEXEC stay as they were. */
+ * their numbers, O_NONBLOCK and FD_CLOEXEC stay as they were. fl: their
+ * file status flags if the caller has just read them, else -1. */
 void
-shim_rock_install(struct shim_rock *r, int old_fd, int new_fd, int copy)
+shim_rock_install(struct shim_rock *r, int old_fd, int new_fd, int copy,
+    int fl)
 {
-	int fl = shim_real.fcntl(r->nfds > 0 ? r->fds[0] : old_fd, F_GETFL);
 	int i;
+
+	if (fl < 0)
+		fl = shim_real.fcntl(r->nfds > 0 ? r->fds[0] : old_fd, F_GETFL);
 
 	if (copy)
 		shim_copy_options(old_fd, new_fd);
@@ -140,7 +144,7 @@ on_swap(struct rock_session *s, int old_fd, int new_fd, void *arg)
 	struct shim_rock *r = arg;
 
 	(void)s;
-	shim_rock_install(r, old_fd, new_fd, 1);
+	shim_rock_install(r, old_fd, new_fd, 1, -1);
 	shim_rock_set_ready(r, 1);
 	shim_epoll_resume(r);
 }

@@ -353,7 +353,8 @@ int shim_opts_get(int fd, int level, int opt, void *val, socklen_t *len);
 /* Put new_fd under the rock's descriptors (connect and reconnect). */
 /* copy: the program may have set options on old_fd that new_fd lacks
  * (shim_opts_copy_needed at a connect; always at a reconnect). */
-void shim_rock_install(struct shim_rock *r, int old_fd, int new_fd, int copy);
+void shim_rock_install(struct shim_rock *r, int old_fd, int new_fd, int copy,
+    int fl);
 int shim_opts_copy_needed(unsigned entry);
 /* Options the program set on the socket from go to the socket to. */
 void shim_copy_options(int from, int to);
