@@ -883,20 +883,26 @@ accept_record(struct rock_engine *e, const uint8_t *rec,
 
 /* Received packet numbers for our acknowledgement: the newest, and a bit
  * for each of the 64 before it. */
-static void
-note_received(struct rock_session *a, uint64_t seq)
+void
+rock_rx_window_note(uint64_t *top, uint64_t *bits, uint64_t seq)
 {
 	uint64_t d;
 
-	if (seq < a->pkt_in) {		/* late: fresh() checked its bit */
-		a->rx_bits |= (uint64_t)1 << (a->pkt_in - seq - 1);
+	if (seq < *top) {		/* late: its freshness was checked */
+		*bits |= (uint64_t)1 << (*top - seq - 1);
 		return;
 	}
-	d = seq - a->pkt_in;
-	a->rx_bits = d >= 64 ? 0 : a->rx_bits << d;
-	if (a->pkt_in != 0 && d <= 64)
-		a->rx_bits |= (uint64_t)1 << (d - 1);
-	a->pkt_in = seq;
+	d = seq - *top;
+	*bits = d >= 64 ? 0 : *bits << d;
+	if (*top != 0 && d <= 64)
+		*bits |= (uint64_t)1 << (d - 1);
+	*top = seq;
+}
+
+static void
+note_received(struct rock_session *a, uint64_t seq)
+{
+	rock_rx_window_note(&a->pkt_in, &a->rx_bits, seq);
 }
 
 /* Never accepted before, and not too old to tell: a packet overtaken by

@@ -188,6 +188,9 @@ struct rock_session {
  * copies and a few of the peer's heartbeats at heavy loss, short of the
  * 2 s within which a closed rock leaves nothing. */
 #define ROCK_FAREWELL_MS 1500
+/* A packet number received, in the window an acknowledgement reports:
+ * top, the newest, and a bit for each of the 64 before it. */
+void rock_rx_window_note(uint64_t *top, uint64_t *bits, uint64_t seq);
 /* Finished rocks' data connections held at most: the oldest goes first. */
 #define ROCK_DRAIN_MAX 4096
 #define PROBE_CACHE 16
@@ -386,6 +389,9 @@ void rock_session_eof_check(struct rock_session *s, int64_t now);
 /* 1: the peer said, authenticated, that its stream ends where we have
  * read to: an end of file on the data connection is that end. */
 int rock_session_peer_ended(const struct rock_session *s);
+/* Both ends closed and confirmed: rock_session_maybe_finish ends it,
+ * its farewell (which says all a record would) going at once. */
+int rock_session_done(const struct rock_session *s);
 void rock_session_maybe_finish(struct rock_session *s);
 /* Keep s alive across calls that may end it; release returns 0 if it was
  * freed meanwhile (the caller must not touch it then). */

@@ -21,6 +21,12 @@ struct rock_farewell {
 	struct rock_keys keys;
 	uint64_t seq_out, seq_in;
 	uint64_t pkt_out, pkt_in;	/* its own packets, it being their anchor */
+	uint64_t rx_bits;		/* the 64 peer packets before pkt_in */
+	/* Its first packet's number: a peer packet acknowledging one from
+	 * there on has had the last word. */
+	uint64_t first_pkt;
+	int heard;			/* so acknowledged: repeated no more */
+	int final_said;			/* its one answer to that, sent */
 	uint64_t consumed, end;
 	uint32_t flags;
 	struct sockaddr_storage to;
@@ -97,6 +103,10 @@ seal(struct rock_farewell *f, uint8_t pkt[FAREWELL_PKT_LEN])
 	memset(&h, 0, sizeof(h));
 	memcpy(h.anchor, f->id, ROCK_ID_LEN);
 	h.seq = ++f->pkt_out;
+	/* What it has of the peer's packets: a peer that has ended too learns
+	 * that its own last word arrived, and repeats it no more. */
+	h.ack = f->pkt_in;
+	h.ack_bits = f->rx_bits;
 	h.nrecords = 1;
 	memcpy(r.id, f->id, ROCK_ID_LEN);
 	r.seq = ++f->seq_out;
@@ -140,6 +150,8 @@ rock_farewell_add(struct rock_session *s)
 	f->seq_in = s->seq_in;
 	f->pkt_out = s->pkt_out;
 	f->pkt_in = s->pkt_in;
+	f->rx_bits = s->rx_bits;
+	f->first_pkt = s->pkt_out + 1;
 	f->consumed = s->consumed;
 	f->end = rock_session_end(s);
 	f->flags = s->flags;
@@ -197,7 +209,8 @@ rock_farewell_answer(struct rock_engine *e, const struct rock_hb_record *r,
 	if (!rock_equal(tag, r->tag, ROCK_TAG_LEN) || r->seq <= f->seq_in)
 		return -1;
 	f->seq_in = r->seq;
-	answer(e, f, from, fromlen);
+	if (!f->heard)
+		answer(e, f, from, fromlen);
 	return 0;
 }
 
@@ -217,8 +230,22 @@ rock_farewell_answer_packet(struct rock_engine *e,
 	rock_hb_packet_tag(tag, f->keys.rx, pkt, len);
 	if (!rock_equal(tag, h->tag, ROCK_TAG_LEN) || h->seq <= f->pkt_in)
 		return -1;
-	f->pkt_in = h->seq;
-	answer(e, f, from, fromlen);
+	rock_rx_window_note(&f->pkt_in, &f->rx_bits, h->seq);
+	/* The peer acknowledges a packet of the farewell: it has the last
+	 * word. It is told once that its own packet arrived (its farewell,
+	 * if it has ended too, stops then), and nothing more is said. */
+	if (h->ack >= f->first_pkt && h->ack <= f->pkt_out) {
+		f->heard = 1;
+		if (!f->final_said) {
+			f->final_said = 1;
+			f->to = *from;
+			f->tolen = fromlen;
+			say(e, f, 1);
+		}
+		return 0;
+	}
+	if (!f->heard)
+		answer(e, f, from, fromlen);
 	return 0;
 }
 
@@ -263,6 +290,8 @@ rock_farewell_tick(struct rock_engine *e, int64_t now)
 			drop(e, f);
 			continue;
 		}
+		if (f->heard)
+			continue;
 		if (b.n == ROCK_CONTROL_BATCH || (b.n > 0 && !same_address(b.to, f)))
 			flush(e, &b);
 		seal(f, b.pkts[b.n++]);
@@ -330,6 +359,8 @@ rock_farewell_get(struct rock_engine *e, struct rock_rec_in *r)
 	f->flags = (uint32_t)rock_rec_get(r, 4);
 	to = rock_rec_get_blob(r, sizeof(f->to), &tolen);
 	f->expires_ms = (int64_t)rock_rec_get(r, 8);
+	/* Only its packets from here on are known to be the farewell's. */
+	f->first_pkt = f->pkt_out + 1;
 	if (r->err == 0 && (to == NULL || tolen < sizeof(sa_family_t)))
 		r->err = ROCK_ERR_PROTOCOL;
 	if (r->err != 0) {

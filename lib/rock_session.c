@@ -430,14 +430,19 @@ rock_session_peer_count(struct rock_session *s, uint64_t consumed,
 }
 
 /* Both ends closed and everything we sent consumed: nothing left to keep. */
+int
+rock_session_done(const struct rock_session *s)
+{
+	return s->state != ROCK_ST_CLOSED &&
+	    (s->flags & ROCK_FLAG_WR_SHUT) && (s->flags & ROCK_FLAG_EOF_SEEN) &&
+	    (s->peer_flags & ROCK_FLAG_EOF_SEEN) &&
+	    s->peer_consumed == rock_ring_end(&s->ring);
+}
+
 void
 rock_session_maybe_finish(struct rock_session *s)
 {
-	if (s->state == ROCK_ST_CLOSED)
-		return;
-	if ((s->flags & ROCK_FLAG_WR_SHUT) && (s->flags & ROCK_FLAG_EOF_SEEN) &&
-	    (s->peer_flags & ROCK_FLAG_EOF_SEEN) &&
-	    s->peer_consumed == rock_ring_end(&s->ring)) {
+	if (rock_session_done(s)) {
 		/* Tell the peer we are done too, again and again for a moment:
 		 * it cannot finish before it hears so. */
 		rock_farewell_add(s);

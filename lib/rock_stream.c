@@ -93,15 +93,32 @@ events_new(struct rock_session *s, int fd)
 	return 0;
 }
 
+/* A connection of ours: non-blocking, and without Nagle's delay for
+ * what the stream writes. The direct rock's own connection, which the
+ * program let go (rock_direct_release), is set outright: no one else's
+ * flags to keep, and nothing left for us to write but the FIN. */
+static int
+prepare(int fd, int same)
+{
+	int flags;
+
+	if (same)
+		return rock_sys.fcntl(fd, F_SETFL, O_NONBLOCK) < 0 ? -1 : 0;
+	if ((flags = rock_sys.fcntl(fd, F_GETFL, 0)) < 0 ||
+	    (!(flags & O_NONBLOCK) &&
+	    rock_sys.fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0))
+		return -1;
+	set_int(fd, IPPROTO_TCP, TCP_NODELAY, 1);
+	return 0;
+}
+
 int
 rock_stream_attach(struct rock_session *s, int fd)
 {
-	int flags = rock_sys.fcntl(fd, F_GETFL, 0), same = s->fd == fd;
+	int same = s->fd == fd;
 
-	if (flags < 0 || (!(flags & O_NONBLOCK) &&
-	    rock_sys.fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0))
+	if (prepare(fd, same) != 0)
 		return ROCK_ERR_SYSTEM;
-	set_int(fd, IPPROTO_TCP, TCP_NODELAY, 1);
 	rock_stream_detach(s);
 	/* The old connection goes only now that the new one is proven. */
 	if (s->fd >= 0 && !same)
@@ -359,7 +376,11 @@ rock_stream_eof(struct rock_session *s)
 	event_del(s->ev_read);
 	rlog_debug(s->e->log, "rock %s: peer's end of stream after %llu bytes",
 	    s->name, (unsigned long long)s->consumed);
-	rock_session_tell_peer(s);
+	/* A rock this ends has its farewell say so, six times, at once: a
+	 * record before it would say nothing more (over a control channel
+	 * known to carry it; else the record asks for the status exchange). */
+	if (!rock_session_done(s) || !s->udp_verified || s->peer_quiet)
+		rock_session_tell_peer(s);
 	if (s->cbs != NULL && s->cbs->on_eof != NULL)
 		s->cbs->on_eof(s, s->arg);
 	if (s->state != ROCK_ST_CLOSED)

@@ -230,16 +230,25 @@ open_rock(struct attempt *a)
 	return rc;
 }
 
+/* linked: the rock is in the shim's list at once (a connect others may
+ * see, connect_async's); else the caller links it at its next lock (the
+ * lock not taken here: the engine's thread often holds it, finishing
+ * the program's last rock as the next connect begins). */
 static struct attempt *
-attempt_new(int fd, const struct sockaddr *addr, socklen_t len, int fl)
+attempt_new(int fd, const struct sockaddr *addr, socklen_t len, int fl,
+    int linked)
 {
 	struct attempt *a = calloc(1, sizeof(*a));
 
 	if (a == NULL)
 		return NULL;
-	shim_lock();
-	a->r = shim_rock_new();
-	shim_unlock();
+	if (linked) {
+		shim_lock();
+		a->r = shim_rock_new();
+		shim_unlock();
+	} else {
+		a->r = shim_rock_alloc();
+	}
 	if (a->r == NULL) {
 		free(a);
 		return NULL;
@@ -285,7 +294,7 @@ engine_owed(const struct attempt *a)
 static int
 connect_blocking(int fd, const struct sockaddr *addr, socklen_t len, int fl)
 {
-	struct attempt *a = attempt_new(fd, addr, len, fl);
+	struct attempt *a = attempt_new(fd, addr, len, fl, 0);
 	int rc;
 
 	if (a == NULL)
@@ -293,6 +302,7 @@ connect_blocking(int fd, const struct sockaddr *addr, socklen_t len, int fl)
 	a->r->connecting = 1;
 	rc = open_rock(a);
 	shim_lock();
+	shim_rock_link(a->r);
 	if (engine_owed(a))
 		shim_engine_wake_at_unlock();
 	a->r->connecting = 0;
@@ -403,7 +413,7 @@ connect_async(int fd, const struct sockaddr *addr, socklen_t len)
 	int rc;
 
 	if (unroutable(addr, len) ||
-	    (a = attempt_new(fd, addr, len, -1)) == NULL)
+	    (a = attempt_new(fd, addr, len, -1, 1)) == NULL)
 		return shim_real.connect(fd, addr, len);
 	shim_lock();
 	a->r->connecting = 1;

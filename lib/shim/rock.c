@@ -226,15 +226,26 @@ shim_rock_first(void)
 struct shim_rock *
 shim_rock_new(void)
 {
-	struct shim_rock *r = calloc(1, sizeof(*r));
+	struct shim_rock *r = shim_rock_alloc();
 
-	if (r == NULL)
-		return NULL;
+	if (r != NULL)
+		shim_rock_link(r);
+	return r;
+}
+
+struct shim_rock *
+shim_rock_alloc(void)
+{
+	return calloc(1, sizeof(struct shim_rock));
+}
+
+void
+shim_rock_link(struct shim_rock *r)
+{
 	r->next = all;
 	if (all != NULL)
 		all->prev = r;
 	all = r;
-	return r;
 }
 
 void

@@ -293,6 +293,10 @@ void shim_engine_call(struct shim_call *c);
 int shim_serve(int lfd, int fd, int flags);
 void shim_cmd_forget(struct shim_rock *r);		/* lock held */
 struct shim_rock *shim_rock_new(void);			/* lock held */
+/* shim_rock_new in two steps: made without the lock (no one can find it
+ * yet), then linked with it, before anything else takes it. */
+struct shim_rock *shim_rock_alloc(void);
+void shim_rock_link(struct shim_rock *r);		/* lock held */
 void shim_rock_free(struct shim_rock *r);		/* lock held */
 /* A program call keeps r while it waits or is in the kernel; release
  * returns 0 when r is gone (the program closed it meanwhile). */

@@ -229,13 +229,47 @@ peer_read(const struct rock_keys *k, struct rock_hb_record *r, int ms)
 	return 0;
 }
 
+/* peer_read's, with the packet's header too. */
+static int
+peer_read_packet(const struct rock_keys *k, struct rock_hb_header *h,
+    struct rock_hb_record *r, int ms)
+{
+	struct pollfd p = { .fd = peer_fd, .events = POLLIN };
+	uint8_t buf[ROCK_HB_MAX_LEN], tag[ROCK_TAG_LEN];
+	unsigned n;
+	ssize_t got;
+
+	if (poll(&p, 1, ms) != 1)
+		return -1;
+	got = recv(peer_fd, buf, sizeof(buf), 0);
+	ck_assert_int_eq(rock_hb_packet_check(buf, (size_t)got, &n), 0);
+	ck_assert_uint_eq(n, 1);
+	rock_hb_header_decode(h, buf);
+	rock_hb_packet_tag(tag, k->tx, buf, (size_t)got);
+	ck_assert(rock_equal(tag, h->tag, ROCK_TAG_LEN));
+	rock_hb_record_decode(r, buf + ROCK_HB_HEADER_LEN);
+	return 0;
+}
+
+/* peer_send's packet acknowledging ack (0: none). */
+static void
+peer_send_ack(const uint8_t id[ROCK_ID_LEN], uint64_t seq, uint64_t ack,
+    const uint8_t key[ROCK_KEY_LEN]);
+
 /* A record from the peer to the engine in a packet of its own rock,
  * both sealed with key. */
 static void
 peer_send(const uint8_t id[ROCK_ID_LEN], uint64_t seq, const uint8_t key[ROCK_KEY_LEN])
 {
+	peer_send_ack(id, seq, 0, key);
+}
+
+static void
+peer_send_ack(const uint8_t id[ROCK_ID_LEN], uint64_t seq, uint64_t ack,
+    const uint8_t key[ROCK_KEY_LEN])
+{
 	struct rock_hb_record r = { .seq = seq, .flags = ROCK_FLAG_WR_SHUT };
-	struct rock_hb_header h = { .seq = seq, .nrecords = 1 };
+	struct rock_hb_header h = { .seq = seq, .ack = ack, .nrecords = 1 };
 	struct sockaddr_in to = v4("127.0.0.1", eng->udp_port);
 	uint8_t pkt[ROCK_HB_HEADER_LEN + ROCK_HB_RECORD_LEN];
 
@@ -307,6 +341,94 @@ START_TEST(test_farewell)
 	ck_assert_int_eq(peer_read(&k, &r, 50), -1);
 	peer_send(id, 5, k.rx);
 	ck_assert_int_eq(peer_read(&k, &r, 100), -1);
+	close(peer_fd);
+}
+END_TEST
+
+/* A farewell the peer acknowledges (it has the last word, and may have
+ * ended too): it answers that packet once, acknowledging it, then says
+ * nothing more, neither at the ticks nor to the peer's later packets. */
+START_TEST(test_farewell_acked)
+{
+	struct rock_session *s = add("done", "192.0.2.1", 0, rock_now_ms(), 1);
+	struct rock_keys k = s->keys;
+	struct rock_hb_header h;
+	struct rock_hb_record r;
+	uint8_t id[ROCK_ID_LEN];
+	uint64_t first = 0;
+	int i;
+
+	event_del(eng->ev_tick);
+	memcpy(id, s->id, ROCK_ID_LEN);
+	peer_open(s);
+	s->features |= ROCK_FEAT_UDP;
+	s->flags = ROCK_FLAG_WR_SHUT | ROCK_FLAG_EOF_SEEN;
+	s->peer_flags = ROCK_FLAG_WR_SHUT | ROCK_FLAG_EOF_SEEN;
+	rock_session_maybe_finish(s);
+	for (i = 0; i < 6; i++) {
+		ck_assert_int_eq(peer_read_packet(&k, &h, &r, 500), 0);
+		if (first == 0)
+			first = h.seq;
+		ck_assert_uint_eq(h.seq, first + (uint64_t)i);
+	}
+	/* A packet that acknowledges none of the farewell's is answered as
+	 * ever, and the answer acknowledges it. */
+	peer_send_ack(id, 1, first - 1, k.rx);
+	ck_assert_int_eq(peer_read_packet(&k, &h, &r, 500), 0);
+	ck_assert_uint_eq(h.ack, 1);
+	/* One that acknowledges the farewell's third packet: one answer,
+	 * acknowledging it, before the next tick all the same. */
+	peer_send_ack(id, 2, first + 2, k.rx);
+	ck_assert_int_eq(peer_read_packet(&k, &h, &r, 500), 0);
+	ck_assert_uint_eq(h.ack, 2);
+	ck_assert_uint_eq(h.ack_bits & 1, 1);	/* and 1 before it */
+	ck_assert_uint_eq(r.flags & (ROCK_FLAG_WR_SHUT | ROCK_FLAG_EOF_SEEN),
+	    ROCK_FLAG_WR_SHUT | ROCK_FLAG_EOF_SEEN);
+	/* Then nothing: not to the peer's next packets, with or without the
+	 * acknowledgement, nor at the ticks. */
+	peer_send_ack(id, 3, first + 6, k.rx);
+	ck_assert_int_eq(peer_read_packet(&k, &h, &r, 100), -1);
+	rock_control_tick(eng);
+	peer_send(id, 4, k.rx);
+	ck_assert_int_eq(peer_read_packet(&k, &h, &r, 100), -1);
+	rock_control_tick(eng);
+	ck_assert_int_eq(peer_read_packet(&k, &h, &r, 100), -1);
+	/* Kept for its time all the same: the peer's packets are its, not
+	 * a stranger's. */
+	ck_assert_uint_eq(eng->nfarewells, 1);
+	ck_assert_uint_eq(eng->stats.hb_unknown, 0);
+	close(peer_fd);
+}
+END_TEST
+
+START_TEST(test_farewell_ack_beyond)
+{
+	struct rock_session *s = add("done", "192.0.2.1", 0, rock_now_ms(), 1);
+	struct rock_keys k = s->keys;
+	struct rock_hb_header h;
+	struct rock_hb_record r;
+	uint8_t id[ROCK_ID_LEN];
+	uint64_t last = 0;
+	int i;
+
+	event_del(eng->ev_tick);
+	memcpy(id, s->id, ROCK_ID_LEN);
+	peer_open(s);
+	s->features |= ROCK_FEAT_UDP;
+	s->flags = ROCK_FLAG_WR_SHUT | ROCK_FLAG_EOF_SEEN;
+	s->peer_flags = ROCK_FLAG_WR_SHUT | ROCK_FLAG_EOF_SEEN;
+	rock_session_maybe_finish(s);
+	for (i = 0; i < 6; i++) {
+		ck_assert_int_eq(peer_read_packet(&k, &h, &r, 500), 0);
+		last = h.seq;
+	}
+	/* Acknowledging a packet never sent: the farewell is not taken for
+	 * heard, and goes on at the ticks. */
+	peer_send_ack(id, 1, last + 1, k.rx);
+	ck_assert_int_eq(peer_read_packet(&k, &h, &r, 500), 0);
+	rock_control_tick(eng);
+	ck_assert_int_eq(peer_read_packet(&k, &h, &r, 500), 0);
+	ck_assert_uint_eq(h.seq, last + 2);
 	close(peer_fd);
 }
 END_TEST
@@ -975,6 +1097,8 @@ evict_suite(void)
 	tcase_add_test(tc, test_unproven_expire);
 	tcase_add_test(tc, test_long_connection_proves);
 	tcase_add_test(tc, test_farewell);
+	tcase_add_test(tc, test_farewell_acked);
+	tcase_add_test(tc, test_farewell_ack_beyond);
 	tcase_add_test(tc, test_farewell_many);
 	tcase_add_test(tc, test_id_hash_keyed);
 	tcase_add_test(tc, test_group);
