@@ -74,7 +74,7 @@ open_socket(struct rock_engine *e, int family, const struct sockaddr *bind_to,
 		len = family == AF_INET6 ? sizeof(struct sockaddr_in6) :
 		    sizeof(struct sockaddr_in);
 	}
-	if (bind(fd, bind_to, len) != 0) {
+	if (rock_sys.bind(fd, bind_to, len) != 0) {
 		rock_sys.close(fd);
 		return -1;
 	}

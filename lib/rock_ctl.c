@@ -393,7 +393,7 @@ ctl_listen(struct rock_ctl *c, unsigned flags)
 	if (claim_name(c->path, flags) != 0)
 		return -1;
 	/* The directory is private: the moment before chmod exposes nothing. */
-	if (bind(c->fd, (struct sockaddr *)&sun, sizeof(sun)) != 0)
+	if (rock_sys.bind(c->fd, (struct sockaddr *)&sun, sizeof(sun)) != 0)
 		return -1;
 	c->bound = 1;
 	if (chmod(c->path, 0600) != 0 || rock_sys.listen(c->fd, CTL_CONNS) != 0)

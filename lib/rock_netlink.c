@@ -28,7 +28,7 @@ rock_netlink_open(struct rock_engine *e)
 	sa.nl_family = AF_NETLINK;
 	sa.nl_groups = RTMGRP_IPV4_IFADDR | RTMGRP_IPV6_IFADDR |
 	    RTMGRP_IPV4_ROUTE | RTMGRP_IPV6_ROUTE;
-	if (bind(e->nl_fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
+	if (rock_sys.bind(e->nl_fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
 	    (e->ev_nl = event_new(e->base, e->nl_fd, EV_READ | EV_PERSIST,
 	    on_netlink, e)) == NULL || event_add(e->ev_nl, NULL) != 0) {
 		rock_netlink_close(e);

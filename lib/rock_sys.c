@@ -30,6 +30,12 @@ sys_connect(int fd, const struct sockaddr *addr, socklen_t len)
 }
 
 static int
+sys_bind(int fd, const struct sockaddr *addr, socklen_t len)
+{
+	return (int)syscall(SYS_bind, fd, addr, len);
+}
+
+static int
 sys_listen(int fd, int backlog)
 {
 	return (int)syscall(SYS_listen, fd, backlog);
@@ -191,6 +197,7 @@ const struct rock_sys rock_sys = {
 	.socket = sys_socket,
 	.close = sys_close,
 	.connect = sys_connect,
+	.bind = sys_bind,
 	.listen = sys_listen,
 	.accept4 = sys_accept4,
 	.shutdown = sys_shutdown,

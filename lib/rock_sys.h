@@ -30,6 +30,7 @@ struct rock_sys {
 	int (*socket)(int domain, int type, int protocol);
 	int (*close)(int fd);
 	int (*connect)(int fd, const struct sockaddr *addr, socklen_t len);
+	int (*bind)(int fd, const struct sockaddr *addr, socklen_t len);
 	int (*listen)(int fd, int backlog);
 	int (*accept4)(int fd, struct sockaddr *addr, socklen_t *len, int flags);
 	int (*shutdown)(int fd, int how);

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# rockd-rock.sh: rockd's rock sessions on loopback: backend refused, backend dies, client vanishes past the suspend timeout.
+# rockd-rock.sh: rockd's rock sessions on loopback: backend refused, backend dies, client vanishes past the suspend timeout; a client socket the program bound stays plain.
 set -u
 . "$(dirname "$0")/lib.sh"
 ROCKD="$top_builddir/daemon/rockd"
@@ -95,5 +95,40 @@ else
 	t_ok "vanished client: the backend connection is closed"
 fi
 t_eq "vanished client: the backend got the bytes sent before" "$(cat "$t_tmp/3.backend")" "before vanishing"
+kill "$rockd_pid"
+
+# --- 4. a socket the program bound keeps its address: plain, not a rock ------
+# (the shim's bind() notes it; a socket it did not bind is a rock).
+port=$(free_port) be=$(free_port) own=$(free_port)
+socat "TCP4-LISTEN:$be,bind=127.0.0.1,reuseaddr,fork" EXEC:cat 2>/dev/null &
+pids+=($!)
+for _ in $(seq 100); do listening "$be" && break; sleep 0.05; done
+printf 'listen 127.0.0.1:%s backend 127.0.0.1:%s\n' "$port" "$be" >"$t_tmp/4.conf"
+start_rockd "$t_tmp/4.log" "$t_tmp/4.conf" || t_bad "rockd starts"
+# BIND: the local port the client binds (0: none); prints its local port
+# and the echo.
+bound_client() {
+	ROCK_DEBUG=1 ROCK_LOG="$t_tmp/4.$1.log" timeout 20 "$ROCK" python3 - "$port" "$1" <<'PY'
+import socket, sys
+s = socket.socket()
+if int(sys.argv[2]):
+    s.bind(("127.0.0.1", int(sys.argv[2])))
+s.connect(("127.0.0.1", int(sys.argv[1])))
+s.sendall(b"ping\n")
+got = b""
+while not got.endswith(b"\n"):
+    got += s.recv(100)
+print(s.getsockname()[1], got.decode().strip())
+PY
+}
+t_eq "bound client: its own port, the echo" "$(bound_client "$own")" "$own ping"
+if grep -q ': a rock$' "$t_tmp/4.$own.log"; then
+	t_bad "bound client: not a rock"
+else
+	t_ok "bound client: not a rock"
+fi
+bound_client 0 >"$t_tmp/4.out"
+t_eq "unbound client: the echo" "$(awk '{ print $2 }' "$t_tmp/4.out")" "ping"
+t_check "unbound client: a rock" grep -q ': a rock$' "$t_tmp/4.0.log"
 kill "$rockd_pid"
 t_done

@@ -19,12 +19,17 @@ rockable(int fd, const struct sockaddr *addr, socklen_t len)
 {
 	struct sockaddr_storage local;
 	socklen_t llen = sizeof(local);
+	unsigned entry = shim_fd_get(fd);
 
 	if (!((addr->sa_family == AF_INET && len >= sizeof(struct sockaddr_in)) ||
 	    (addr->sa_family == AF_INET6 && len >= sizeof(struct sockaddr_in6))))
 		return 0;
-	/* Born under our socket() as TCP: no need to ask the kernel. */
-	if (!(shim_fd_get(fd) & SHIM_FD_BORN) && !shim_fd_is_tcp(fd))
+	/* Born under our socket() as TCP: no need to ask the kernel whether
+	 * it is TCP, nor, unless it went through our bind(), whether it is
+	 * bound. */
+	if ((entry & SHIM_FD_BORN) && !(entry & SHIM_FD_BOUND))
+		return 1;
+	if (!(entry & SHIM_FD_BORN) && !shim_fd_is_tcp(fd))
 		return 0;
 	if (getsockname(fd, (struct sockaddr *)&local, &llen) != 0)
 		return 0;

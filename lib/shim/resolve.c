@@ -35,6 +35,7 @@ void
 shim_resolve(void)
 {
 	RESOLVE(connect);
+	RESOLVE(bind);
 	RESOLVE(listen);
 	RESOLVE(accept);
 	RESOLVE(accept4);

@@ -27,6 +27,7 @@
 struct shim_real {
 	int (*socket)(int, int, int);
 	int (*connect)(int, const struct sockaddr *, socklen_t);
+	int (*bind)(int, const struct sockaddr *, socklen_t);
 	int (*listen)(int, int);
 	int (*accept)(int, struct sockaddr *, socklen_t *);
 	int (*accept4)(int, struct sockaddr *, socklen_t *, int);
@@ -134,8 +135,11 @@ enum shim_fd_state {
  * a rock's new connection has too: nothing to copy (shim_rock_install). */
 #define SHIM_FD_BORN (1u << 10)
 #define SHIM_FD_OTHER_SET (1u << 11)
+/* The program bound it through our bind(): only then can a socket born
+ * here have a local address of its own to keep (connect.c's rockable). */
+#define SHIM_FD_BOUND (1u << 12)
 #define SHIM_FD_OPTS_MASK (0x1fu | SHIM_FD_SNDBUF_SET | SHIM_FD_RCVBUF_SET | \
-	SHIM_FD_BORN | SHIM_FD_OTHER_SET)
+	SHIM_FD_BORN | SHIM_FD_OTHER_SET | SHIM_FD_BOUND)
 #define SHIM_FD_STATE_SHIFT 5
 #define SHIM_FD_STATE_MASK 7u
 
