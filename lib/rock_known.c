@@ -257,6 +257,7 @@ void
 rock_known_memo_init(struct rock_known_memo *m)
 {
 	memset(m, 0, sizeof(*m));
+	m->racy_s = ROCK_KNOWN_RACY_S;
 	pthread_mutex_init(&m->mu, NULL);
 }
 
@@ -278,17 +279,20 @@ same_file(const struct rock_known_memo *m, const struct stat *st)
 	    m->ctim.tv_nsec == st->st_ctim.tv_nsec;
 }
 
-/* A file written within the last seconds may be written again within
- * the same tick of the file system's clock, in place and at the same
- * size, and pass for the same file (git's "racy" entries): it is read
- * every time. Any later write moves its modification time. */
+/* A file changed within the last seconds (its modification or its
+ * inode change time, which utimensat cannot put back) may change again
+ * within the same tick of the file system's clock (a jiffy before Linux
+ * 6.13), in place and at the same size, and pass for the same file
+ * (git's "racy" entries): it is read every time. */
 static int
-racy(const struct stat *st)
+racy(const struct rock_known_memo *m, const struct stat *st)
 {
 	struct timespec now;
+	time_t last = st->st_mtim.tv_sec > st->st_ctim.tv_sec ?
+	    st->st_mtim.tv_sec : st->st_ctim.tv_sec;
 
 	clock_gettime(CLOCK_REALTIME, &now);
-	return now.tv_sec - st->st_mtim.tv_sec < ROCK_KNOWN_RACY_S;
+	return now.tv_sec - last < m->racy_s;
 }
 
 /* The memo's lock held: the answer for dest, read from the file that st
@@ -313,7 +317,7 @@ memo_lookup(struct rock_known_memo *m, const char *path, const struct stat *st,
 	}
 	if (st == NULL)
 		return 0;
-	if (racy(st)) {
+	if (racy(m, st)) {
 		m->have_file = 0;
 		return rock_known_lookup(path, dest, pk, &line, log);
 	}

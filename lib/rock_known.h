@@ -57,6 +57,7 @@ struct rock_known_memo {
 		uint8_t pk[ROCK_IDENT_LEN];
 	} answers[ROCK_KNOWN_MEMO];
 	unsigned next;
+	int racy_s;	/* a file changed this recently is read every time */
 };
 void rock_known_memo_init(struct rock_known_memo *m);
 void rock_known_memo_destroy(struct rock_known_memo *m);

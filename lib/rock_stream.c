@@ -93,22 +93,22 @@ events_new(struct rock_session *s, int fd)
 	return 0;
 }
 
-/* A connection of ours: non-blocking, and without Nagle's delay for
- * what the stream writes. The direct rock's own connection, which the
- * program let go (rock_direct_release), is set outright: no one else's
- * flags to keep, and nothing left for us to write but the FIN. */
+/* A connection of ours: non-blocking (its other flags kept: a fork's
+ * plain copy may share the open file), and without Nagle's delay for
+ * what the stream writes; not the direct rock's own connection, which
+ * the program let go (rock_direct_release): nothing is left to write on
+ * it but the FIN, which TCP sends without that delay. */
 static int
 prepare(int fd, int same)
 {
 	int flags;
 
-	if (same)
-		return rock_sys.fcntl(fd, F_SETFL, O_NONBLOCK) < 0 ? -1 : 0;
 	if ((flags = rock_sys.fcntl(fd, F_GETFL, 0)) < 0 ||
 	    (!(flags & O_NONBLOCK) &&
 	    rock_sys.fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0))
 		return -1;
-	set_int(fd, IPPROTO_TCP, TCP_NODELAY, 1);
+	if (!same)
+		set_int(fd, IPPROTO_TCP, TCP_NODELAY, 1);
 	return 0;
 }
 

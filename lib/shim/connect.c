@@ -56,7 +56,6 @@ struct attempt {
 	socklen_t len;
 	int engine_touched;	/* rock_client_open ran: the loop is owed a wake */
 	unsigned entry;		/* fd's table entry before it named a rock */
-	int fl;			/* fd's file status flags at the connect */
 };
 
 static int
@@ -240,8 +239,7 @@ open_rock(struct attempt *a)
  * lock not taken here: the engine's thread often holds it, finishing
  * the program's last rock as the next connect begins). */
 static struct attempt *
-attempt_new(int fd, const struct sockaddr *addr, socklen_t len, int fl,
-    int linked)
+attempt_new(int fd, const struct sockaddr *addr, socklen_t len, int linked)
 {
 	struct attempt *a = calloc(1, sizeof(*a));
 
@@ -259,7 +257,6 @@ attempt_new(int fd, const struct sockaddr *addr, socklen_t len, int fl,
 		return NULL;
 	}
 	a->fd = fd;
-	a->fl = fl;
 	a->entry = shim_fd_get(fd);
 	a->len = len;
 	memcpy(&a->addr, addr, len);
@@ -279,7 +276,7 @@ adopt(struct attempt *a)
 	r->nfds = 1;
 	shim_opts_capture(r, a->fd, a->entry);
 	shim_rock_install(r, a->fd, rock_direct_fd(r->s),
-	    shim_opts_copy_needed(a->entry), a->fl);
+	    shim_opts_copy_needed(a->entry));
 	shim_rock_bind(a->fd, r);
 	shim_rock_set_ready(r, 1);
 	rlog_debug(&shim_state()->log, "fd %d: a rock", a->fd);
@@ -297,9 +294,9 @@ engine_owed(const struct attempt *a)
 }
 
 static int
-connect_blocking(int fd, const struct sockaddr *addr, socklen_t len, int fl)
+connect_blocking(int fd, const struct sockaddr *addr, socklen_t len)
 {
-	struct attempt *a = attempt_new(fd, addr, len, fl, 0);
+	struct attempt *a = attempt_new(fd, addr, len, 0);
 	int rc;
 
 	if (a == NULL)
@@ -370,7 +367,7 @@ connect_thread(void *arg)
 	} else if (rc == 0) {
 		shim_opts_capture(r, a->fd, a->entry);
 		shim_rock_install(r, a->fd, rock_direct_fd(r->s),
-		    shim_opts_copy_needed(a->entry), -1);
+		    shim_opts_copy_needed(a->entry));
 		shim_rock_set_ready(r, 1);
 		shim_epoll_resume(r);
 		rlog_debug(&shim_state()->log, "fd %d: a rock", a->fd);
@@ -418,7 +415,7 @@ connect_async(int fd, const struct sockaddr *addr, socklen_t len)
 	int rc;
 
 	if (unroutable(addr, len) ||
-	    (a = attempt_new(fd, addr, len, -1, 1)) == NULL)
+	    (a = attempt_new(fd, addr, len, 1)) == NULL)
 		return shim_real.connect(fd, addr, len);
 	shim_lock();
 	a->r->connecting = 1;
@@ -485,5 +482,5 @@ connect(int fd, const struct sockaddr *addr, socklen_t len)
 	fl = shim_real.fcntl(fd, F_GETFL);
 	if (fl >= 0 && (fl & O_NONBLOCK))
 		return connect_async(fd, addr, len);
-	return connect_blocking(fd, addr, len, fl);
+	return connect_blocking(fd, addr, len);
 }

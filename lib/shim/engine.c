@@ -106,16 +106,14 @@ shim_copy_options(int from, int to)
 }
 
 /* Put new_fd under every descriptor of the program that names the rock;
- * their numbers, O_NONBLOCK and FD_CLOEXEC stay as they were. fl: their
- * file status flags if the caller has just read them, else -1. */
+ * their numbers, O_NONBLOCK and FD_CLOEXEC stay as they were. Their flags
+ * are read now, not at the connect: another thread may have set them
+ * while the handshake ran. */
 void
-shim_rock_install(struct shim_rock *r, int old_fd, int new_fd, int copy,
-    int fl)
+shim_rock_install(struct shim_rock *r, int old_fd, int new_fd, int copy)
 {
+	int fl = shim_real.fcntl(r->nfds > 0 ? r->fds[0] : old_fd, F_GETFL);
 	int i;
-
-	if (fl < 0)
-		fl = shim_real.fcntl(r->nfds > 0 ? r->fds[0] : old_fd, F_GETFL);
 
 	if (copy)
 		shim_copy_options(old_fd, new_fd);
@@ -144,7 +142,7 @@ on_swap(struct rock_session *s, int old_fd, int new_fd, void *arg)
 	struct shim_rock *r = arg;
 
 	(void)s;
-	shim_rock_install(r, old_fd, new_fd, 1, -1);
+	shim_rock_install(r, old_fd, new_fd, 1);
 	shim_rock_set_ready(r, 1);
 	shim_epoll_resume(r);
 }
@@ -169,7 +167,9 @@ on_state(struct rock_session *s, enum rock_state from, enum rock_state to,
 	(void)s;
 	(void)from;
 	(void)to;
-	(void)arg;
+	/* A blocking connect's rock, linked once its session exists: an
+	 * exit or exec from another thread counts it from then on. */
+	shim_rock_link(arg);
 	shim_wake();
 }
 

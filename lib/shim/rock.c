@@ -242,6 +242,9 @@ shim_rock_alloc(void)
 void
 shim_rock_link(struct shim_rock *r)
 {
+	if (r->linked || r->dead)
+		return;
+	r->linked = 1;
 	r->next = all;
 	if (all != NULL)
 		all->prev = r;
@@ -269,12 +272,14 @@ shim_rock_free(struct shim_rock *r)
 	if (r->dead)
 		return;
 	shim_cmd_forget(r);
-	if (r->prev != NULL)
-		r->prev->next = r->next;
-	else
-		all = r->next;
-	if (r->next != NULL)
-		r->next->prev = r->prev;
+	if (r->linked) {
+		if (r->prev != NULL)
+			r->prev->next = r->next;
+		else
+			all = r->next;
+		if (r->next != NULL)
+			r->next->prev = r->prev;
+	}
 	r->dead = 1;
 	r->s = NULL;
 	if (r->holds == 0)

@@ -218,6 +218,7 @@ struct shim_rock {
 	int so_error;		/* SO_ERROR of a non-blocking connect */
 	int rd_shut, wr_shut;	/* the program's shutdown() */
 	int released;		/* the program closed its last descriptor */
+	int linked;		/* in the list of all rocks (shim_rock_link) */
 	int holds;		/* program calls using this record */
 	int dead;		/* freed once holds drops to 0 */
 	int cmds;		/* SHIM_CMD_* for the engine's thread */
@@ -298,7 +299,9 @@ int shim_serve(int lfd, int fd, int flags);
 void shim_cmd_forget(struct shim_rock *r);		/* lock held */
 struct shim_rock *shim_rock_new(void);			/* lock held */
 /* shim_rock_new in two steps: made without the lock (no one can find it
- * yet), then linked with it, before anything else takes it. */
+ * yet), then linked with it: by the engine once its session exists (the
+ * exit and exec hand-overs count rocks in the list), else by the
+ * connecting thread at its next lock. */
 struct shim_rock *shim_rock_alloc(void);
 void shim_rock_link(struct shim_rock *r);		/* lock held */
 void shim_rock_free(struct shim_rock *r);		/* lock held */
@@ -361,8 +364,7 @@ int shim_opts_get(int fd, int level, int opt, void *val, socklen_t *len);
 /* Put new_fd under the rock's descriptors (connect and reconnect). */
 /* copy: the program may have set options on old_fd that new_fd lacks
  * (shim_opts_copy_needed at a connect; always at a reconnect). */
-void shim_rock_install(struct shim_rock *r, int old_fd, int new_fd, int copy,
-    int fl);
+void shim_rock_install(struct shim_rock *r, int old_fd, int new_fd, int copy);
 int shim_opts_copy_needed(unsigned entry);
 /* Options the program set on the socket from go to the socket to. */
 void shim_copy_options(int from, int to);

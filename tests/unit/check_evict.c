@@ -347,7 +347,9 @@ END_TEST
 
 /* A farewell the peer acknowledges (it has the last word, and may have
  * ended too): it answers that packet once, acknowledging it, then says
- * nothing more, neither at the ticks nor to the peer's later packets. */
+ * nothing more, neither at the ticks nor to the peer's later packets. An
+ * acknowledgement of a packet the session sent before the farewell is
+ * none of the farewell's. */
 START_TEST(test_farewell_acked)
 {
 	struct rock_session *s = add("done", "192.0.2.1", 0, rock_now_ms(), 1);
@@ -364,6 +366,7 @@ START_TEST(test_farewell_acked)
 	s->features |= ROCK_FEAT_UDP;
 	s->flags = ROCK_FLAG_WR_SHUT | ROCK_FLAG_EOF_SEEN;
 	s->peer_flags = ROCK_FLAG_WR_SHUT | ROCK_FLAG_EOF_SEEN;
+	s->pkt_out = 5;		/* the session's own packets: 1 to 5 */
 	rock_session_maybe_finish(s);
 	for (i = 0; i < 6; i++) {
 		ck_assert_int_eq(peer_read_packet(&k, &h, &r, 500), 0);
@@ -371,21 +374,27 @@ START_TEST(test_farewell_acked)
 			first = h.seq;
 		ck_assert_uint_eq(h.seq, first + (uint64_t)i);
 	}
-	/* A packet that acknowledges none of the farewell's is answered as
-	 * ever, and the answer acknowledges it. */
-	peer_send_ack(id, 1, first - 1, k.rx);
+	ck_assert_uint_eq(first, 6);
+	/* A packet acknowledging the session's last packet, none of the
+	 * farewell's, is answered as ever, the answer acknowledging it... */
+	peer_send_ack(id, 1, 5, k.rx);
 	ck_assert_int_eq(peer_read_packet(&k, &h, &r, 500), 0);
 	ck_assert_uint_eq(h.ack, 1);
+	/* ...and the farewell goes on at the ticks. */
+	rock_control_tick(eng);
+	ck_assert_int_eq(peer_read_packet(&k, &h, &r, 500), 0);
 	/* One that acknowledges the farewell's third packet: one answer,
-	 * acknowledging it, before the next tick all the same. */
+	 * acknowledging it (the tick made it free to answer). */
 	peer_send_ack(id, 2, first + 2, k.rx);
 	ck_assert_int_eq(peer_read_packet(&k, &h, &r, 500), 0);
 	ck_assert_uint_eq(h.ack, 2);
 	ck_assert_uint_eq(h.ack_bits & 1, 1);	/* and 1 before it */
 	ck_assert_uint_eq(r.flags & (ROCK_FLAG_WR_SHUT | ROCK_FLAG_EOF_SEEN),
 	    ROCK_FLAG_WR_SHUT | ROCK_FLAG_EOF_SEEN);
-	/* Then nothing: not to the peer's next packets, with or without the
-	 * acknowledgement, nor at the ticks. */
+	/* Then nothing: not at the ticks, not to the peer's next packets,
+	 * with the acknowledgement or without, each after a tick. */
+	rock_control_tick(eng);
+	ck_assert_int_eq(peer_read_packet(&k, &h, &r, 100), -1);
 	peer_send_ack(id, 3, first + 6, k.rx);
 	ck_assert_int_eq(peer_read_packet(&k, &h, &r, 100), -1);
 	rock_control_tick(eng);
