@@ -45,14 +45,15 @@ rock_blocking_wait(int fd, short events, int64_t deadline)
  * handshake, and time our first bytes from there. */
 int
 rock_blocking_connect(int fd, const struct sockaddr *addr, socklen_t len,
-    int64_t deadline, const uint8_t *data, size_t n, size_t *sent)
+    int64_t deadline, const uint8_t *data, size_t n, int fastopen,
+    size_t *sent)
 {
 	int err = 0, one = 1, r;
 	socklen_t el = sizeof(err);
 	ssize_t w;
 
 	*sent = 0;
-	if (n > 0)
+	if (n > 0 && fastopen)
 		(void)rock_sys.setsockopt(fd, IPPROTO_TCP, TCP_FASTOPEN_CONNECT, &one,
 		    sizeof(one));
 	if (rock_sys.connect(fd, addr, len) == 0) {
@@ -83,7 +84,8 @@ rock_blocking_dial(const struct sockaddr *addr, socklen_t len, int64_t deadline,
 
 	if (fd < 0)
 		return ROCK_ERR_SYSTEM;
-	if ((r = rock_blocking_connect(fd, addr, len, deadline, NULL, 0, &sent)) != 0) {
+	if ((r = rock_blocking_connect(fd, addr, len, deadline, NULL, 0, 0,
+	    &sent)) != 0) {
 		err = errno;
 		rock_sys.close(fd);
 		errno = err;

@@ -230,6 +230,7 @@ struct probe_entry {
 	struct sockaddr_storage addr;
 	socklen_t len;			/* 0: free */
 	int enhanced;			/* 0: an ordinary server, for a while */
+	int fo_misses;			/* connects whose SYN took no data */
 	int64_t expires_ms;
 	uint8_t announcement[ROCK_ANNOUNCE_LEN];
 };
@@ -486,18 +487,29 @@ int rock_path_close_owed(struct rock_session *s, int64_t now);
 /* The initial connection's blocking steps, bounded by a deadline
  * (rock_blocking.c): 0 or a ROCK_ERR_* code, errno kept for SYSTEM. */
 int rock_blocking_wait(int fd, short events, int64_t deadline);
+/* fastopen: data goes in the SYN where the kernel holds a cookie (else
+ * the caller writes it after the connect; *sent says how much went). */
 int rock_blocking_connect(int fd, const struct sockaddr *addr, socklen_t len,
-    int64_t deadline, const uint8_t *data, size_t n, size_t *sent);
+    int64_t deadline, const uint8_t *data, size_t n, int fastopen,
+    size_t *sent);
 int rock_blocking_dial(const struct sockaddr *addr, socklen_t len,
     int64_t deadline, int *out);
 int rock_blocking_write(int fd, const uint8_t *p, size_t n, int64_t deadline);
 int rock_blocking_read(int fd, uint8_t *p, size_t n, int64_t deadline);
 
 /* The probe cache (rock_probe.c). The announcement for a destination:
- * cached, shared, or probed; *cached: not a probe's just now. */
+ * cached, shared, or probed; *cached: not a probe's just now;
+ * *fastopen: whether its connects are worth a Fast Open (ROCK_FO_*). */
+#define ROCK_FO_NO	0	/* two brought nothing in the SYN: not tried */
+#define ROCK_FO_TRY	1
+#define ROCK_FO_MISSED	2	/* tried once for nothing (the cookie asked) */
 int rock_probe_announcement(struct rock_engine *e, const struct sockaddr *addr,
     socklen_t len, int64_t deadline, uint8_t ann[ROCK_ANNOUNCE_LEN],
-    int *cached);
+    int *cached, int *fastopen);
+/* What a connect tried with Fast Open (ROCK_FO_TRY or _MISSED) got: its
+ * flight in the SYN (sent) or not. Only a change takes the lock. */
+void rock_probe_fastopen_note(struct rock_engine *e,
+    const struct sockaddr *addr, socklen_t len, int tried, int sent);
 /* Forgotten here and in the shared file; without the owner's lock. */
 void rock_probe_forget_everywhere(struct rock_engine *e,
     const struct sockaddr *addr, socklen_t len);

@@ -246,14 +246,15 @@ data_socket(const struct sockaddr *addr, int *fd)
 static int
 dial(struct rock_engine *e, int fd, const struct sockaddr *addr,
     socklen_t len, int64_t *deadline, const uint8_t *flight, size_t nflight,
-    size_t *sent, int *rtt)
+    int fastopen, size_t *sent, int *rtt)
 {
 	int64_t t0 = rock_now_ms(), bound;
 	int r;
 
 	if ((r = rock_blocking_connect(fd, addr, len, *deadline, flight, nflight,
-	    sent)) != 0)
+	    fastopen != ROCK_FO_NO, sent)) != 0)
 		return r;
+	rock_probe_fastopen_note(e, addr, len, fastopen, *sent > 0);
 	*rtt = (int)(rock_now_ms() - t0);
 	/* The path measured by the connect may be slower than the bound. */
 	bound = t0 + *rtt + rock_handshake_ms(e, *rtt);
@@ -281,8 +282,8 @@ keep_ticket(struct rock_engine *e, const struct sockaddr *addr, socklen_t len,
 static int
 handshake_full(struct rock_engine *e, const struct sockaddr *addr,
     socklen_t len, int64_t deadline, const uint8_t *known,
-    const uint8_t ann[ROCK_ANNOUNCE_LEN], const struct rock_session_cbs *cbs,
-    void *arg, struct rock_session **out)
+    const uint8_t ann[ROCK_ANNOUNCE_LEN], int fastopen,
+    const struct rock_session_cbs *cbs, void *arg, struct rock_session **out)
 {
 	struct rock_server_hello sh;
 	uint8_t hello[ROCK_HELLO_TOTAL];
@@ -299,7 +300,7 @@ handshake_full(struct rock_engine *e, const struct sockaddr *addr,
 	if ((r = data_socket(addr, &fd)) == 0) {
 		build_hello(e, fd, ann, &kp, hello);
 		if ((r = dial(e, fd, addr, len, &deadline, hello, sizeof(hello),
-		    &sent, &rtt)) == 0)
+		    fastopen, &sent, &rtt)) == 0)
 			r = hello_exchange(e, fd, hello, sent, deadline, known,
 			    &sh, &tm);
 	}
@@ -364,9 +365,9 @@ resume_exchange(struct rock_engine *e, int fd, const uint8_t *flight,
 static int
 handshake_resumed(struct rock_engine *e, const struct sockaddr *addr,
     socklen_t len, int64_t deadline, const uint8_t *known,
-    const uint8_t ann[ROCK_ANNOUNCE_LEN], const struct rock_ticket_entry *tk,
-    const struct rock_session_cbs *cbs, void *arg, struct rock_session **out,
-    int *heard)
+    const uint8_t ann[ROCK_ANNOUNCE_LEN], int fastopen,
+    const struct rock_ticket_entry *tk, const struct rock_session_cbs *cbs,
+    void *arg, struct rock_session **out, int *heard)
 {
 	uint8_t flight[ROCK_RESUME_TOTAL];
 	struct rock_client_resume cr;
@@ -387,7 +388,7 @@ handshake_resumed(struct rock_engine *e, const struct sockaddr *addr,
 		rock_socket_buffers_new(e, fd, &cr.rcvbuf, &cr.sndbuf);
 		rock_client_resume_encode(&cr, flight + ROCK_ANNOUNCE_LEN);
 		if ((r = dial(e, fd, addr, len, &deadline, flight, sizeof(flight),
-		    &sent, &rtt)) == 0)
+		    fastopen, &sent, &rtt)) == 0)
 			r = resume_exchange(e, fd, flight, sent, deadline, tk,
 			    cr.nonce, &sh, &keys, &tm, heard);
 	}
@@ -456,9 +457,10 @@ handshake_once(struct rock_engine *e, const struct sockaddr *addr,
 {
 	uint8_t ann[ROCK_ANNOUNCE_LEN];
 	struct rock_ticket_entry tk;
-	int r, have, heard = 0;
+	int r, have, heard = 0, fastopen;
 
-	if ((r = rock_probe_announcement(e, addr, len, deadline, ann, cached)) != 0)
+	if ((r = rock_probe_announcement(e, addr, len, deadline, ann, cached,
+	    &fastopen)) != 0)
 		return r;
 	/* The timeout bounds the search for a rockd. One found gets as long
 	 * for the handshake as a server gives any (its backend dial is in it):
@@ -470,8 +472,8 @@ handshake_once(struct rock_engine *e, const struct sockaddr *addr,
 	    (known == NULL || rock_equal(known, tk.ident, ROCK_IDENT_LEN));
 	rock_engine_leave(e);
 	if (have) {
-		r = handshake_resumed(e, addr, len, deadline, known, ann, &tk, cbs,
-		    arg, out, &heard);
+		r = handshake_resumed(e, addr, len, deadline, known, ann,
+		    fastopen, &tk, cbs, arg, out, &heard);
 		if (r != 0 && (r == ROCK_ERR_LOST || resume_fell_through(r, heard))) {
 			rock_engine_enter(e);
 			rock_ticket_drop(e, addr, len, tk.ticket);
@@ -485,8 +487,8 @@ handshake_once(struct rock_engine *e, const struct sockaddr *addr,
 		    "handshake", rock_err(r));
 	}
 	rock_wipe(&tk, sizeof(tk));
-	if ((r = handshake_full(e, addr, len, deadline, known, ann, cbs, arg,
-	    out)) == 0)
+	if ((r = handshake_full(e, addr, len, deadline, known, ann, fastopen,
+	    cbs, arg, out)) == 0)
 		share_ticket(e, addr, len, ann);
 	return r;
 }

@@ -230,6 +230,8 @@ cache_put(struct rock_engine *e, const struct sockaddr *addr, socklen_t len,
 		p = &e->probes[e->probe_next];
 		e->probe_next = (e->probe_next + 1) % PROBE_CACHE;
 	}
+	if (p->len != len || memcmp(&p->addr, addr, len) != 0)
+		p->fo_misses = 0;
 	memcpy(&p->addr, addr, len);
 	p->len = len;
 	p->enhanced = ann != NULL;
@@ -262,6 +264,25 @@ rock_probe_remember(struct rock_engine *e, const struct sockaddr *addr,
 {
 	rock_engine_enter(e);
 	cache_put(e, addr, len, ann, cache_ttl_ms(ann));
+	rock_engine_leave(e);
+}
+
+/* A server without Fast Open (the default for servers: the sysctl's 1
+ * is clients only) gives no cookie: its connects asked for one in vain,
+ * a setsockopt each. Two in a row that sent nothing in the SYN (the
+ * first asks for the cookie) and the destination's connects stop trying
+ * until its cache entry expires; one that did starts them again. */
+void
+rock_probe_fastopen_note(struct rock_engine *e, const struct sockaddr *addr,
+    socklen_t len, int tried, int sent)
+{
+	struct probe_entry *p;
+
+	if (tried == ROCK_FO_NO || (sent && tried == ROCK_FO_TRY))
+		return;
+	rock_engine_enter(e);
+	if ((p = cache_find(e, addr, len)) != NULL)
+		p->fo_misses = sent ? 0 : p->fo_misses + 1;
 	rock_engine_leave(e);
 }
 
@@ -308,16 +329,19 @@ rock_probe_found_plain(int r)
 int
 rock_probe_announcement(struct rock_engine *e, const struct sockaddr *addr,
     socklen_t len, int64_t deadline, uint8_t ann[ROCK_ANNOUNCE_LEN],
-    int *cached)
+    int *cached, int *fastopen)
 {
 	struct rock_probe_fact f;
 	struct probe_entry *p;
 	int r, err, silent;
 
 	*cached = 1;
+	*fastopen = ROCK_FO_TRY;
 	rock_engine_enter(e);
 	if ((p = cache_find(e, addr, len)) != NULL) {
 		e->stats.probe_cache_hits++;
+		*fastopen = p->fo_misses >= 2 ? ROCK_FO_NO :
+		    p->fo_misses == 1 ? ROCK_FO_MISSED : ROCK_FO_TRY;
 		r = p->enhanced ? 0 : ROCK_ERR_NOT_ENHANCED;
 		if (p->enhanced)
 			memcpy(ann, p->announcement, ROCK_ANNOUNCE_LEN);

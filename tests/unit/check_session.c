@@ -693,6 +693,56 @@ START_TEST(test_probe_cache)
 }
 END_TEST
 
+/* FO: what the cache says of Fast Open for a, with a cached
+ * announcement (no probe). */
+static int
+fastopen_for(const struct sockaddr_in *a)
+{
+	uint8_t ann[ROCK_ANNOUNCE_LEN];
+	int cached, fo;
+
+	ck_assert_int_eq(rock_probe_announcement(cl.e, (const struct sockaddr *)a,
+	    sizeof(*a), rock_now_ms() + 1000, ann, &cached, &fo), 0);
+	ck_assert_int_eq(cached, 1);
+	return fo;
+}
+
+/* Fast Open is tried, once more after a SYN that carried nothing (it
+ * asked for the cookie), given up after a second, and tried again once
+ * a SYN carries the flight (a server that turned it on) or the cache
+ * entry is new. */
+START_TEST(test_fastopen_given_up)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(9),
+	    .sin_addr.s_addr = htonl(INADDR_LOOPBACK) }, b = a;
+	const struct sockaddr *sa = (const struct sockaddr *)&a;
+	uint8_t ann[ROCK_ANNOUNCE_LEN] = { 0 };
+
+	client_engine(NULL);
+	b.sin_port = htons(10);
+	rock_probe_remember(cl.e, sa, sizeof(a), ann);
+	rock_probe_remember(cl.e, (const struct sockaddr *)&b, sizeof(b), ann);
+	ck_assert_int_eq(fastopen_for(&a), ROCK_FO_TRY);
+	rock_probe_fastopen_note(cl.e, sa, sizeof(a), ROCK_FO_TRY, 0);
+	ck_assert_int_eq(fastopen_for(&a), ROCK_FO_MISSED);
+	rock_probe_fastopen_note(cl.e, sa, sizeof(a), ROCK_FO_MISSED, 0);
+	ck_assert_int_eq(fastopen_for(&a), ROCK_FO_NO);
+	/* Another destination's are its own. */
+	ck_assert_int_eq(fastopen_for(&b), ROCK_FO_TRY);
+	/* One that carried it: tried again. */
+	rock_probe_fastopen_note(cl.e, sa, sizeof(a), ROCK_FO_MISSED, 1);
+	ck_assert_int_eq(fastopen_for(&a), ROCK_FO_TRY);
+	rock_probe_fastopen_note(cl.e, sa, sizeof(a), ROCK_FO_TRY, 0);
+	rock_probe_fastopen_note(cl.e, sa, sizeof(a), ROCK_FO_MISSED, 0);
+	ck_assert_int_eq(fastopen_for(&a), ROCK_FO_NO);
+	/* A new answer for the destination starts afresh. */
+	rock_probe_forget(cl.e, sa, sizeof(a));
+	rock_probe_remember(cl.e, sa, sizeof(a), ann);
+	ck_assert_int_eq(fastopen_for(&a), ROCK_FO_TRY);
+	client_free();
+}
+END_TEST
+
 /* The server's count, read from our thread: it is set on the server's
  * just after its answer left, so it is waited for. */
 static unsigned long
@@ -1016,6 +1066,7 @@ session_suite(void)
 	tcase_add_test(tc, test_protocol_violation);
 	tcase_add_test(tc, test_backend_refused);
 	tcase_add_test(tc, test_probe_cache);
+	tcase_add_test(tc, test_fastopen_given_up);
 	tcase_add_test(tc, test_resumption);
 	tcase_add_test(tc, test_ticket_refused);
 	tcase_add_test(tc, test_resume_tag_checked);
