@@ -284,6 +284,23 @@ peer_send_ack(const uint8_t id[ROCK_ID_LEN], uint64_t seq, uint64_t ack,
 	event_base_loop(base, EVLOOP_NONBLOCK);
 }
 
+/* s ends with both ends closed, its farewell said to a peer socket of
+ * ours (the ticks driven by hand: the timer would say it at random); s
+ * sent pkt_out packets of its own before. id: s's. */
+static void
+farewell_begin(struct rock_session *s, uint8_t id[ROCK_ID_LEN],
+    uint64_t pkt_out)
+{
+	event_del(eng->ev_tick);
+	memcpy(id, s->id, ROCK_ID_LEN);
+	peer_open(s);
+	s->features |= ROCK_FEAT_UDP;
+	s->flags = ROCK_FLAG_WR_SHUT | ROCK_FLAG_EOF_SEEN;
+	s->peer_flags = ROCK_FLAG_WR_SHUT | ROCK_FLAG_EOF_SEEN;
+	s->pkt_out = pkt_out;
+	rock_session_maybe_finish(s);
+}
+
 START_TEST(test_farewell)
 {
 	struct rock_session *s = add("done", "192.0.2.1", 0, rock_now_ms(), 1);
@@ -293,15 +310,7 @@ START_TEST(test_farewell)
 	uint64_t seq;
 	int i;
 
-	/* The ticks are driven by hand: the timer would say it at random. */
-	event_del(eng->ev_tick);
-	memcpy(id, s->id, ROCK_ID_LEN);
-	peer_open(s);
-	s->features |= ROCK_FEAT_UDP;
-	s->flags = ROCK_FLAG_WR_SHUT | ROCK_FLAG_EOF_SEEN;
-	s->peer_flags = ROCK_FLAG_WR_SHUT | ROCK_FLAG_EOF_SEEN;
-	s->consumed = 0;
-	rock_session_maybe_finish(s);
+	farewell_begin(s, id, 0);
 	ck_assert_int_eq(nclosed, 1);
 	ck_assert_uint_eq(rock_engine_nsessions(eng), 0);
 	/* Said six times at once: WR_SHUT and EOF_SEEN, fresh sequence numbers. */
@@ -360,14 +369,7 @@ START_TEST(test_farewell_acked)
 	uint64_t first = 0;
 	int i;
 
-	event_del(eng->ev_tick);
-	memcpy(id, s->id, ROCK_ID_LEN);
-	peer_open(s);
-	s->features |= ROCK_FEAT_UDP;
-	s->flags = ROCK_FLAG_WR_SHUT | ROCK_FLAG_EOF_SEEN;
-	s->peer_flags = ROCK_FLAG_WR_SHUT | ROCK_FLAG_EOF_SEEN;
-	s->pkt_out = 5;		/* the session's own packets: 1 to 5 */
-	rock_session_maybe_finish(s);
+	farewell_begin(s, id, 5);	/* the session's own packets: 1 to 5 */
 	for (i = 0; i < 6; i++) {
 		ck_assert_int_eq(peer_read_packet(&k, &h, &r, 500), 0);
 		if (first == 0)
@@ -410,6 +412,8 @@ START_TEST(test_farewell_acked)
 }
 END_TEST
 
+/* An acknowledgement of a packet the farewell never sent is no
+ * acknowledgement: it is answered, and the farewell goes on. */
 START_TEST(test_farewell_ack_beyond)
 {
 	struct rock_session *s = add("done", "192.0.2.1", 0, rock_now_ms(), 1);
@@ -420,13 +424,7 @@ START_TEST(test_farewell_ack_beyond)
 	uint64_t last = 0;
 	int i;
 
-	event_del(eng->ev_tick);
-	memcpy(id, s->id, ROCK_ID_LEN);
-	peer_open(s);
-	s->features |= ROCK_FEAT_UDP;
-	s->flags = ROCK_FLAG_WR_SHUT | ROCK_FLAG_EOF_SEEN;
-	s->peer_flags = ROCK_FLAG_WR_SHUT | ROCK_FLAG_EOF_SEEN;
-	rock_session_maybe_finish(s);
+	farewell_begin(s, id, 0);
 	for (i = 0; i < 6; i++) {
 		ck_assert_int_eq(peer_read_packet(&k, &h, &r, 500), 0);
 		last = h.seq;
