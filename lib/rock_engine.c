@@ -415,15 +415,13 @@ void
 rock_socket_buffers(const struct rock_engine *e, int fd, uint32_t *rcvbuf,
     uint32_t *sndbuf)
 {
-	int r = 0, s = 0;
+	int r = 0;
 	socklen_t len = sizeof(r);
 	uint32_t max = e->rmem_max;
 
 	rock_sys.getsockopt(fd, SOL_SOCKET, SO_RCVBUF, &r, &len);
-	len = sizeof(s);
-	rock_sys.getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &s, &len);
 	*rcvbuf = (uint32_t)r > max ? (uint32_t)r : max;
-	*sndbuf = (uint32_t)s;
+	*sndbuf = rock_socket_sndbuf(fd);
 }
 
 uint32_t

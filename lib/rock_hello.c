@@ -503,8 +503,9 @@ rock_client_open(struct rock_engine *e, const struct sockaddr *addr,
 	const uint8_t *known;
 	int hit, cached = 0, r, err, tries;
 
-	/* The key file is read once per connect. A server whose key we know
-	 * is a rockd too, cached or not. */
+	/* The key file is looked at once per connect (a stat while it is
+	 * unchanged). A server whose key we know is a rockd too, cached or
+	 * not. */
 	known = rock_trust_known_memo(&e->trust, &e->known, e->log, addr, len,
 	    key) ? key : NULL;
 	r = handshake_once(e, addr, len, deadline, known, cbs, arg, out, &cached);

@@ -234,24 +234,16 @@ open_rock(struct attempt *a)
 	return rc;
 }
 
-/* linked: the rock is in the shim's list at once (a connect others may
- * see, connect_async's); else the caller links it at its next lock (the
- * lock not taken here: the engine's thread often holds it, finishing
- * the program's last rock as the next connect begins). */
 static struct attempt *
-attempt_new(int fd, const struct sockaddr *addr, socklen_t len, int linked)
+attempt_new(int fd, const struct sockaddr *addr, socklen_t len)
 {
 	struct attempt *a = calloc(1, sizeof(*a));
 
 	if (a == NULL)
 		return NULL;
-	if (linked) {
-		shim_lock();
-		a->r = shim_rock_new();
-		shim_unlock();
-	} else {
-		a->r = shim_rock_alloc();
-	}
+	shim_lock();
+	a->r = shim_rock_new();
+	shim_unlock();
 	if (a->r == NULL) {
 		free(a);
 		return NULL;
@@ -296,7 +288,7 @@ engine_owed(const struct attempt *a)
 static int
 connect_blocking(int fd, const struct sockaddr *addr, socklen_t len)
 {
-	struct attempt *a = attempt_new(fd, addr, len, 0);
+	struct attempt *a = attempt_new(fd, addr, len);
 	int rc;
 
 	if (a == NULL)
@@ -304,7 +296,6 @@ connect_blocking(int fd, const struct sockaddr *addr, socklen_t len)
 	a->r->connecting = 1;
 	rc = open_rock(a);
 	shim_lock();
-	shim_rock_link(a->r);
 	if (engine_owed(a))
 		shim_engine_wake_at_unlock();
 	a->r->connecting = 0;
@@ -415,7 +406,7 @@ connect_async(int fd, const struct sockaddr *addr, socklen_t len)
 	int rc;
 
 	if (unroutable(addr, len) ||
-	    (a = attempt_new(fd, addr, len, 1)) == NULL)
+	    (a = attempt_new(fd, addr, len)) == NULL)
 		return shim_real.connect(fd, addr, len);
 	shim_lock();
 	a->r->connecting = 1;

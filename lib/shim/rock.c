@@ -226,29 +226,15 @@ shim_rock_first(void)
 struct shim_rock *
 shim_rock_new(void)
 {
-	struct shim_rock *r = shim_rock_alloc();
+	struct shim_rock *r = calloc(1, sizeof(*r));
 
-	if (r != NULL)
-		shim_rock_link(r);
-	return r;
-}
-
-struct shim_rock *
-shim_rock_alloc(void)
-{
-	return calloc(1, sizeof(struct shim_rock));
-}
-
-void
-shim_rock_link(struct shim_rock *r)
-{
-	if (r->linked || r->dead)
-		return;
-	r->linked = 1;
+	if (r == NULL)
+		return NULL;
 	r->next = all;
 	if (all != NULL)
 		all->prev = r;
 	all = r;
+	return r;
 }
 
 void
@@ -272,14 +258,12 @@ shim_rock_free(struct shim_rock *r)
 	if (r->dead)
 		return;
 	shim_cmd_forget(r);
-	if (r->linked) {
-		if (r->prev != NULL)
-			r->prev->next = r->next;
-		else
-			all = r->next;
-		if (r->next != NULL)
-			r->next->prev = r->prev;
-	}
+	if (r->prev != NULL)
+		r->prev->next = r->next;
+	else
+		all = r->next;
+	if (r->next != NULL)
+		r->next->prev = r->prev;
 	r->dead = 1;
 	r->s = NULL;
 	if (r->holds == 0)

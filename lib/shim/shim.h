@@ -218,7 +218,6 @@ struct shim_rock {
 	int so_error;		/* SO_ERROR of a non-blocking connect */
 	int rd_shut, wr_shut;	/* the program's shutdown() */
 	int released;		/* the program closed its last descriptor */
-	int linked;		/* in the list of all rocks (shim_rock_link) */
 	int holds;		/* program calls using this record */
 	int dead;		/* freed once holds drops to 0 */
 	int cmds;		/* SHIM_CMD_* for the engine's thread */
@@ -298,12 +297,6 @@ void shim_engine_call(struct shim_call *c);
 int shim_serve(int lfd, int fd, int flags);
 void shim_cmd_forget(struct shim_rock *r);		/* lock held */
 struct shim_rock *shim_rock_new(void);			/* lock held */
-/* shim_rock_new in two steps: made without the lock (no one can find it
- * yet), then linked with it: by the engine once its session exists (the
- * exit and exec hand-overs count rocks in the list), else by the
- * connecting thread at its next lock. */
-struct shim_rock *shim_rock_alloc(void);
-void shim_rock_link(struct shim_rock *r);		/* lock held */
 void shim_rock_free(struct shim_rock *r);		/* lock held */
 /* A program call keeps r while it waits or is in the kernel; release
  * returns 0 when r is gone (the program closed it meanwhile). */
