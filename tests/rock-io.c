@@ -787,6 +787,31 @@ static struct {
 #ifndef TCP_RTO_MAX_MS
 #define TCP_RTO_MAX_MS 44
 #endif
+/* The engine's bound on the data connection: 3 s on this path, unless its
+ * handshake's round trip was not this path's. A SYN-ACK the tbf queue
+ * dropped makes the client resend its SYN a second later, and the answer
+ * echoes the first SYN's timestamp: TCP's first sample is then over 1 s,
+ * and the bound 2 x 3R (doc/paths.md) from it. The connection says so: a
+ * retransmission on its record. */
+static int
+engine_rto_bound(int fd, int sys)
+{
+	struct tcp_info ti;
+	socklen_t len = sizeof(ti);
+	int v = get_int(fd, IPPROTO_TCP, TCP_RTO_MAX_MS, 1);
+
+	if (v == (sys < 3000 ? sys : 3000))
+		return 1;
+	if (syscall(SYS_getsockopt, fd, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0)
+		die("getsockopt(TCP_INFO)");
+	if (ti.tcpi_total_retrans == 0 || v <= 3000 || v > sys || v % 6 != 0)
+		return 0;
+	fprintf(stderr, "rock-io sockopts: the data connection's bound is %d ms, "
+	    "from a handshake round trip of %d ms (%u retransmissions)\n",
+	    v, v / 6, ti.tcpi_total_retrans);
+	return 1;
+}
+
 static void
 check_rto_max(int fd)
 {
@@ -803,7 +828,7 @@ check_rto_max(int fd)
 	if ((v = get_int(fd, IPPROTO_TCP, TCP_RTO_MAX_MS, 0)) != sys)
 		fail("getsockopt(TCP_RTO_MAX_MS) says %d before any set, the "
 		    "system's is %d", v, sys);
-	if (get_int(fd, IPPROTO_TCP, TCP_RTO_MAX_MS, 1) != (sys < 3000 ? sys : 3000))
+	if (!engine_rto_bound(fd, sys))
 		fail("the data connection's TCP_RTO_MAX_MS is %d, want the "
 		    "engine's 3000", get_int(fd, IPPROTO_TCP, TCP_RTO_MAX_MS, 1));
 	if (setsockopt(fd, IPPROTO_TCP, TCP_RTO_MAX_MS, &(int){ 999 },
@@ -811,7 +836,7 @@ check_rto_max(int fd)
 		fail("TCP_RTO_MAX_MS 999: want EINVAL, as the kernel says");
 	set_int(fd, IPPROTO_TCP, TCP_RTO_MAX_MS, 5000, "TCP_RTO_MAX_MS");
 	if ((v = get_int(fd, IPPROTO_TCP, TCP_RTO_MAX_MS, 0)) != 5000 ||
-	    get_int(fd, IPPROTO_TCP, TCP_RTO_MAX_MS, 1) != (sys < 3000 ? sys : 3000))
+	    !engine_rto_bound(fd, sys))
 		fail("TCP_RTO_MAX_MS set to 5000: getsockopt says %d, the data "
 		    "connection's %d", v, get_int(fd, IPPROTO_TCP, TCP_RTO_MAX_MS, 1));
 }
