@@ -23,7 +23,8 @@ for b in "$ROCK" "$ROCKD"; do
 done
 nn_require_root
 out=$(mktemp -d)
-nn_on_cleanup "rm -rf '$out'"
+# Kept when the demo fails, for its logs.
+nn_on_cleanup "[ -e '$out/failed' ] || rm -rf '$out'"
 nn_setup >/dev/null 2>&1 || { echo "demo: could not create network namespaces"; exit 1; }
 nn_profile "$profile" >/dev/null 2>&1 || { echo "demo: could not put the path on profile $profile"; exit 1; }
 
@@ -49,7 +50,14 @@ nn_c bash -c "socat -u TCP:$NN_S_ADDR:7000 - >'$out/plain' 2>'$out/plain.err'; e
 disown
 nn_c bash -c "ROCK_DEBUG=1 ROCK_LOG='$out/rock.log' '$ROCK' socat -u TCP:$NN_S_ADDR:7000 - >'$out/rock' 2>'$out/rock.err'" 2>/dev/null &
 disown
-sleep 2
+# Both streams flowing, and the rock made, before the first fault (a
+# connect the resets catch is refused, as a plain one would be).
+for _ in $(seq 150); do
+	[ -s "$out/plain" ] && [ -s "$out/rock" ] &&
+		grep -q ': a rock$' "$out/rock.log" 2>/dev/null && break
+	sleep 0.1
+done
+sleep 1
 echo "   plain socat is at:      $(last_line "$out/plain")"
 echo "   socat under rock is at: $(last_line "$out/rock")"
 
@@ -82,6 +90,7 @@ if [ "$n" -gt 0 ] && awk '$2 != NR { bad = 1 } END { exit bad }' "$out/rock"; th
 	echo "   rockd opened $(grep -c 'client connected, backend' "$out/rockd.log") connection(s) to the service for socat under rock."
 else
 	echo "   NO: the stream has a gap or a duplicate (see $out)"
+	: >"$out/failed"
 	ok=1
 fi
 echo "   What socat's connection went through underneath (ROCK_DEBUG=1 ROCK_LOG=FILE):"
