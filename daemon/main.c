@@ -579,6 +579,7 @@ run(struct rockd *d, const struct options *o)
 		rlog_error(&d->log, "daemon: %s", strerror(errno));
 		goto out;
 	}
+	d->log.pid = getpid();
 	/* A successor wrote it before its predecessor could exit. */
 	if (o->takeover < 0 && rockd_pidfile_write(d) != 0)
 		goto out;

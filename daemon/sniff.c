@@ -20,6 +20,7 @@ struct sniff {
 	uint8_t buf[ROCK_MAGIC_LEN];
 	size_t have;
 	int wait_ms;		/* for the first bytes */
+	int rtt_ms;		/* TCP's round trip, or -1 */
 	struct event *ev;
 };
 
@@ -112,7 +113,8 @@ to_rock(struct sniff *sn, enum rock_sniff kind)
 	}
 	*b = sn->backend;
 	b->daemon = d;
-	rock_server_handshake(d->engine, sn->fd, sn->buf, sn->have, rock_hello, b);
+	rock_server_handshake(d->engine, sn->fd, sn->buf, sn->have, sn->rtt_ms,
+	    rock_hello, b);
 }
 
 static void
@@ -145,13 +147,14 @@ rockd_sniff_start(struct rockd *d, const struct rockd_service *svc,
     evutil_socket_t client)
 {
 	struct sniff *sn = calloc(1, sizeof(*sn));
-	int ms = rock_first_bytes_ms(client, svc->sniff_ms);
+	int rtt_ms, ms = rock_first_bytes_ms(client, svc->sniff_ms, &rtt_ms);
 	struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
 
 	if (sn == NULL) {
 		close(client);
 		return;
 	}
+	sn->rtt_ms = rtt_ms;
 	sn->d = d;
 	sn->backend = svc->backend;
 	sn->fd = client;

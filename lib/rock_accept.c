@@ -66,11 +66,9 @@ rock_accept_send_error(const struct rock_engine *e, int fd, uint8_t code,
  * deadline follows the round trip of the connection's own handshake. */
 int
 rock_accept_arm(struct rock_engine *e, struct event **ev, struct event **deadline, int fd,
-    event_callback_fn on_read, event_callback_fn on_deadline, void *arg)
+    int rtt_ms, event_callback_fn on_read, event_callback_fn on_deadline, void *arg)
 {
-	struct rock_tcp_sample t;
-	int ms = rock_handshake_ms(e, rock_tcp_sample(fd, &t) == 0 ?
-	    (int)(t.rtt_us / 1000) : 0);
+	int ms = rock_handshake_ms(e, rtt_ms >= 0 ? rtt_ms : rock_tcp_rtt_ms(fd));
 	struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
 
 	*ev = event_new(e->base, fd, EV_READ | EV_PERSIST, on_read, arg);

@@ -20,9 +20,9 @@ int rock_accept_may_sign(struct rock_engine *e);
 void rock_accept_send_error(const struct rock_engine *e, int fd, uint8_t code,
     const char *text, const uint8_t *got, size_t ngot);
 /* Reads, and one deadline for the whole exchange that reads do not push
- * back; 0 or -1. */
+ * back, from the round trip (rtt_ms; -1: read it); 0 or -1. */
 int rock_accept_arm(struct rock_engine *e, struct event **ev,
-    struct event **deadline, int fd, event_callback_fn on_read,
+    struct event **deadline, int fd, int rtt_ms, event_callback_fn on_read,
     event_callback_fn on_deadline, void *arg);
 void rock_accept_disarm(struct event **ev, struct event **deadline);
 /* 1: have `want` bytes; 0: not yet; -1: closed or failed. */

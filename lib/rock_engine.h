@@ -261,8 +261,10 @@ void rock_probe_forget(struct rock_engine *e, const struct sockaddr *addr,
 /* Server: how long to wait for a new connection's first bytes (a rock's
  * hello comes at once; a client of a server-speaks-first protocol sends
  * nothing): floor_ms, or longer on a slow path, so a hello lost once still
- * arrives in time. */
-int rock_first_bytes_ms(int fd, int floor_ms);
+ * arrives in time. rtt_ms (if not NULL): TCP's round trip, which the
+ * handshake takes (a server sends nothing before its answer, so it stays
+ * the same), or -1 if none was measured. */
+int rock_first_bytes_ms(int fd, int floor_ms, int *rtt_ms);
 /* The floor rockd's services and rock servers use (rockd.conf: sniff). */
 #define ROCK_FIRST_BYTES_MS 300
 /* One look at a new connection's first bytes, as far as they have come
@@ -282,9 +284,11 @@ typedef void rock_hello_fn(struct rock_handshake *hs, void *arg);
 /* on_hello is called once the client's hello is valid; the owner then
  * calls rock_handshake_accept() or rock_handshake_reject(). If the
  * handshake dies first, on_hello is called with hs NULL, so the owner can
- * release arg. */
+ * release arg. rtt_ms: the connection's round trip as
+ * rock_first_bytes_ms() read it, or -1 to read it here. */
 void rock_server_handshake(struct rock_engine *e, int fd,
-    const uint8_t *early, size_t nearly, rock_hello_fn *on_hello, void *arg);
+    const uint8_t *early, size_t nearly, int rtt_ms, rock_hello_fn *on_hello,
+    void *arg);
 /* The client's address of a handshake in progress. */
 const struct sockaddr *rock_handshake_peer(const struct rock_handshake *hs);
 int rock_handshake_accept(struct rock_handshake *hs,

@@ -334,11 +334,12 @@ void rock_engine_keypair_fill(struct rock_engine *e, int locked);
 /* Tickets (rock_ticket.c); the owner's lock held. Times are
  * rock_ticket_now_ms()'s (the boot clock). Server: a TICKET message for a
  * session's resumption secret, its chain begun at origin (a full
- * handshake's: now); a ticket opened (0, *origin), else ROCK_ERR_AUTH (not
+ * handshake's: now), sealed under a random nonce; a ticket opened (0, *origin), else ROCK_ERR_AUTH (not
  * ours, or no longer) or ROCK_ERR_TIMEOUT (it, or its chain, expired). */
 int64_t rock_ticket_now_ms(void);
 void rock_ticket_issue(struct rock_engine *e, const uint8_t rms[ROCK_KEY_LEN],
-    int64_t origin, uint8_t out[ROCK_TICKET_MSG_LEN]);
+    int64_t origin, const uint8_t nonce[ROCK_TICKET_NONCE_LEN],
+    uint8_t out[ROCK_TICKET_MSG_LEN]);
 int rock_ticket_accept(struct rock_engine *e,
     const uint8_t ticket[ROCK_TICKET_LEN], uint8_t rms[ROCK_KEY_LEN],
     int64_t *origin);

@@ -24,9 +24,16 @@ struct rock_handshake {
 	int64_t origin;			/* the chain's full handshake */
 	struct sockaddr_storage peer;
 	socklen_t peer_len;
+	int rtt_ms;			/* TCP's, over the connection's handshake */
 	rock_hello_fn *on_hello;
 	void *arg;
 	int delivered;			/* on_hello called with the handshake */
+	/* The answer's random fields, drawn in one call. */
+	struct {
+		uint8_t id[ROCK_ID_LEN];
+		uint8_t nonce[ROCK_NONCE_LEN];	/* a resumption's */
+		uint8_t ticket_nonce[ROCK_TICKET_NONCE_LEN];
+	} fresh;
 };
 
 static void
@@ -195,19 +202,10 @@ older_client(const struct rock_handshake *hs)
 	    !rock_equal(hs->buf, hs->e->announcement, ROCK_ANNOUNCE_LEN);
 }
 
+/* The hello's next bytes, read; the engine entered. */
 static void
-on_hello_read(evutil_socket_t fd, short what, void *arg)
+hello_read(struct rock_handshake *hs, int r)
 {
-	struct rock_handshake *hs = arg;
-	struct rock_engine *e = hs->e;
-	int r = rock_accept_fill(fd, hs->buf, &hs->have, hello_want(hs));
-
-	(void)what;
-	if (r > 0 && hs->have < hello_want(hs))
-		r = rock_accept_fill(fd, hs->buf, &hs->have, hello_want(hs));
-	/* The owner's threads may be making sessions meanwhile (a rock
-	 * server under the preload shim). */
-	rock_engine_enter(e);
 	if (r < 0) {
 		hello_failed(hs, ROCK_HS_CLOSED, "connection closed");
 	} else if (r > 0) {
@@ -217,12 +215,38 @@ on_hello_read(evutil_socket_t fd, short what, void *arg)
 		    "of version %u; told to probe again", hs->buf[8]);
 		rock_handshake_reject(hs, ROCK_WERR_STALE, "stale announcement");
 	}
+}
+
+/* A full hello's length, then a resumption's rest once its type is in. */
+static int
+hello_fill(struct rock_handshake *hs)
+{
+	int r = rock_accept_fill(hs->fd, hs->buf, &hs->have, hello_want(hs));
+
+	if (r > 0 && hs->have < hello_want(hs))
+		r = rock_accept_fill(hs->fd, hs->buf, &hs->have, hello_want(hs));
+	return r;
+}
+
+static void
+on_hello_read(evutil_socket_t fd, short what, void *arg)
+{
+	struct rock_handshake *hs = arg;
+	struct rock_engine *e = hs->e;
+	int r = hello_fill(hs);
+
+	(void)fd;
+	(void)what;
+	/* The owner's threads may be making sessions meanwhile (a rock
+	 * server under the preload shim). */
+	rock_engine_enter(e);
+	hello_read(hs, r);
 	rock_engine_leave(e);
 }
 
 void
 rock_server_handshake(struct rock_engine *e, int fd, const uint8_t *early,
-    size_t nearly, rock_hello_fn *on_hello, void *arg)
+    size_t nearly, int rtt_ms, rock_hello_fn *on_hello, void *arg)
 {
 	struct rock_handshake *hs = calloc(1, sizeof(*hs));
 
@@ -240,10 +264,11 @@ rock_server_handshake(struct rock_engine *e, int fd, const uint8_t *early,
 	hs->arg = arg;
 	memcpy(hs->buf, early, nearly);
 	hs->have = nearly;
+	hs->rtt_ms = rtt_ms >= 0 ? rtt_ms : rock_tcp_rtt_ms(fd);
 	hs->peer_len = sizeof(hs->peer);
 	if (rock_sys.getpeername(fd, (struct sockaddr *)&hs->peer, &hs->peer_len) != 0)
 		hs->peer_len = 0;
-	if (rock_accept_arm(e, &hs->ev, &hs->deadline, fd, on_hello_read, on_hello_deadline,
+	if (rock_accept_arm(e, &hs->ev, &hs->deadline, fd, hs->rtt_ms, on_hello_read, on_hello_deadline,
 	    hs) != 0) {
 		e->stats.handshake_failed[ROCK_HS_ERROR]++;
 		handshake_free(hs, 1);
@@ -257,6 +282,10 @@ rock_server_handshake(struct rock_engine *e, int fd, const uint8_t *early,
 		hello_complete(hs);
 	else if (older_client(hs))
 		rock_handshake_reject(hs, ROCK_WERR_STALE, "stale announcement");
+	else
+		/* Sent in one write with the bytes that named it a rock: here
+		 * already, as a rule (a wake saved), or soon. */
+		hello_read(hs, hello_fill(hs));
 }
 
 /* The ticket for the next connection, sealed over the secret this
@@ -270,7 +299,7 @@ ticket_for(struct rock_handshake *hs, const uint8_t id[ROCK_ID_LEN],
 
 	rock_resumption_secret(rms, keys->rx, keys->tx, id);
 	rock_ticket_issue(hs->e, rms, hs->resume ? hs->origin :
-	    rock_ticket_now_ms(), out);
+	    rock_ticket_now_ms(), hs->fresh.ticket_nonce, out);
 	rock_wipe(rms, sizeof(rms));
 }
 
@@ -279,7 +308,7 @@ ticket_for(struct rock_handshake *hs, const uint8_t id[ROCK_ID_LEN],
  * it) under our identity. */
 static int
 answer_full(struct rock_handshake *hs, const uint8_t id[ROCK_ID_LEN],
-    uint16_t features, struct rock_keys *keys,
+    uint16_t features, const uint32_t bufs[2], struct rock_keys *keys,
     uint8_t out[ROCK_SERVER_HELLO_LEN + ROCK_TICKET_MSG_LEN])
 {
 	uint8_t signed_part[ROCK_SERVER_HELLO_SIGNED + ROCK_TICKET_MSG_LEN];
@@ -296,7 +325,8 @@ answer_full(struct rock_handshake *hs, const uint8_t id[ROCK_ID_LEN],
 	rock_keypair_wipe(&kp);
 	if (r != 0)
 		return r;
-	rock_socket_buffers(hs->e, hs->fd, &sh.rcvbuf, &sh.sndbuf);
+	sh.rcvbuf = bufs[0];
+	sh.sndbuf = bufs[1];
 	sh.udp_port = hs->e->udp_port;
 	memcpy(sh.ident, hs->e->ident.pk, ROCK_IDENT_LEN);
 	memset(sh.sig, 0, sizeof(sh.sig));
@@ -313,7 +343,7 @@ answer_full(struct rock_handshake *hs, const uint8_t id[ROCK_ID_LEN],
  * SERVER_RESUME and TICKET, tagged by that secret over the exchange. */
 static int
 answer_resumed(struct rock_handshake *hs, const uint8_t id[ROCK_ID_LEN],
-    uint16_t features, struct rock_keys *keys,
+    uint16_t features, const uint32_t bufs[2], struct rock_keys *keys,
     uint8_t out[ROCK_SERVER_RESUME_LEN + ROCK_TICKET_MSG_LEN])
 {
 	uint8_t tagged[ROCK_SERVER_RESUME_TAGGED + ROCK_TICKET_MSG_LEN];
@@ -322,9 +352,10 @@ answer_resumed(struct rock_handshake *hs, const uint8_t id[ROCK_ID_LEN],
 	sr.version = ROCK_VERSION;
 	sr.features = features;
 	memcpy(sr.id, id, ROCK_ID_LEN);
-	rock_socket_buffers(hs->e, hs->fd, &sr.rcvbuf, &sr.sndbuf);
+	sr.rcvbuf = bufs[0];
+	sr.sndbuf = bufs[1];
 	sr.udp_port = hs->e->udp_port;
-	rock_random(sr.nonce, sizeof(sr.nonce));
+	memcpy(sr.nonce, hs->fresh.nonce, sizeof(sr.nonce));
 	memset(sr.tag, 0, sizeof(sr.tag));
 	rock_resume_keys(keys, 0, hs->rms, hs->hello.nonce, sr.nonce, id);
 	rock_server_resume_encode(&sr, out);
@@ -337,20 +368,20 @@ answer_resumed(struct rock_handshake *hs, const uint8_t id[ROCK_ID_LEN],
 }
 
 /* The answer and its ticket in one segment (a second, small one could
- * wait on Nagle for the client's ACK). */
+ * wait on Nagle for the client's ACK). bufs: our SO_RCVBUF and SO_SNDBUF. */
 static int
 answer(struct rock_handshake *hs, const uint8_t id[ROCK_ID_LEN],
-    uint16_t features, struct rock_keys *keys)
+    uint16_t features, const uint32_t bufs[2], struct rock_keys *keys)
 {
 	uint8_t out[ROCK_SERVER_HELLO_LEN + ROCK_TICKET_MSG_LEN];
 	size_t n;
 	int r;
 
 	if (hs->resume) {
-		r = answer_resumed(hs, id, features, keys, out);
+		r = answer_resumed(hs, id, features, bufs, keys, out);
 		n = ROCK_SERVER_RESUME_LEN + ROCK_TICKET_MSG_LEN;
 	} else {
-		r = answer_full(hs, id, features, keys, out);
+		r = answer_full(hs, id, features, bufs, keys, out);
 		n = ROCK_SERVER_HELLO_LEN + ROCK_TICKET_MSG_LEN;
 	}
 	if (r != 0)
@@ -370,14 +401,14 @@ rock_handshake_accept(struct rock_handshake *hs,
     const struct rock_session_cbs *cbs, void *arg, struct rock_session **out)
 {
 	uint16_t features = hs->hello.features & ROCK_FEAT_ALL;
-	uint8_t id[ROCK_ID_LEN];
+	const uint8_t *id = hs->fresh.id;
 	struct rock_keys keys;
 	struct rock_session *s = NULL;
-	uint32_t rcv, snd;
+	uint32_t bufs[2];
 	int r, resumed = hs->resume;
 
-	rock_random(id, sizeof(id));
-	rock_socket_buffers(hs->e, hs->fd, &rcv, &snd);
+	rock_random(&hs->fresh, sizeof(hs->fresh));
+	rock_socket_buffers(hs->e, hs->fd, &bufs[0], &bufs[1]);
 	/* The claim sizes our memory for this rock: no more than a receive
 	 * buffer can be on this host. */
 	if (hs->hello.rcvbuf > hs->e->rmem_max)
@@ -385,14 +416,14 @@ rock_handshake_accept(struct rock_handshake *hs,
 	/* The client's first bytes wait in the socket until the session
 	 * below reads them. */
 	memset(&keys, 0, sizeof(keys));
-	if ((r = answer(hs, id, features, &keys)) == 0 &&
+	if ((r = answer(hs, id, features, bufs, &keys)) == 0 &&
 	    (r = rock_session_new(hs->e, ROCK_ROLE_SERVER, id, &keys,
-	    rock_ring_cap_for(hs->e, snd, hs->hello.rcvbuf), cbs, arg, &s)) == 0) {
+	    rock_ring_cap_for(hs->e, bufs[1], hs->hello.rcvbuf), cbs, arg, &s)) == 0) {
 		s->features = features;
-		s->tcp_bound = rock_tcp_bound(snd, hs->hello.rcvbuf);
+		s->tcp_bound = rock_tcp_bound(bufs[1], hs->hello.rcvbuf);
 		memcpy(&s->peer, &hs->peer, hs->peer_len);
 		s->peer_len = hs->peer_len;
-		rock_path_init(s, rock_tcp_rtt_ms(hs->fd));
+		rock_path_init(s, hs->rtt_ms);
 		/* A first guess, so acks flow at once; the source of the
 		 * first authentic record (NAT) replaces it. */
 		rock_udp_peer_from_tcp(s, hs->hello.udp_port);

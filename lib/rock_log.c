@@ -113,7 +113,7 @@ format_prefix(char *buf, size_t size, const struct rock_log *log,
 	n = snprintf(buf, size, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %s[%ld]: %s: %s: ",
 	    tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
 	    tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000L, log->ident,
-	    (long)getpid(), level_name(level), func);
+	    (long)(log->pid != 0 ? log->pid : getpid()), level_name(level), func);
 	return n < 0 ? 0 : (size_t)n >= size ? size - 1 : (size_t)n;
 }
 

@@ -3,6 +3,7 @@
 #define ROCK_LOG_H
 
 #include <limits.h>
+#include <sys/types.h>
 #include <stdint.h>
 
 #include "rock_config.h"
@@ -25,6 +26,10 @@ struct rock_log {
 	int facility;
 	/* NULL: syslog(3). A test records what would be sent. */
 	void (*to_syslog)(int priority, const char *line);
+	/* Set by a process that will not fork again (rockd, once detached):
+	 * a getpid() per line saved. 0: asked per line, as a program's
+	 * librock must (its children log their own). */
+	pid_t pid;
 };
 
 /* Take the sink and debug flag from a configuration. */

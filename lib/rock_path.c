@@ -71,11 +71,13 @@ rock_exchange_ms(int rtt_ms)
 }
 
 int
-rock_first_bytes_ms(int fd, int floor_ms)
+rock_first_bytes_ms(int fd, int floor_ms, int *rtt_ms)
 {
 	struct rock_tcp_sample t;
 	int rtt, ms;
 
+	if (rtt_ms != NULL)
+		*rtt_ms = -1;
 	if (rock_tcp_sample(fd, &t) != 0)
 		return floor_ms;
 	if (t.state == TCP_STATE_SYN_RECV) {
@@ -90,6 +92,8 @@ rock_first_bytes_ms(int fd, int floor_ms)
 		 * taken for silence makes its rock a plain connection). */
 		rtt = (int)(t.rtt_us / 1000);
 		ms = first_rto_ms(rtt) + 2 * rtt + 100;
+		if (rtt_ms != NULL)
+			*rtt_ms = rtt;
 	}
 	return ms > floor_ms ? ms : floor_ms;
 }

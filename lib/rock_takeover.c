@@ -244,7 +244,7 @@ rock_server_reconnect(struct rock_engine *e, int fd, const uint8_t *early,
 	rc->fd = fd;
 	memcpy(rc->buf, early, nearly);
 	rc->have = nearly;
-	if (rock_accept_arm(e, &rc->ev, &rc->deadline, fd, on_reconnect_read,
+	if (rock_accept_arm(e, &rc->ev, &rc->deadline, fd, -1, on_reconnect_read,
 	    on_reconnect_deadline, rc) != 0) {
 		reconnect_free(rc, 1);
 		return;

@@ -45,10 +45,10 @@ rotate(struct rock_engine *e, int64_t now)
 
 void
 rock_ticket_issue(struct rock_engine *e, const uint8_t rms[ROCK_KEY_LEN],
-    int64_t origin, uint8_t out[ROCK_TICKET_MSG_LEN])
+    int64_t origin, const uint8_t nonce[ROCK_TICKET_NONCE_LEN],
+    uint8_t out[ROCK_TICKET_MSG_LEN])
 {
 	struct rock_ticket_key *cur = &e->ticket_keys[0];
-	uint8_t nonce[ROCK_TICKET_NONCE_LEN];
 	struct rock_ticket_msg m;
 	int64_t now = rock_ticket_now_ms();
 
@@ -63,7 +63,6 @@ rock_ticket_issue(struct rock_engine *e, const uint8_t rms[ROCK_KEY_LEN],
 		cur->born_ms = now;
 		cur->set = 1;
 	}
-	rock_random(nonce, sizeof(nonce));
 	m.lifetime_s = ROCK_TICKET_LIFETIME_S;
 	rock_ticket_seal(m.ticket, cur->id, cur->key, nonce, (uint64_t)now,
 	    (uint64_t)origin, rms);

@@ -62,10 +62,10 @@ server_engine(void)
  * that says nothing for the first-bytes time is a plain client of a
  * server-speaks-first protocol. */
 static enum rock_sniff
-sniff(int fd, uint8_t buf[ROCK_MAGIC_LEN], size_t *have)
+sniff(int fd, uint8_t buf[ROCK_MAGIC_LEN], size_t *have, int *rtt_ms)
 {
 	int64_t until = shim_now_ms() + rock_first_bytes_ms(fd,
-	    ROCK_FIRST_BYTES_MS), left;
+	    ROCK_FIRST_BYTES_MS, rtt_ms), left;
 	struct pollfd p = { fd, POLLIN, 0 };
 	enum rock_sniff kind;
 
@@ -87,6 +87,7 @@ struct serve {
 	int fd;
 	uint8_t early[ROCK_MAGIC_LEN];
 	size_t nearly;
+	int rtt_ms;		/* TCP's round trip, or -1 */
 	struct shim_rock *r;
 	int done;		/* 1: r->s is the session; -1: none */
 };
@@ -107,7 +108,8 @@ start_handshake(struct rock_engine *e, void *arg)
 {
 	struct serve *sv = arg;
 
-	rock_server_handshake(e, sv->fd, sv->early, sv->nearly, on_hello, sv);
+	rock_server_handshake(e, sv->fd, sv->early, sv->nearly, sv->rtt_ms,
+	    on_hello, sv);
 }
 
 static void
@@ -195,7 +197,7 @@ static int
 serve(struct rock_engine *e, int lfd, int fd, int flags)
 {
 	struct serve sv = { .fd = fd }, *rc;
-	enum rock_sniff kind = sniff(fd, sv.early, &sv.nearly);
+	enum rock_sniff kind = sniff(fd, sv.early, &sv.nearly, &sv.rtt_ms);
 
 	if (kind == ROCK_SNIFF_PLAIN)
 		return fd;

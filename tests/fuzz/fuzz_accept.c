@@ -79,7 +79,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (data[0] & 1)
 		rock_server_reconnect(w->e, sv[0], buf, early);
 	else
-		rock_server_handshake(w->e, sv[0], buf, early, on_hello, w);
+		rock_server_handshake(w->e, sv[0], buf, early, -1, on_hello, w);
 	/* The client's FIN ends every handshake: none may be left behind. */
 	for (round = 0; round < 64 && rock_engine_nhandshakes(w->e) > 0; round++)
 		fuzz_world_run(w, 1);

@@ -301,13 +301,14 @@ START_TEST(test_engine_announcement_moves)
 {
 	struct evbuffer *out = evbuffer_new();
 	uint8_t buf[4096], rms[ROCK_KEY_LEN], got[ROCK_KEY_LEN];
-	uint8_t ticket[ROCK_TICKET_MSG_LEN];
+	uint8_t ticket[ROCK_TICKET_MSG_LEN], nonce[ROCK_TICKET_NONCE_LEN];
 	struct rock_ticket_msg tm;
 	int64_t origin = 0;
 	size_t n;
 
 	memset(rms, 0x5a, sizeof(rms));
-	rock_ticket_issue(from, rms, rock_ticket_now_ms(), ticket);
+	rock_random(nonce, sizeof(nonce));
+	rock_ticket_issue(from, rms, rock_ticket_now_ms(), nonce, ticket);
 	ck_assert_int_eq(rock_ticket_msg_decode(&tm, ticket), 0);
 	ck_assert_int_eq(rock_ticket_accept(to, tm.ticket, got, &origin),
 	    ROCK_ERR_AUTH);

@@ -103,7 +103,7 @@ server_accept(evutil_socket_t lfd, short what, void *arg)
 		send(fd, rock_engine_announcement(sv->e), ROCK_ANNOUNCE_LEN, MSG_NOSIGNAL);
 		close(fd);
 	} else if (rock_sniff(buf, have) == ROCK_SNIFF_ANNOUNCE) {
-		rock_server_handshake(sv->e, fd, buf, have, server_hello, sv);
+		rock_server_handshake(sv->e, fd, buf, have, -1, server_hello, sv);
 	} else if (rock_sniff(buf, have) == ROCK_SNIFF_RECONNECT) {
 		rock_server_reconnect(sv->e, fd, buf, have);
 	} else {
