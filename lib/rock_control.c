@@ -1024,9 +1024,11 @@ read_udp(struct rock_engine *e, int fd, unsigned max)
 		got = rock_sys.recvmmsg(fd, v, ROCK_CONTROL_BATCH, MSG_DONTWAIT);
 		if (got <= 0)
 			return 0;
+		e->udp_batch = ++e->udp_batches;
 		for (i = 0; i < (unsigned)got; i++)
 			rock_control_datagram(e, buf[i], v[i].msg_len, &from[i],
 			    v[i].msg_hdr.msg_namelen);
+		e->udp_batch = 0;
 		/* A short batch emptied the queue: no call to hear EAGAIN. */
 		if (got < ROCK_CONTROL_BATCH)
 			return 0;

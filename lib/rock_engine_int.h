@@ -284,6 +284,8 @@ struct rock_engine {
 	/* read_udp's datagrams, one byte over the largest packet each: here,
 	 * not on a stack (the keeper's loop may run on a signal stack). */
 	uint8_t udp_in[ROCK_CONTROL_BATCH][ROCK_HB_MAX_LEN + 1];
+	/* The batch of them being read, numbered from 1; 0 between batches. */
+	unsigned long udp_batch, udp_batches;
 	unsigned long drops_logged;	/* drop count already reported */
 	unsigned long hostile_logged;	/* of which forged, replayed, malformed */
 	struct rock_log_limit stranger_log[ROCK_STRANGER_KINDS];

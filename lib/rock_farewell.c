@@ -35,6 +35,10 @@ struct rock_farewell {
 	/* Answered since the last tick: two farewells (both ends finished at
 	 * once) would otherwise answer each other at round-trip speed. */
 	int answered;
+	/* Made while the peer's packets of this batch were read: the rest of
+	 * them (the peer's farewell is six copies at once, the first of
+	 * which its six acknowledge) get no answer of their own. */
+	unsigned long born_batch;
 	struct rock_farewell *next, *prev;	/* e->farewells, newest first */
 	struct rock_farewell *hnext;		/* its bucket of e->farewell_table */
 };
@@ -158,6 +162,7 @@ rock_farewell_add(struct rock_session *s)
 	f->to = s->udp_peer;
 	f->tolen = s->udp_peer_len;
 	f->expires_ms = rock_now_ms() + ROCK_FAREWELL_MS;
+	f->born_batch = e->udp_batch;
 	if (link_farewell(e, f, 0) != 0) {
 		rock_keys_wipe(&f->keys);
 		free(f);
@@ -190,8 +195,9 @@ answer(struct rock_engine *e, struct rock_farewell *f,
 {
 	f->to = *from;
 	f->tolen = fromlen;
-	if (!f->answered)
-		say(e, f, 1);
+	if (f->answered || (f->born_batch != 0 && f->born_batch == e->udp_batch))
+		return;
+	say(e, f, 1);
 	f->answered = 1;
 }
 

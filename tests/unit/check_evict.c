@@ -264,11 +264,12 @@ peer_send(const uint8_t id[ROCK_ID_LEN], uint64_t seq, const uint8_t key[ROCK_KE
 	peer_send_ack(id, seq, 0, key);
 }
 
+/* A packet of the peer's with one record (flags), sent, not yet read. */
 static void
-peer_send_ack(const uint8_t id[ROCK_ID_LEN], uint64_t seq, uint64_t ack,
-    const uint8_t key[ROCK_KEY_LEN])
+peer_send_packet(const uint8_t id[ROCK_ID_LEN], uint64_t seq, uint64_t ack,
+    uint32_t flags, const uint8_t key[ROCK_KEY_LEN])
 {
-	struct rock_hb_record r = { .seq = seq, .flags = ROCK_FLAG_WR_SHUT };
+	struct rock_hb_record r = { .seq = seq, .flags = flags };
 	struct rock_hb_header h = { .seq = seq, .ack = ack, .nrecords = 1 };
 	struct sockaddr_in to = v4("127.0.0.1", eng->udp_port);
 	uint8_t pkt[ROCK_HB_HEADER_LEN + ROCK_HB_RECORD_LEN];
@@ -280,6 +281,13 @@ peer_send_ack(const uint8_t id[ROCK_ID_LEN], uint64_t seq, uint64_t ack,
 	rock_hb_packet_seal(&h, key, pkt);
 	ck_assert_int_eq(sendto(peer_fd, pkt, sizeof(pkt), 0,
 	    (struct sockaddr *)&to, sizeof(to)), (ssize_t)sizeof(pkt));
+}
+
+static void
+peer_send_ack(const uint8_t id[ROCK_ID_LEN], uint64_t seq, uint64_t ack,
+    const uint8_t key[ROCK_KEY_LEN])
+{
+	peer_send_packet(id, seq, ack, ROCK_FLAG_WR_SHUT, key);
 	usleep(20000);
 	event_base_loop(base, EVLOOP_NONBLOCK);
 }
@@ -408,6 +416,43 @@ START_TEST(test_farewell_acked)
 	 * a stranger's. */
 	ck_assert_uint_eq(eng->nfarewells, 1);
 	ck_assert_uint_eq(eng->stats.hb_unknown, 0);
+	close(peer_fd);
+}
+END_TEST
+
+/* The peer's farewell, six copies read in one batch, ends the session:
+ * its farewell's six copies acknowledge the first, and the rest of the
+ * batch gets no answer of its own. A copy in a later batch does, once. */
+START_TEST(test_farewell_batch)
+{
+	struct rock_session *s = add("done", "192.0.2.1", 0, rock_now_ms(), 1);
+	struct rock_keys k = s->keys;
+	struct rock_hb_header h;
+	struct rock_hb_record r;
+	uint8_t id[ROCK_ID_LEN];
+	uint64_t i;
+
+	event_del(eng->ev_tick);
+	memcpy(id, s->id, ROCK_ID_LEN);
+	peer_open(s);
+	s->features |= ROCK_FEAT_UDP;
+	s->flags = ROCK_FLAG_WR_SHUT | ROCK_FLAG_EOF_SEEN;
+	for (i = 1; i <= 6; i++)
+		peer_send_packet(id, i, 0, ROCK_FLAG_WR_SHUT | ROCK_FLAG_EOF_SEEN, k.rx);
+	usleep(20000);
+	event_base_loop(base, EVLOOP_NONBLOCK);
+	ck_assert_int_eq(nclosed, 1);
+	for (i = 0; i < 6; i++) {
+		ck_assert_int_eq(peer_read_packet(&k, &h, &r, 500), 0);
+		ck_assert_uint_eq(h.ack, 1);
+	}
+	ck_assert_int_eq(peer_read_packet(&k, &h, &r, 100), -1);
+	/* A copy in a batch of its own, resent at the peer's tick: answered,
+	 * acknowledged with everything before it. */
+	peer_send_ack(id, 7, 0, k.rx);
+	ck_assert_int_eq(peer_read_packet(&k, &h, &r, 500), 0);
+	ck_assert_uint_eq(h.ack, 7);
+	ck_assert_uint_eq(h.ack_bits & 0x3f, 0x3f);
 	close(peer_fd);
 }
 END_TEST
@@ -1106,6 +1151,7 @@ evict_suite(void)
 	tcase_add_test(tc, test_farewell);
 	tcase_add_test(tc, test_farewell_acked);
 	tcase_add_test(tc, test_farewell_ack_beyond);
+	tcase_add_test(tc, test_farewell_batch);
 	tcase_add_test(tc, test_farewell_many);
 	tcase_add_test(tc, test_id_hash_keyed);
 	tcase_add_test(tc, test_group);
