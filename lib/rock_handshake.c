@@ -24,7 +24,9 @@ struct rock_handshake {
 	int64_t origin;			/* the chain's full handshake */
 	struct sockaddr_storage peer;
 	socklen_t peer_len;
-	int rtt_ms;			/* TCP's, over the connection's handshake */
+	/* TCP's, over the connection's handshake; -1: none yet (accepted at
+	 * a Fast Open SYN, the hello in it), read at the accept. */
+	int rtt_ms;
 	rock_hello_fn *on_hello;
 	void *arg;
 	int delivered;			/* on_hello called with the handshake */
@@ -264,7 +266,7 @@ rock_server_handshake(struct rock_engine *e, int fd, const uint8_t *early,
 	hs->arg = arg;
 	memcpy(hs->buf, early, nearly);
 	hs->have = nearly;
-	hs->rtt_ms = rtt_ms >= 0 ? rtt_ms : rock_tcp_rtt_ms(fd);
+	hs->rtt_ms = rtt_ms;
 	hs->peer_len = sizeof(hs->peer);
 	if (rock_sys.getpeername(fd, (struct sockaddr *)&hs->peer, &hs->peer_len) != 0)
 		hs->peer_len = 0;
@@ -423,7 +425,8 @@ rock_handshake_accept(struct rock_handshake *hs,
 		s->tcp_bound = rock_tcp_bound(bufs[1], hs->hello.rcvbuf);
 		memcpy(&s->peer, &hs->peer, hs->peer_len);
 		s->peer_len = hs->peer_len;
-		rock_path_init(s, hs->rtt_ms);
+		rock_path_init(s, hs->rtt_ms >= 0 ? hs->rtt_ms :
+		    rock_tcp_rtt_ms(hs->fd));
 		/* A first guess, so acks flow at once; the source of the
 		 * first authentic record (NAT) replaces it. */
 		rock_udp_peer_from_tcp(s, hs->hello.udp_port);

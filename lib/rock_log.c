@@ -96,6 +96,7 @@ rock_log_configure(struct rock_log *log, const struct rock_config *cfg,
 	 * terminal; ROCK_LOG, once set, is the single place for everything. */
 	log->warn_to_stderr = cfg->log_sink == ROCK_LOG_SYSLOG;
 	log->path = cfg->log_path;
+	log->pid = 0;
 	if (log->sink == ROCK_LOG_FILE)
 		check_file(log);
 }
