@@ -18,8 +18,9 @@
 #                     socket() + connect(), then close())
 #   first echo us     300 connections, each timed from socket() to its first
 #                     64-byte echo (rock-bench first)
-#   proxy CPU us      the proxy's CPU (user + system, /proc ticks) per
-#                     connect and close over those 600, 0 for raw
+#   proxy CPU us      the proxy's time on a CPU (the scheduler's count,
+#                     /proc/PID/task/*/schedstat) per connect and close
+#                     over those 600, 0 for raw
 #   client CPU us     the client process's, per connect (bash's time)
 #   req/resp /s       CONNS connections, 64-byte request/response rounds for
 #                     PB_SECONDS (2) (write-bench-epoll, as relay-bench.sh)
@@ -116,8 +117,9 @@ for k in haproxy plain; do
 	done
 	((i < 100)) || die "$k did not start: $(tail -n 3 "$tmp/rockd.log" "$tmp/haproxy.log")"
 done
-hz=$(getconf CLK_TCK)
-ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+# The proxy's time on a CPU, ns, all its threads (the scheduler's own
+# count: /proc ticks, 10 ms each, made 600 connects 5 to 16 ticks).
+cpu_ns() { cat /proc/"$1"/task/*/schedstat | awk '{ t += $1 } END { printf "%.0f", t }'; }
 proxy_pid() { case $1 in haproxy) echo "$haproxy_pid" ;; plain | rock) echo "$rockd_pid" ;; *) echo "" ;; esac; }
 
 # client KIND COMMAND...: the command, under tools/rock for rock; its
@@ -137,15 +139,15 @@ client() {
 run() {
 	local k=$1 pp c f t0 t1 pcpu ccpu trips dl line
 	pp=$(proxy_pid "$k")
-	[ -n "$pp" ] && t0=$(ticks "$pp")
+	[ -n "$pp" ] && t0=$(cpu_ns "$pp")
 	c=$(client "$k" "$bench" connect plain 127.0.0.1 "${port[$k:echo]}" 300 | awk '{ print $4 }')
 	ccpu=$(cat "$tmp/cpu")
 	f=$(client "$k" "$bench" first 127.0.0.1 "${port[$k:echo]}" 300 | awk '{ print $3 }')
 	ccpu=$(awk -v a="$ccpu" -v b="$(cat "$tmp/cpu")" 'BEGIN { print (a + b) * 1e6 / 600 }')
 	pcpu=0
 	if [ -n "$pp" ]; then
-		t1=$(ticks "$pp")
-		pcpu=$(awk -v d="$((t1 - t0))" -v hz="$hz" 'BEGIN { print d / hz * 1e6 / 600 }')
+		t1=$(cpu_ns "$pp")
+		pcpu=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", (b - a) / 1e3 / 600 }')
 	fi
 	line=$(client "$k" "$epollc" 127.0.0.1 "${port[$k:echod]}" "$conns" "$secs" | grep '^epoll')
 	trips=$(awk -v secs="$secs" '{ printf "%.0f", $9 / secs }' <<<"$line")
@@ -200,6 +202,23 @@ syscalls() {
 	awk -v a="$a" -v b="$b" 'BEGIN { printf "%.1f", (b - a) / 100 }'
 }
 
+# proxy_syscalls KIND: the proxy's system calls per connect and close of
+# that kind's client, counted by the kernel over 1,000
+proxy_syscalls() {
+	local k=$1 pp ps
+	local -a pre=()
+	pp=$(proxy_pid "$k")
+	[ "$k" = rock ] && pre=("$wrapper")
+	perf stat -x, -e raw_syscalls:sys_enter -p "$pp" -o "$tmp/proxy-perf" -- sleep 60 &
+	ps=$!
+	sleep 0.5
+	"${pre[@]}" "$bench" connect plain 127.0.0.1 "${port[$k:echo]}" 1000 >/dev/null 2>>"$tmp/client.err"
+	sleep 1
+	kill -INT "$ps"
+	wait "$ps"
+	awk -F, '/sys_enter/ { printf "%.1f", $1 / 1000 }' "$tmp/proxy-perf"
+}
+
 echo "$me: loopback; HAProxy $("$haproxy" -v | awk 'NR == 1 { print $3 }') nbthread $threads, rockd one worker;" \
 	"medians of $rounds rounds; ratio: over HAProxy"
 printf '%-16s %10s %10s %10s %10s %9s %9s  %s\n' "" raw haproxy plain rock "plain/hp" "rock/hp" target
@@ -234,6 +253,8 @@ row "download MB/s" d "%10.1f" both ">=" 1
 if command -v perf >/dev/null && perf stat -e raw_syscalls:sys_enter true >/dev/null 2>&1; then
 	pr=$(perf_syscalls rock)
 	awk -v r="$(perf_syscalls raw)" -v k="$pr" 'BEGIN { printf "client system calls per connect and close (perf stat): raw %s, rock %s (target: rock <= 40: %s)\n", r, k, k + 0 <= 40 ? "met" : "NOT MET" }'
+	echo "proxy system calls per connect and close (perf stat): haproxy $(proxy_syscalls haproxy)," \
+		"rockd plain $(proxy_syscalls plain), rockd rock $(proxy_syscalls rock)"
 else
 	echo "perf (linux-perf) not usable here: system calls not counted by the kernel"
 fi
@@ -242,5 +263,5 @@ if command -v strace >/dev/null; then
 else
 	echo "strace not installed: system calls not counted by strace"
 fi
-echo "$conns connections for req/resp, ${secs} s a run; proxy CPU: /proc ticks ($hz/s) over 600 connects; client CPU: bash time"
+echo "$conns connections for req/resp, ${secs} s a run; proxy CPU: /proc/PID/task/*/schedstat over 600 connects; client CPU: bash time"
 exit 0
