@@ -292,18 +292,26 @@ peer_send_ack(const uint8_t id[ROCK_ID_LEN], uint64_t seq, uint64_t ack,
 	event_base_loop(base, EVLOOP_NONBLOCK);
 }
 
-/* s ends with both ends closed, its farewell said to a peer socket of
- * ours (the ticks driven by hand: the timer would say it at random); s
- * sent pkt_out packets of its own before. id: s's. */
+/* s has shut its end and read the peer's, its control channel to a peer
+ * socket of ours (the ticks driven by hand: the timer would say things at
+ * random). id: s's. */
 static void
-farewell_begin(struct rock_session *s, uint8_t id[ROCK_ID_LEN],
-    uint64_t pkt_out)
+farewell_ready(struct rock_session *s, uint8_t id[ROCK_ID_LEN])
 {
 	event_del(eng->ev_tick);
 	memcpy(id, s->id, ROCK_ID_LEN);
 	peer_open(s);
 	s->features |= ROCK_FEAT_UDP;
 	s->flags = ROCK_FLAG_WR_SHUT | ROCK_FLAG_EOF_SEEN;
+}
+
+/* Then it ends, both ends closed, its farewell said to that socket; it
+ * sent pkt_out packets of its own before. */
+static void
+farewell_begin(struct rock_session *s, uint8_t id[ROCK_ID_LEN],
+    uint64_t pkt_out)
+{
+	farewell_ready(s, id);
 	s->peer_flags = ROCK_FLAG_WR_SHUT | ROCK_FLAG_EOF_SEEN;
 	s->pkt_out = pkt_out;
 	rock_session_maybe_finish(s);
@@ -432,11 +440,7 @@ START_TEST(test_farewell_batch)
 	uint8_t id[ROCK_ID_LEN];
 	uint64_t i;
 
-	event_del(eng->ev_tick);
-	memcpy(id, s->id, ROCK_ID_LEN);
-	peer_open(s);
-	s->features |= ROCK_FEAT_UDP;
-	s->flags = ROCK_FLAG_WR_SHUT | ROCK_FLAG_EOF_SEEN;
+	farewell_ready(s, id);
 	for (i = 1; i <= 6; i++)
 		peer_send_packet(id, i, 0, ROCK_FLAG_WR_SHUT | ROCK_FLAG_EOF_SEEN, k.rx);
 	usleep(20000);
