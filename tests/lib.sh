@@ -70,6 +70,18 @@ t_done() {
 # shellcheck disable=SC2317 # run by the tests' wait loops
 listening() { ss -Htln "sport = :$1" | grep -q .; }
 
+# rockd_started LOG PID [SECONDS]: rockd (PID) has logged that it started
+# (within SECONDS, 20); 1 if it exited or the time passed first.
+rockd_started() {
+	local i
+	for ((i = 0; i < ${3:-20} * 20; i++)); do
+		grep -q ' started$' "$1" && return 0
+		kill -0 "$2" 2>/dev/null || break
+		sleep 0.05
+	done
+	grep -q ' started$' "$1"
+}
+
 t_skip_all() {
 	echo "SKIP: $*"
 	exit 77

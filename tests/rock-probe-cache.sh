@@ -17,14 +17,20 @@ trap 'rc=$?; rm -rf "$shm_run"; (exit $rc); t_kill_and_finish' EXIT
 export XDG_RUNTIME_DIR="$shm_run"
 
 
-be=$(free_port) port=$(free_port)
+be=$(free_port)
 "$ECHOD" "$be" &
 pids+=($!)
+for _ in $(seq 100); do listening "$be" && break; sleep 0.05; done
+# Taken only now: free_port cannot hand out the backend's port again.
+port=$(free_port)
 printf 'listen 127.0.0.1:%s backend 127.0.0.1:%s\n' "$port" "$be" >"$t_tmp/rockd.conf"
 "$ROCKD" -F -v -f "$t_tmp/rockd.conf" 2>"$t_tmp/rockd.log" &
-pids+=($!)
-for _ in $(seq 100); do grep -q 'started' "$t_tmp/rockd.log" && listening "$be" && break; sleep 0.05; done
-grep -q 'started' "$t_tmp/rockd.log" || t_skip_all "rockd did not start"
+rockd_pid=$!
+pids+=("$rockd_pid")
+if ! rockd_started "$t_tmp/rockd.log" "$rockd_pid"; then
+	t_bad "rockd did not start within 20 s: $(tail -n 3 "$t_tmp/rockd.log" | tr '\n' ' ')"
+	t_done
+fi
 
 cache="$XDG_RUNTIME_DIR/rock/probes"
 n=0
