@@ -16,12 +16,13 @@ pids+=($!)
 pids+=($!)
 printf 'listen 127.0.0.1:%s backend 127.0.0.1:%s\n' "$port" "$be" >"$t_tmp/rockd.conf"
 "$ROCKD" -F -v -f "$t_tmp/rockd.conf" 2>"$t_tmp/rockd.log" &
-pids+=($!)
-for _ in $(seq 100); do
-	grep -q 'started' "$t_tmp/rockd.log" && listening "$be" && listening "$echo_port" && break
-	sleep 0.05
-done
-grep -q 'started' "$t_tmp/rockd.log" || t_skip_all "rockd did not start"
+rockd_pid=$!
+pids+=("$rockd_pid")
+if ! rockd_started "$t_tmp/rockd.log" "$rockd_pid"; then
+	t_bad "rockd did not start within 20 s: $(tail -n 3 "$t_tmp/rockd.log" | tr '\n' ' ')"
+	t_done
+fi
+for _ in $(seq 100); do listening "$be" && listening "$echo_port" && break; sleep 0.05; done
 
 # MODE ARGS...: the client under rock; its line in $got.
 client() {

@@ -19,8 +19,9 @@ serve() {
 	printf 'listen 127.0.0.1:%s backend 127.0.0.1:%s\n' "$port" "$be" >"$t_tmp/$1.conf"
 	"$ROCKD" -F -v -f "$t_tmp/$1.conf" 2>"$t_tmp/$1.rockd.log" &
 	pids+=($!)
-	for _ in $(seq 100); do grep -q 'started' "$t_tmp/$1.rockd.log" && return 0; sleep 0.05; done
-	t_skip_all "rockd did not start"
+	rockd_started "$t_tmp/$1.rockd.log" "${pids[-1]}" && return 0
+	t_bad "$1: rockd did not start within 20 s: $(tail -n 3 "$t_tmp/$1.rockd.log" | tr '\n' ' ')"
+	t_done
 }
 # NAME MODE BYTES: rock-io under rock.
 client() {
