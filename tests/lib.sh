@@ -101,7 +101,22 @@ t_kill_and_finish() {
 	t_finish
 }
 
-# free_port: a TCP port on 127.0.0.1 that is free now.
+# free_port: a port on 127.0.0.1 free now for TCP and for UDP too (rockd's
+# control channel takes its first service's number; a rock client's
+# engine holds a UDP port from the same ephemeral range).
 free_port() {
-	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+	python3 -c '
+import socket
+while True:
+    t = socket.socket()
+    t.bind(("127.0.0.1", 0))
+    port = t.getsockname()[1]
+    u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        u.bind(("127.0.0.1", port))
+    except OSError:
+        continue
+    print(port)
+    break
+'
 }
