@@ -190,9 +190,15 @@ t_eq "the successor holds each socket once" \
 	"$(find "/proc/$pid3/fd" -lname 'socket:*' -printf '%l\n' | sort | uniq -d | wc -l)" 0
 
 for n in i1 i2 i3; do touch "$t_tmp/$n.go"; done
-# The spliced relay's pipes held bytes each way at both hand-overs.
-t_eq "q1: both hand-overs carried bytes in its pipes, each way" \
-	"$(grep -c 'relay 1: handing over [1-9][0-9]* bytes for the client, [1-9][0-9]* for the backend' "$t_tmp/rockd.log")" 2
+# The spliced relay's pipes held bytes each way at the first hand-over
+# (q1 stalled both ways before it), and bytes at the second too. Which way
+# at the second depends on how far the successor refilled them: the ASan
+# distcheck saw 12 MB toward the client and 0 toward the backend, twice,
+# its sender stalled all the same.
+t_check "q1: the first hand-over carried bytes in its pipes, each way" eval \
+	"grep -m1 'relay 1: handing over' '$t_tmp/rockd.log' | grep -q 'over [1-9][0-9]* bytes for the client, [1-9][0-9]* for the backend'"
+t_eq "q1: both hand-overs carried bytes in its pipes" \
+	"$(grep 'relay 1: handing over' "$t_tmp/rockd.log" | grep -vc 'over 0 bytes for the client, 0 for the backend')" 2
 touch "$t_tmp/q1.go"
 for n in s1 s2 s3 p1 q1 i1 i2 i3; do
 	rc=124
