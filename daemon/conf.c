@@ -233,6 +233,17 @@ parse_line(struct rockd_config *cfg, char *line, char *err, size_t errlen)
 		cfg->max_rocks = (long)v;
 		return 0;
 	}
+	if (strcmp(tok[0], "workers") == 0) {
+		long long v;
+
+		if (n != 2 || rock_parse_ll(tok[1], 1, ROCKD_MAX_WORKERS, &v) != 0) {
+			snprintf(err, errlen, "expected: workers N (1 to %d)",
+			    ROCKD_MAX_WORKERS);
+			return -1;
+		}
+		cfg->workers = (long)v;
+		return 0;
+	}
 	if (strcmp(tok[0], "drain-timeout") == 0) {
 		long long v;
 
@@ -278,6 +289,7 @@ rockd_config_read(struct rockd_config *cfg, FILE *f, const char *path,
 	cfg->suspend_timeout_s = -1;
 	cfg->max_rocks = -1;
 	cfg->drain_timeout_s = -1;
+	cfg->workers = -1;
 	while (r == 0 && fgets(line, sizeof(line), f) != NULL) {
 		lineno++;
 		if (strchr(line, '\n') == NULL && !feof(f)) {
@@ -290,6 +302,8 @@ rockd_config_read(struct rockd_config *cfg, FILE *f, const char *path,
 			cfg->metrics_line = lineno;
 		if (r == 0 && cfg->control[0] != '\0' && cfg->control_line == 0)
 			cfg->control_line = lineno;
+		if (r == 0 && cfg->workers > 0 && cfg->workers_line == 0)
+			cfg->workers_line = lineno;
 	}
 	/* A read error (a directory, an I/O error mid-file) must not pass
 	 * for the end of the file: half a config would load. */

@@ -28,9 +28,9 @@ usage(FILE *f)
 {
 	fprintf(f,
 	    "usage: rockd [-F] [-v] [-p PIDFILE] [-k KEY] [--drain-timeout S] [--metrics ADDR:PORT]\n"
-	    "             [--control PATH] [--listen [ADDR:]PORT --backend HOST:PORT]...\n"
+	    "             [--control PATH] [--workers N] [--listen [ADDR:]PORT --backend HOST:PORT]...\n"
 	    "       rockd [-F] [-v] [-p PIDFILE] [-k KEY] [--drain-timeout S] [--metrics ADDR:PORT]\n"
-	    "             [--control PATH] -f CONFIG\n"
+	    "             [--control PATH] [--workers N] -f CONFIG\n"
 	    "       rockd -t [-k KEY] [--metrics ADDR:PORT] [--control PATH]\n"
 	    "             [-f CONFIG | --listen ... --backend ...]\n"
 	    "       rockd --session [-F] [-v] [-p PIDFILE] [-k KEY] [--control PATH]\n"
@@ -52,6 +52,7 @@ usage(FILE *f)
 	    "      --persist S            --session: stay S s after the last session for\n"
 	    "                             the next to come (0, the default: exit with it)\n"
 	    "      --control PATH         answer rock ls and rock kill on this unix socket\n"
+	    "      --workers N            N event loops, one process each (1 to 64; 1)\n"
 	    "  -v, --verbose              debug log\n"
 	    "  -h, --help, -V, --version\n");
 }
@@ -70,6 +71,7 @@ struct options {
 	const char *session_backend;	/* --backend without --listen */
 	long idle_timeout_s;	/* --idle-timeout */
 	long persist_s;		/* --persist; -1: not given */
+	long workers;		/* --workers; 0: the file's, else 1 */
 };
 
 static int session_options(struct options *o, struct rockd_config *cfg);
@@ -92,6 +94,7 @@ parse_options(int argc, char **argv, struct options *o, struct rockd_config *cfg
 		{ "idle-timeout", required_argument, NULL, 'I' },
 		{ "persist", required_argument, NULL, 'P' },
 		{ "control", required_argument, NULL, 'C' },
+		{ "workers", required_argument, NULL, 'W' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 }
@@ -173,6 +176,14 @@ parse_options(int argc, char **argv, struct options *o, struct rockd_config *cfg
 			}
 			o->control = optarg;
 			break;
+		case 'W':
+			if (rock_parse_ll(optarg, 1, ROCKD_MAX_WORKERS, &v) != 0) {
+				fprintf(stderr, "rockd: --workers needs a number, "
+				    "1 to %d\n", ROCKD_MAX_WORKERS);
+				return 2;
+			}
+			o->workers = (long)v;
+			break;
 		case 'h': usage(stdout); return -1;
 		case 'V': printf("rockd (%s) %s\n", PACKAGE_NAME, PACKAGE_VERSION); return -1;
 		default: usage(stderr); return 2;
@@ -250,6 +261,37 @@ metrics_option(struct rockd_config *cfg, const char *spec, char *err,
 		cfg->metrics_line = 0;
 	}
 	return rockd_config_metrics_check(cfg, err, errlen);
+}
+
+/* Workers: the option's, else the file's, else one. What they do not
+ * cover yet (one metrics endpoint and one control socket over all of
+ * them, a session's single port) is a configuration error, not a
+ * surprise at run time. */
+static int
+workers_check(const struct options *o, struct rockd *d)
+{
+	const struct rockd_config *cfg = &d->cfg;
+	const char *what = NULL;
+	char where[PATH_MAX + 16] = "rockd";
+
+	d->nworkers = o->workers > 0 ? (int)o->workers :
+	    cfg->workers > 0 ? (int)cfg->workers : 1;
+	if (d->nworkers == 1)
+		return 0;
+	if (o->session)
+		what = "--session is one process";
+	else if (cfg->metrics_spec[0] != '\0')
+		what = "the metrics endpoint does not gather workers yet";
+	else if (o->control != NULL || cfg->control[0] != '\0')
+		what = "the control socket (rock ls) does not gather workers yet";
+	if (what == NULL)
+		return 0;
+	if (o->workers <= 0 && d->config_path != NULL)
+		snprintf(where, sizeof(where), "rockd: %s:%d", d->config_path,
+		    cfg->workers_line);
+	fprintf(stderr, "%s: workers %d: %s; use workers 1\n", where,
+	    d->nworkers, what);
+	return -1;
 }
 
 /* The control socket's place, before anything starts: a file there,
@@ -477,13 +519,31 @@ setup_log(struct rockd *d, const struct options *o)
 		openlog("rockd", LOG_PID, LOG_DAEMON);
 }
 
+static unsigned
+port_of(const struct sockaddr_storage *ss)
+{
+	return ntohs(ss->ss_family == AF_INET6 ?
+	    ((const struct sockaddr_in6 *)ss)->sin6_port :
+	    ((const struct sockaddr_in *)ss)->sin_port);
+}
+
+static void
+set_port(struct sockaddr_storage *ss, unsigned port)
+{
+	if (ss->ss_family == AF_INET6)
+		((struct sockaddr_in6 *)ss)->sin6_port = htons((uint16_t)port);
+	else
+		((struct sockaddr_in *)ss)->sin_port = htons((uint16_t)port);
+}
+
 /* One engine, its control channel on the first service's address and port
  * (UDP and TCP port numbers are separate: the same number is the obvious
- * thing to open in a firewall). */
+ * thing to open in a firewall); worker k's on that port + k. */
 int
 rockd_engine_start(struct rockd *d, int udp_fd)
 {
 	const struct rockd_service *first = d->cfg.services;
+	struct sockaddr_storage bind_to;
 	struct rlimit rl;
 	int r;
 
@@ -497,13 +557,21 @@ rockd_engine_start(struct rockd *d, int udp_fd)
 	rock_engine_config_defaults(&d->engine_cfg);
 	if (d->cfg.suspend_timeout_s >= 0)
 		d->engine_cfg.suspend_timeout_s = d->cfg.suspend_timeout_s;
+	bind_to = first->listen_addr;
+	if (d->nworkers > 1) {
+		d->engine_cfg.workers = d->nworkers;
+		d->engine_cfg.worker = d->worker;
+		d->engine_cfg.announce_random = d->announce_random;
+		d->engine_cfg.ticket_store = d->tickets;
+		set_port(&bind_to, port_of(&bind_to) + d->worker);
+	}
 	/* A successor keeps the control socket its rocks know. */
 	if (udp_fd >= 0)
 		r = rock_engine_new_adopt(&d->engine, d->base, &d->log,
 		    &d->engine_cfg, udp_fd);
 	else
 		r = rock_engine_new(&d->engine, d->base, &d->log, &d->engine_cfg,
-		    (const struct sockaddr *)&first->listen_addr, first->listen_len);
+		    (const struct sockaddr *)&bind_to, first->listen_len);
 	if (r != 0) {
 		rlog_error(&d->log, "%s: control channel (UDP): %s",
 		    first->listen_spec, r == ROCK_ERR_SYSTEM ? strerror(errno) :
@@ -527,6 +595,7 @@ log_key(struct rockd *d)
 static void
 teardown(struct rockd *d)
 {
+	rockd_worker_inbox_stop(d);
 	rockd_metrics_stop(d);
 	rockd_heap_stop(d);
 	rockd_session_free(d);
@@ -550,10 +619,8 @@ teardown(struct rockd *d)
 static int
 run(struct rockd *d, const struct options *o)
 {
-	int r = 1;
+	int r = 1, worker = d->nworkers > 1;
 
-	d->pidfile = o->pidfile != NULL ? o->pidfile :
-	    d->cfg.pidfile[0] != '\0' ? d->cfg.pidfile : NULL;
 	if ((d->base = event_base_new()) == NULL || setup_signals(d) != 0) {
 		fprintf(stderr, "rockd: cannot set up the event loop\n");
 		return 1;
@@ -568,6 +635,8 @@ run(struct rockd *d, const struct options *o)
 	}
 	if (rockd_heap_start(d) != 0)
 		goto out;
+	if (worker && rockd_worker_inbox_start(d) != 0)
+		goto out;
 	if (rockd_control_start(d, o->control != NULL ? o->control :
 	    d->cfg.control[0] != '\0' ? d->cfg.control : NULL,
 	    o->takeover >= 0) != 0)
@@ -575,26 +644,37 @@ run(struct rockd *d, const struct options *o)
 	if (d->session && rockd_session_announce(d) != 0)
 		goto out;
 	/* A successor is its predecessor's child: detached already. */
-	if (!o->foreground && o->takeover < 0 && daemon(0, 0) != 0) {
+	if (!o->foreground && o->takeover < 0 && !worker && daemon(0, 0) != 0) {
 		rlog_error(&d->log, "daemon: %s", strerror(errno));
 		goto out;
 	}
 	d->log.pid = getpid();
 	/* A successor wrote it before its predecessor could exit. */
-	if (o->takeover < 0 && rockd_pidfile_write(d) != 0)
+	if (o->takeover < 0 && !worker && rockd_pidfile_write(d) != 0)
 		goto out;
-	rlog_info(&d->log, "%s %s started", PACKAGE_NAME, PACKAGE_VERSION);
+	if (worker)
+		rlog_info(&d->log, "%s %s worker %d started", PACKAGE_NAME,
+		    PACKAGE_VERSION, d->worker);
+	else
+		rlog_info(&d->log, "%s %s started", PACKAGE_NAME, PACKAGE_VERSION);
+	rockd_worker_ready(d);
 	log_key(d);
 	event_base_dispatch(d->base);
 	rlog_info(&d->log, d->handed_over ? "handed over; exiting" : "stopped");
 	r = 0;
 	/* The successor's pid is in it now. */
-	if (d->pidfile != NULL && !d->handed_over)
+	if (d->pidfile != NULL && !d->handed_over && !worker)
 		unlink(d->pidfile);
 out:
 	rockd_services_stop(&d->cfg);
 	teardown(d);
 	return r;
+}
+
+static int
+run_worker(struct rockd *d, void *arg)
+{
+	return run(d, arg);
 }
 
 /* USR2 starts the binary rockd was started as, resolved now: argv[0]
@@ -706,7 +786,7 @@ main(int argc, char **argv)
 		r = 2;
 		goto out;
 	}
-	if (control_check(&o, &d.cfg) != 0) {
+	if (control_check(&o, &d.cfg) != 0 || workers_check(&o, &d) != 0) {
 		r = 2;
 		goto out;
 	}
@@ -739,7 +819,12 @@ main(int argc, char **argv)
 		goto out;
 	}
 	setup_log(&d, &o);
-	r = run(&d, &o);
+	d.pidfile = o.pidfile != NULL ? o.pidfile :
+	    d.cfg.pidfile[0] != '\0' ? d.cfg.pidfile : NULL;
+	if (d.nworkers > 1)
+		r = rockd_workers_run(&d, o.foreground, run_worker, &o);
+	else
+		r = run(&d, &o);
 out:
 	/* Also on the early exits: a sanitized build's leak check counts. */
 	rockd_config_free(&d.cfg);

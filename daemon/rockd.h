@@ -13,6 +13,7 @@
 
 #include "rock_engine.h"
 #include "rock_log.h"
+#include "rock_wire.h"
 
 #define ROCKD_DEFAULT_SNIFF_MS ROCK_FIRST_BYTES_MS
 /* With no service given: front the local sshd (librock maps port 22 here). */
@@ -61,7 +62,12 @@ struct rockd_config {
 	/* rock ls and rock kill's socket; "": none. Read at start. */
 	char control[108];
 	int control_line;		/* where the file set it */
+	long workers;			/* event loops (processes); -1: not set */
+	int workers_line;		/* where the file set it */
 };
+
+/* workers N: at most this many (the connection id's byte names one). */
+#define ROCKD_MAX_WORKERS 64
 
 /* What rockd counts itself, for the metrics endpoint (the engine counts
  * the rest, rock_engine_stats); they only grow. Index: the direction. */
@@ -114,7 +120,30 @@ struct rockd {
 	long persist_s;			/* --session: stay after the last session */
 	int sessions_seen;		/* --session: a session came and went */
 	struct rock_ctl *ctl;		/* the control socket; NULL: none */
+	/* Workers (workers.c): this process is worker `worker` of
+	 * `nworkers` (1: rockd is one process, no master). Each worker's
+	 * inbox takes reconnects its siblings accepted for its sessions:
+	 * inbox_tx[k] sends to worker k, inbox_rx is ours. */
+	int nworkers, worker;
+	int *inbox_tx, inbox_rx;
+	struct event *inbox_ev;
+	int ready_fd;			/* told "started" (a byte), then closed */
+	int detached;			/* workers without -F: in the background */
+	uint8_t announce_random[ROCK_ANNOUNCE_RANDOM];
+	struct rock_ticket_store *tickets;	/* the workers' ticket keys */
 };
+
+/* Workers (workers.c): with nworkers > 1, the master process: starts the
+ * workers, each running run_worker(d, k), and stays until they end;
+ * returns the exit status. */
+typedef int (*rockd_worker_fn)(struct rockd *d, void *arg);
+int rockd_workers_run(struct rockd *d, int foreground, rockd_worker_fn run,
+    void *arg);
+/* In a worker: take routed reconnects from the inbox (0, or -1 logged),
+ * and tell the master the worker is up. */
+int rockd_worker_inbox_start(struct rockd *d);
+void rockd_worker_ready(struct rockd *d);
+void rockd_worker_inbox_stop(struct rockd *d);
 
 /* The control socket (rock.c): "ls" and "kill ID" for the sessions, at
  * path (NULL: none); stop removes its name unless a successor took it. */

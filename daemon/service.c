@@ -83,8 +83,11 @@ static int
 start_one(struct rockd *d, struct rockd_service *s)
 {
 	s->daemon = d;
+	/* Workers: each its own listener on the address; the kernel spreads
+	 * connections over them. */
 	s->listener = evconnlistener_new_bind(d->base, accept_cb, s,
-	    LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_EXEC,
+	    LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_EXEC |
+	    (d->nworkers > 1 ? LEV_OPT_REUSEABLE_PORT : 0),
 	    1024, (struct sockaddr *)&s->listen_addr, (int)s->listen_len);
 	if (s->listener == NULL) {
 		rlog_error(&d->log, "%s: cannot listen: %s", s->listen_spec,

@@ -26,6 +26,10 @@ rock_engine_config_defaults(struct rock_engine_config *cfg)
 	cfg->ring_cap = 0;
 	cfg->ack_every = 256 * 1024;
 	cfg->refusal_signs_per_s = 1000;
+	cfg->workers = 1;
+	cfg->worker = 0;
+	cfg->announce_random = NULL;
+	cfg->ticket_store = NULL;
 }
 
 static void
@@ -36,7 +40,10 @@ make_announcement(struct rock_engine *e)
 	a.version_max = ROCK_VERSION;
 	a.version_min = ROCK_VERSION;
 	a.features = ROCK_FEAT_ALL;
-	rock_random(a.random, sizeof(a.random));
+	if (e->cfg.announce_random != NULL)
+		memcpy(a.random, e->cfg.announce_random, sizeof(a.random));
+	else
+		rock_random(a.random, sizeof(a.random));
 	rock_announce_encode(&a, e->announcement);
 }
 
@@ -311,6 +318,13 @@ rock_engine_make_room(struct rock_engine *e, size_t max,
 	e->stats.evictions++;
 	rock_session_close(victim, ROCK_ERR_TIMEOUT, "evicted to make room");
 	return 0;
+}
+
+void
+rock_engine_set_router(struct rock_engine *e, rock_route_fn route, void *arg)
+{
+	e->route = route;
+	e->route_arg = arg;
 }
 
 const uint8_t *

@@ -46,9 +46,36 @@ struct rock_engine_config {
 	/* server: signed refusals of reconnects per second, and a second's
 	 * worth at once (1000); over it, reset unanswered; 0: no bound */
 	int refusal_signs_per_s;
+	/* server: one of `workers` processes serving the same listeners
+	 * (rockd's workers); this one is `worker`, and byte ROCK_ID_WORKER of
+	 * every connection id it hands out says so (1, 0: all ids random) */
+	int workers, worker;
+	/* server: the announcement's random part, shared by the workers so
+	 * a probe answered by one names a hello any of them takes; NULL: our
+	 * own (ROCK_ANNOUNCE_RANDOM bytes) */
+	const uint8_t *announce_random;
+	/* server: the ticket keys the workers seal and open with, shared
+	 * (rock_ticket_store_new); NULL: the engine's own */
+	struct rock_ticket_store *ticket_store;
 };
 
 void rock_engine_config_defaults(struct rock_engine_config *cfg);
+
+/* Workers: resumption tickets any of them opens. The store is memory
+ * shared by the processes forked after it is made; 0 or ROCK_ERR_SYSTEM. */
+struct rock_ticket_store;
+int rock_ticket_store_new(struct rock_ticket_store **out);
+void rock_ticket_store_free(struct rock_ticket_store *st);
+
+/* Where a server with workers writes the worker's number in a connection
+ * id (doc/PROTOCOL.md 4.1). */
+#define ROCK_ID_WORKER 1
+
+/* A server with workers: a reconnect request (whole, `len` bytes in req)
+ * for a session another worker holds goes to route, which owns fd from
+ * then on and hands both to worker `worker` (its rock_server_reconnect). */
+typedef void (*rock_route_fn)(void *arg, int fd, const uint8_t *req,
+    size_t len, int worker);
 
 struct rock_engine;
 struct rock_session;
@@ -157,6 +184,7 @@ struct rock_engine_stats {
 					 * connects */
 	unsigned long handshake_failed[ROCK_HS_FAIL_KINDS];
 	unsigned long evictions;	/* rock_engine_make_room's victims */
+	unsigned long reconnects_routed; /* handed to the worker of their id */
 };
 const struct rock_engine_stats *rock_engine_stats(const struct rock_engine *e);
 
@@ -297,6 +325,9 @@ void rock_handshake_reject(struct rock_handshake *hs, uint8_t code,
     const char *text);
 void rock_server_reconnect(struct rock_engine *e, int fd, const uint8_t *early,
     size_t nearly);
+/* Workers (cfg.workers > 1): where reconnects for another's ids go. */
+void rock_engine_set_router(struct rock_engine *e, rock_route_fn route,
+    void *arg);
 
 /* Direct mode, called by the owner with the engine's lock held. Bytes the
  * application read (not peeked); a write of up to n bytes about to enter

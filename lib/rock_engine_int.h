@@ -277,6 +277,8 @@ struct rock_engine {
 	struct rock_keypair spare;
 	int spare_ready;
 	size_t nhandshakes;		/* server handshakes and reconnects in progress */
+	rock_route_fn route;		/* workers: another's reconnects; NULL: none */
+	void *route_arg;
 	/* Signatures left for refusals of unproven requests (rock_accept.c),
 	 * and when the bucket was last filled. */
 	int refusal_signs;

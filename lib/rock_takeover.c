@@ -160,6 +160,26 @@ take_over(struct rock_session *s, struct reconnect *rc,
 	rock_session_release(s);
 }
 
+/* Workers: a session lives in the worker its id names, whichever worker
+ * the kernel gave the connection to. Routed before any check, so the
+ * request is judged (and a refusal signed) once, by its worker. */
+static int
+route_elsewhere(struct reconnect *rc, const struct rock_reconnect_req *rq)
+{
+	struct rock_engine *e = rc->e;
+	int w = rq->id[ROCK_ID_WORKER], fd = rc->fd;
+	uint8_t req[ROCK_RECONNECT_REQ_LEN];
+
+	if (e->route == NULL || e->cfg.workers <= 1 || w == e->cfg.worker ||
+	    w >= e->cfg.workers)
+		return 0;
+	e->stats.reconnects_routed++;
+	memcpy(req, rc->buf, sizeof(req));
+	reconnect_free(rc, 0);
+	e->route(e->route_arg, fd, req, sizeof(req), w);
+	return 1;
+}
+
 static void
 check_request(struct reconnect *rc)
 {
@@ -172,6 +192,8 @@ check_request(struct reconnect *rc)
 		reconnect_reject(rc, ROCK_WERR_PROTOCOL, "malformed request");
 		return;
 	}
+	if (route_elsewhere(rc, &rq))
+		return;
 	if ((s = rock_engine_find(rc->e, rq.id)) == NULL ||
 	    s->state == ROCK_ST_CLOSED) {
 		reconnect_reject(rc, ROCK_WERR_UNKNOWN, "no such session");

@@ -1,8 +1,11 @@
 /* rock_ticket.c: resumption tickets: the server's rotating ticket keys, and the client's tickets per server. */
 #include "config.h"
 
+#include <errno.h>
+#include <pthread.h>
 #include <string.h>
 #include <time.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 
 #include "rock_engine_int.h"
@@ -43,6 +46,80 @@ rotate(struct rock_engine *e, int64_t now)
 		rock_wipe(old, sizeof(*old));
 }
 
+/* Workers' keys: one pair in shared memory, under a lock that survives
+ * a worker killed while holding it. */
+struct rock_ticket_store {
+	pthread_mutex_t lock;
+	struct rock_ticket_key keys[2];
+};
+
+int
+rock_ticket_store_new(struct rock_ticket_store **out)
+{
+	struct rock_ticket_store *st;
+	pthread_mutexattr_t a;
+	int r;
+
+	st = mmap(NULL, sizeof(*st), PROT_READ | PROT_WRITE,
+	    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (st == MAP_FAILED)
+		return ROCK_ERR_SYSTEM;
+	memset(st, 0, sizeof(*st));
+	if ((r = pthread_mutexattr_init(&a)) == 0) {
+		if ((r = pthread_mutexattr_setpshared(&a,
+		    PTHREAD_PROCESS_SHARED)) == 0 &&
+		    (r = pthread_mutexattr_setrobust(&a,
+		    PTHREAD_MUTEX_ROBUST)) == 0)
+			r = pthread_mutex_init(&st->lock, &a);
+		pthread_mutexattr_destroy(&a);
+	}
+	if (r != 0) {
+		munmap(st, sizeof(*st));
+		errno = r;
+		return ROCK_ERR_SYSTEM;
+	}
+	*out = st;
+	return 0;
+}
+
+void
+rock_ticket_store_free(struct rock_ticket_store *st)
+{
+	if (st == NULL)
+		return;
+	rock_wipe(st->keys, sizeof(st->keys));
+	munmap(st, sizeof(*st));
+}
+
+/* Around every use of the keys: the store's into the engine's, locked,
+ * and back after. A worker killed while it held the lock may have left
+ * them half written: they are dropped (its tickets take a full
+ * handshake), never used torn. */
+static void
+keys_in(struct rock_engine *e)
+{
+	struct rock_ticket_store *st = e->cfg.ticket_store;
+
+	if (st == NULL)
+		return;
+	if (pthread_mutex_lock(&st->lock) == EOWNERDEAD) {
+		rock_wipe(st->keys, sizeof(st->keys));
+		pthread_mutex_consistent(&st->lock);
+	}
+	memcpy(e->ticket_keys, st->keys, sizeof(st->keys));
+}
+
+static void
+keys_out(struct rock_engine *e)
+{
+	struct rock_ticket_store *st = e->cfg.ticket_store;
+
+	if (st == NULL)
+		return;
+	memcpy(st->keys, e->ticket_keys, sizeof(st->keys));
+	pthread_mutex_unlock(&st->lock);
+}
+
 void
 rock_ticket_issue(struct rock_engine *e, const uint8_t rms[ROCK_KEY_LEN],
     int64_t origin, const uint8_t nonce[ROCK_TICKET_NONCE_LEN],
@@ -52,6 +129,7 @@ rock_ticket_issue(struct rock_engine *e, const uint8_t rms[ROCK_KEY_LEN],
 	struct rock_ticket_msg m;
 	int64_t now = rock_ticket_now_ms();
 
+	keys_in(e);
 	rotate(e, now);
 	if (!cur->set) {
 		rock_random(cur->id, sizeof(cur->id));
@@ -66,15 +144,14 @@ rock_ticket_issue(struct rock_engine *e, const uint8_t rms[ROCK_KEY_LEN],
 	m.lifetime_s = ROCK_TICKET_LIFETIME_S;
 	rock_ticket_seal(m.ticket, cur->id, cur->key, nonce, (uint64_t)now,
 	    (uint64_t)origin, rms);
+	keys_out(e);
 	rock_ticket_msg_encode(&m, out);
 }
 
-int
-rock_ticket_accept(struct rock_engine *e,
-    const uint8_t ticket[ROCK_TICKET_LEN], uint8_t rms[ROCK_KEY_LEN],
-    int64_t *origin)
+static int
+ticket_open(struct rock_engine *e, const uint8_t ticket[ROCK_TICKET_LEN],
+    uint8_t rms[ROCK_KEY_LEN], int64_t *origin, int64_t now)
 {
-	int64_t now = rock_ticket_now_ms();
 	uint64_t issued, from;
 	int i;
 
@@ -98,6 +175,19 @@ rock_ticket_accept(struct rock_engine *e,
 		return 0;
 	}
 	return ROCK_ERR_AUTH;
+}
+
+int
+rock_ticket_accept(struct rock_engine *e,
+    const uint8_t ticket[ROCK_TICKET_LEN], uint8_t rms[ROCK_KEY_LEN],
+    int64_t *origin)
+{
+	int r;
+
+	keys_in(e);
+	r = ticket_open(e, ticket, rms, origin, rock_ticket_now_ms());
+	keys_out(e);
+	return r;
 }
 
 /* Expired entries are wiped wherever they are: a secret kept past its
@@ -126,7 +216,9 @@ find(struct rock_engine *e, const struct sockaddr *addr, socklen_t len)
 void
 rock_ticket_tick(struct rock_engine *e)
 {
+	keys_in(e);
 	rotate(e, rock_ticket_now_ms());
+	keys_out(e);
 	(void)find(e, NULL, 0);
 }
 

@@ -431,6 +431,18 @@ tcheck "relative pidfile" 2 "rockd: $cf:2: expected: pidfile ABSOLUTE-PATH" -f "
 tcheck "missing file" 2 "rockd: $t_tmp/none.conf: No such file or directory" -f "$t_tmp/none.conf"
 conf empty '# nothing here' 'pidfile /run/rockd.pid'
 tcheck "no service" 2 "rockd: $cf: no service (a \"listen ... backend ...\" line) configured" -f "$cf"
+for v in 0 65 abc ''; do
+	conf workers "listen 127.0.0.1:7001 $svc" "workers $v"
+	tcheck "workers '$v'" 2 "rockd: $cf:2: expected: workers N (1 to 64)" -f "$cf"
+done
+conf workersmetrics "listen 127.0.0.1:7001 $svc" 'metrics 127.0.0.1:7009' 'workers 2'
+tcheck "workers 2 with metrics" 2 "rockd: $cf:3: workers 2: the metrics endpoint does not gather workers yet; use workers 1" -f "$cf"
+conf workersplain "listen 127.0.0.1:7001 $svc"
+tcheck "--workers 2 with --control" 2 "rockd: workers 2: the control socket (rock ls) does not gather workers yet; use workers 1" \
+	--workers 2 --control "$t_tmp/ctl" -f "$cf"
+tcheck "--workers 65" 2 "rockd: --workers needs a number, 1 to 64" --workers 65 -f "$cf"
+conf workers1 "listen 127.0.0.1:7001 $svc" 'metrics 127.0.0.1:7009' 'workers 1'
+tcheck "workers 1 with metrics" 0 "" -f "$cf"
 # The control socket's place: nothing but a stale socket is replaced, no
 # directory is made, and only a private one is used.
 printf 'keep me\n' >"$t_tmp/afile"

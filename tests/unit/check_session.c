@@ -16,8 +16,11 @@
 
 /* ---- a small rock echo server on its own thread and event base */
 
-/* The server engine's configuration: NULL, the defaults. */
+/* The server engine's configuration: NULL, the defaults; and where it
+ * routes other workers' reconnects (set before its thread starts). */
 static const struct rock_engine_config *server_cfg;
+static rock_route_fn server_route;
+static void *server_route_arg;
 
 enum server_mode { ECHO, REFUSE };
 
@@ -148,6 +151,8 @@ server_start_at(struct server *sv, enum server_mode mode,
 	any.sin_port = 0;	/* the control channel's port: any */
 	ck_assert_int_eq(rock_engine_new(&sv->e, sv->base, &sv->log, server_cfg,
 	    (struct sockaddr *)&any, sizeof(any)), 0);
+	if (server_route != NULL)
+		rock_engine_set_router(sv->e, server_route, server_route_arg);
 	any = *at;
 	sv->lfd = socket(AF_INET, SOCK_STREAM, 0);
 	setsockopt(sv->lfd, SOL_SOCKET, SO_REUSEADDR, &(int){ 1 }, sizeof(int));
@@ -603,6 +608,145 @@ forged_answered(const struct sockaddr_in *to)
 	close(fd);
 	return got;
 }
+
+/* A reconnect request for id (the rest of it random) on a new
+ * connection; the answer's first byte, or -1 at a clean end, -2 reset. */
+static int
+request_for(const struct sockaddr_in *to, const uint8_t id[ROCK_ID_LEN],
+    uint8_t sent[ROCK_RECONNECT_REQ_LEN])
+{
+	struct rock_reconnect_req rq;
+	uint8_t in[ROCK_ERROR_MAX_LEN];
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	ssize_t n;
+
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(connect(fd, (const struct sockaddr *)to, sizeof(*to)), 0);
+	memset(&rq, 0, sizeof(rq));
+	rq.version = ROCK_VERSION;
+	memcpy(rq.id, id, sizeof(rq.id));
+	rock_random(rq.nonce, sizeof(rq.nonce));
+	rq.attempt = rq.since = 1;
+	rock_reconnect_req_encode(&rq, sent);
+	ck_assert_int_eq(send(fd, sent, ROCK_RECONNECT_REQ_LEN, MSG_NOSIGNAL),
+	    ROCK_RECONNECT_REQ_LEN);
+	n = recv(fd, in, 1, 0);
+	close(fd);
+	return n == 1 ? in[0] : n == 0 ? -1 : -2;
+}
+
+/* What the router was given (on the server's thread; read after it is
+ * joined). */
+static struct {
+	int calls, worker;
+	uint8_t req[ROCK_RECONNECT_REQ_LEN];
+	size_t len;
+} routed;
+
+static void
+route_to_test(void *arg, int fd, const uint8_t *req, size_t len, int worker)
+{
+	(void)arg;
+	routed.calls++;
+	routed.worker = worker;
+	routed.len = len;
+	memcpy(routed.req, req, len < sizeof(routed.req) ? len : sizeof(routed.req));
+	/* The connection is the router's now: a mark, so the client knows. */
+	(void)send(fd, "R", 1, MSG_NOSIGNAL);
+	close(fd);
+}
+
+/* Worker 1 of 2: the ids it hands out say 1 at ROCK_ID_WORKER; a
+ * reconnect for worker 0's id goes to the router whole, with its
+ * connection, before any check; one for its own id or a worker past the
+ * count is judged here (UNKNOWN); its own rock reconnects here. */
+START_TEST(test_workers_route)
+{
+	struct rock_engine_config cfg;
+	uint8_t id[ROCK_ID_LEN], sent[ROCK_RECONNECT_REQ_LEN];
+	struct server sv;
+
+	rock_engine_config_defaults(&cfg);
+	cfg.workers = 2;
+	cfg.worker = 1;
+	server_cfg = &cfg;
+	server_route = route_to_test;
+	memset(&routed, 0, sizeof(routed));
+	pair_up(&sv, NULL);
+	server_cfg = NULL;
+	server_route = NULL;
+	ck_assert_uint_eq(cl.s->id[ROCK_ID_WORKER], 1);
+	rock_random(id, sizeof(id));
+	id[ROCK_ID_WORKER] = 0;
+	ck_assert_int_eq(request_for(&sv.addr, id, sent), 'R');
+	id[ROCK_ID_WORKER] = 1;
+	ck_assert_int_eq(request_for(&sv.addr, id, sent), ROCK_MSG_ERROR);
+	id[ROCK_ID_WORKER] = 2;
+	ck_assert_int_eq(request_for(&sv.addr, id, sent), ROCK_MSG_ERROR);
+	rock_session_fail(cl.s, "test: forced failure");
+	ck_assert(run_until(is_connected, 5000));
+	ck_assert_uint_eq(rock_engine_stats(cl.e)->reconnects, 1);
+	server_stop(&sv);
+	ck_assert_int_eq(routed.calls, 1);
+	ck_assert_int_eq(routed.worker, 0);
+	ck_assert_uint_eq(routed.len, ROCK_RECONNECT_REQ_LEN);
+	/* The first request, whole: its id as sent. */
+	id[ROCK_ID_WORKER] = 0;
+	ck_assert_mem_eq(routed.req + 9, id, ROCK_ID_LEN);
+	ck_assert_uint_eq(rock_engine_stats(sv.e)->reconnects_routed, 1);
+	ck_assert_uint_eq(rock_engine_stats(sv.e)->reconnect_rejected, 2);
+	ck_assert_uint_eq(rock_engine_stats(sv.e)->reconnects, 1);
+	server_free(&sv);
+	client_free();
+}
+END_TEST
+
+/* Workers share ticket keys: what one seals another opens, both ways;
+ * an engine without the store opens neither. */
+START_TEST(test_ticket_store)
+{
+	struct rock_engine_config cfg;
+	struct rock_ticket_store *st;
+	struct rock_engine *a, *b, *lone;
+	struct event_base *base = event_base_new();
+	struct rock_log log;
+	struct rock_config logcfg;
+	uint8_t rms[ROCK_KEY_LEN], got[ROCK_KEY_LEN];
+	uint8_t nonce[ROCK_TICKET_NONCE_LEN] = { 7 };
+	uint8_t msg[ROCK_TICKET_MSG_LEN];
+	struct rock_ticket_msg m;
+	int64_t origin = 0, now = rock_ticket_now_ms();
+
+	rock_config_defaults(&logcfg);
+	logcfg.log_sink = ROCK_LOG_STDERR;
+	rock_log_configure(&log, &logcfg, "test-store");
+	ck_assert_int_eq(rock_ticket_store_new(&st), 0);
+	rock_engine_config_defaults(&cfg);
+	cfg.ticket_store = st;
+	ck_assert_int_eq(rock_engine_new(&a, base, &log, &cfg, NULL, 0), 0);
+	ck_assert_int_eq(rock_engine_new(&b, base, &log, &cfg, NULL, 0), 0);
+	ck_assert_int_eq(rock_engine_new(&lone, base, &log, NULL, NULL, 0), 0);
+	rock_random(rms, sizeof(rms));
+	rock_ticket_issue(a, rms, now, nonce, msg);
+	ck_assert_int_eq(rock_ticket_msg_decode(&m, msg), 0);
+	ck_assert_int_eq(rock_ticket_accept(b, m.ticket, got, &origin), 0);
+	ck_assert_mem_eq(got, rms, sizeof(rms));
+	ck_assert_int_eq(origin, now);
+	ck_assert_int_eq(rock_ticket_accept(lone, m.ticket, got, &origin),
+	    ROCK_ERR_AUTH);
+	/* b seals with the key a made (one key, not one each): a opens it. */
+	rock_ticket_issue(b, rms, now - 99, nonce, msg);
+	ck_assert_int_eq(rock_ticket_msg_decode(&m, msg), 0);
+	ck_assert_int_eq(rock_ticket_accept(a, m.ticket, got, &origin), 0);
+	ck_assert_int_eq(origin, now - 99);
+	ck_assert_mem_eq(m.ticket, a->ticket_keys[0].id, ROCK_TICKET_KEY_ID_LEN);
+	rock_engine_free(lone);
+	rock_engine_free(b);
+	rock_engine_free(a);
+	rock_ticket_store_free(st);
+	event_base_free(base);
+}
+END_TEST
 
 /* Refusals are signed from a budget: a second's worth is answered, then
  * forgeries are reset unanswered, while a proven reconnect beside them is
@@ -1062,6 +1206,8 @@ session_suite(void)
 	tcase_add_test(tc, test_suspend_timeout);
 	tcase_add_test(tc, test_reconnect_unknown);
 	tcase_add_test(tc, test_refusals_budget);
+	tcase_add_test(tc, test_workers_route);
+	tcase_add_test(tc, test_ticket_store);
 	tcase_add_test(tc, test_older_client_stale);
 	tcase_add_test(tc, test_protocol_violation);
 	tcase_add_test(tc, test_backend_refused);

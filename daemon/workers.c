@@ -1,0 +1,505 @@
+/* workers.c: rockd on every core: a master starts `workers` event loops as processes, each with its own listeners (SO_REUSEPORT) and control channel, and a reconnect reaches the worker its connection id names. */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "rock_crypto.h"
+#include "rockd.h"
+
+/* How long the workers may take to listen before the start fails. */
+#define WORKERS_START_MS 30000
+/* A worker that dies is replaced, unless they die this often: then the
+ * fault is not transient and the master stops. */
+#define RESPAWN_WINDOW_MS 10000
+#define RESPAWN_MAX 5
+
+static void to_devnull(void);
+
+struct master {
+	struct rockd *d;
+	sigset_t sigs, old;		/* the master's, blocked; what it had */
+	pid_t *pid;			/* per worker; 0: gone */
+	int *rx;			/* per worker: its inbox's receive end */
+	int alive, stopping, status;
+	rockd_worker_fn run;
+	void *arg;
+	int64_t respawn_ms[RESPAWN_MAX];	/* the latest replacements */
+	unsigned nrespawn;
+};
+
+/* What travels in an inbox: a routed reconnect, its connection (one
+ * descriptor) and the request already read from it. */
+struct routed {
+	uint8_t req[ROCK_RECONNECT_REQ_LEN];
+};
+
+static void
+route(void *arg, int fd, const uint8_t *req, size_t len, int worker)
+{
+	struct rockd *d = arg;
+	struct routed m;
+	struct iovec iov = { &m, sizeof(m) };
+	union {
+		struct cmsghdr h;
+		char buf[CMSG_SPACE(sizeof(int))];
+	} ctl;
+	struct msghdr msg;
+	struct cmsghdr *c;
+	struct linger reset = { 1, 0 };
+
+	memset(&m, 0, sizeof(m));
+	memcpy(m.req, req, len < sizeof(m.req) ? len : sizeof(m.req));
+	memset(&msg, 0, sizeof(msg));
+	memset(&ctl, 0, sizeof(ctl));
+	msg.msg_iov = &iov;
+	msg.msg_iovlen = 1;
+	msg.msg_control = ctl.buf;
+	msg.msg_controllen = sizeof(ctl.buf);
+	c = CMSG_FIRSTHDR(&msg);
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(c), &fd, sizeof(int));
+	if (sendmsg(d->inbox_tx[worker], &msg, MSG_DONTWAIT | MSG_NOSIGNAL) !=
+	    (ssize_t)sizeof(m)) {
+		/* A full inbox (its worker stuck) or a gone one: the client
+		 * counts a reset as a failed attempt and dials again. */
+		rlog_warn(&d->log, "reconnect for worker %d: cannot pass it: %s; "
+		    "resetting", worker, strerror(errno));
+		(void)setsockopt(fd, SOL_SOCKET, SO_LINGER, &reset, sizeof(reset));
+	} else {
+		rlog_debug(&d->log, "reconnect for worker %d: passed to it",
+		    worker);
+	}
+	close(fd);
+}
+
+static void
+on_inbox(evutil_socket_t fd, short what, void *arg)
+{
+	struct rockd *d = arg;
+	struct routed m;
+	union {
+		struct cmsghdr h;
+		char buf[CMSG_SPACE(sizeof(int))];
+	} ctl;
+	struct iovec iov = { &m, sizeof(m) };
+	struct msghdr msg;
+	struct cmsghdr *c;
+	ssize_t n;
+	int conn, i;
+
+	(void)what;
+	/* A bounded batch: routed reconnects must not starve the loop. */
+	for (i = 0; i < 64; i++) {
+		memset(&msg, 0, sizeof(msg));
+		msg.msg_iov = &iov;
+		msg.msg_iovlen = 1;
+		msg.msg_control = ctl.buf;
+		msg.msg_controllen = sizeof(ctl.buf);
+		if ((n = recvmsg(fd, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC)) < 0)
+			return;
+		conn = -1;
+		c = CMSG_FIRSTHDR(&msg);
+		if (c != NULL && c->cmsg_level == SOL_SOCKET &&
+		    c->cmsg_type == SCM_RIGHTS &&
+		    c->cmsg_len == CMSG_LEN(sizeof(int)))
+			memcpy(&conn, CMSG_DATA(c), sizeof(int));
+		/* Only our siblings hold the other end: anything else is a
+		 * broken invariant, not a peer's input. */
+		if (conn < 0 || n != (ssize_t)sizeof(m) ||
+		    (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)))
+			abort();
+		rock_server_reconnect(d->engine, conn, m.req, sizeof(m.req));
+	}
+}
+
+int
+rockd_worker_inbox_start(struct rockd *d)
+{
+	rock_engine_set_router(d->engine, route, d);
+	d->inbox_ev = event_new(d->base, d->inbox_rx, EV_READ | EV_PERSIST,
+	    on_inbox, d);
+	if (d->inbox_ev == NULL || event_add(d->inbox_ev, NULL) != 0) {
+		rlog_error(&d->log, "worker %d: cannot watch its inbox", d->worker);
+		return -1;
+	}
+	return 0;
+}
+
+void
+rockd_worker_inbox_stop(struct rockd *d)
+{
+	if (d->inbox_ev != NULL)
+		event_free(d->inbox_ev);
+	d->inbox_ev = NULL;
+}
+
+void
+rockd_worker_ready(struct rockd *d)
+{
+	char ok = 1;
+
+	if (d->ready_fd < 0)
+		return;
+	(void)write(d->ready_fd, &ok, 1);
+	close(d->ready_fd);
+	d->ready_fd = -1;
+	if (d->detached)
+		to_devnull();
+}
+
+/* In the child: the signals the master waits for, unblocked again (the
+ * worker's loop takes them as a lone rockd's does). */
+static void
+become_worker(struct master *m, int k, int ready)
+{
+	struct rockd *d = m->d;
+	int i;
+
+	(void)sigprocmask(SIG_SETMASK, &m->old, NULL);
+	/* A master killed outright (SIGKILL) leaves no orphans serving. */
+	(void)prctl(PR_SET_PDEATHSIG, SIGTERM);
+	d->worker = k;
+	d->ready_fd = ready;
+	for (i = 0; i < d->nworkers; i++)
+		if (i != k)
+			close(m->rx[i]);
+	d->inbox_rx = m->rx[k];
+	_exit(m->run(d, m->arg));
+}
+
+static pid_t
+spawn(struct master *m, int k, int ready)
+{
+	pid_t pid = fork();
+
+	if (pid == 0)
+		become_worker(m, k, ready);
+	if (pid < 0)
+		rlog_error(&m->d->log, "worker %d: fork: %s", k, strerror(errno));
+	return pid;
+}
+
+/* Without -F: into the background as daemon(3) would, except that the
+ * parent stays until the workers listen and exits with their verdict, so
+ * a bad port still fails the command. Returns where the verdict goes. */
+static int
+detach(void)
+{
+	int p[2];
+	char verdict;
+
+	if (pipe2(p, O_CLOEXEC) != 0)
+		return -1;
+	switch (fork()) {
+	case -1:
+		return -1;
+	case 0:
+		close(p[0]);
+		(void)setsid();
+		return p[1];
+	default:
+		close(p[1]);
+		if (read(p[0], &verdict, 1) != 1)
+			verdict = 1;
+		_exit(verdict);
+	}
+}
+
+static void
+verdict(int *fd, char status)
+{
+	if (*fd < 0)
+		return;
+	(void)write(*fd, &status, 1);
+	close(*fd);
+	*fd = -1;
+}
+
+/* A daemon's standard descriptors lead nowhere once it has started. */
+static void
+to_devnull(void)
+{
+	int fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+
+	if (fd < 0)
+		return;
+	(void)dup2(fd, 0);
+	(void)dup2(fd, 1);
+	(void)dup2(fd, 2);
+	close(fd);
+	(void)chdir("/");
+}
+
+static int
+find_worker(const struct master *m, pid_t pid)
+{
+	int k;
+
+	for (k = 0; k < m->d->nworkers; k++)
+		if (m->pid[k] == pid)
+			return k;
+	return -1;
+}
+
+static void
+signal_all(struct master *m, int sig)
+{
+	int k;
+
+	for (k = 0; m->pid != NULL && k < m->d->nworkers; k++)
+		if (m->pid[k] > 0)
+			(void)kill(m->pid[k], sig);
+}
+
+/* Until each worker wrote its byte: -1 if one exits first or they take
+ * longer than WORKERS_START_MS. */
+static int
+wait_ready(struct master *m, int fd)
+{
+	struct pollfd p = { fd, POLLIN, 0 };
+	int64_t deadline = rockd_now_ms() + WORKERS_START_MS;
+	int ready = 0, st;
+	char buf[ROCKD_MAX_WORKERS];
+	ssize_t n;
+	pid_t pid;
+
+	while (ready < m->d->nworkers) {
+		if ((pid = waitpid(-1, &st, WNOHANG)) > 0) {
+			int k = find_worker(m, pid);
+
+			if (k >= 0) {
+				m->pid[k] = 0;
+				m->alive--;
+			}
+			rlog_error(&m->d->log, "worker %d exited while starting", k);
+			return -1;
+		}
+		if (rockd_now_ms() > deadline) {
+			rlog_error(&m->d->log, "%d of %d workers started within "
+			    "%d s", ready, m->d->nworkers, WORKERS_START_MS / 1000);
+			return -1;
+		}
+		if (poll(&p, 1, 100) > 0 &&
+		    (n = read(fd, buf, sizeof(buf))) > 0)
+			ready += (int)n;
+	}
+	return 0;
+}
+
+static int
+may_respawn(struct master *m)
+{
+	int64_t now = rockd_now_ms(), oldest = m->respawn_ms[m->nrespawn %
+	    RESPAWN_MAX];
+
+	if (m->nrespawn >= RESPAWN_MAX && now - oldest < RESPAWN_WINDOW_MS)
+		return 0;
+	m->respawn_ms[m->nrespawn++ % RESPAWN_MAX] = now;
+	return 1;
+}
+
+static void
+worker_gone(struct master *m, int k, pid_t pid, int st)
+{
+	m->pid[k] = 0;
+	m->alive--;
+	if (m->stopping) {
+		if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+			m->status = 1;
+		return;
+	}
+	if (WIFSIGNALED(st))
+		rlog_error(&m->d->log, "worker %d (pid %ld) killed by signal %d; "
+		    "its sessions are gone", k, (long)pid, WTERMSIG(st));
+	else
+		rlog_error(&m->d->log, "worker %d (pid %ld) exited with %d; its "
+		    "sessions are gone", k, (long)pid, WEXITSTATUS(st));
+	if (!may_respawn(m)) {
+		rlog_error(&m->d->log, "%d workers died within %d s: stopping",
+		    RESPAWN_MAX, RESPAWN_WINDOW_MS / 1000);
+		m->status = 1;
+		m->stopping = 1;
+		signal_all(m, SIGTERM);
+		return;
+	}
+	if ((m->pid[k] = spawn(m, k, -1)) > 0) {
+		m->alive++;
+		rlog_info(&m->d->log, "worker %d restarted (pid %ld)", k,
+		    (long)m->pid[k]);
+	} else {
+		m->pid[k] = 0;
+	}
+}
+
+static void
+on_signal(struct master *m, int sig)
+{
+	pid_t pid;
+	int st, k;
+
+	switch (sig) {
+	case SIGCHLD:
+		while ((pid = waitpid(-1, &st, WNOHANG)) > 0)
+			if ((k = find_worker(m, pid)) >= 0)
+				worker_gone(m, k, pid, st);
+		break;
+	case SIGTERM:
+	case SIGINT:
+		/* Each worker drains as a lone rockd does; a second signal
+		 * cuts, in each. */
+		m->stopping = 1;
+		signal_all(m, sig);
+		break;
+	case SIGHUP:
+		signal_all(m, SIGHUP);
+		break;
+	case SIGUSR2:
+		rlog_error(&m->d->log, "SIGUSR2: a hand-over of %d workers is "
+		    "not supported; still serving (workers 1 hands over)",
+		    m->d->nworkers);
+		break;
+	}
+}
+
+/* The master has no event loop: it waits for its signals (blocked since
+ * before the first fork, so none is lost) until no worker is left. */
+static void
+master_loop(struct master *m)
+{
+	int sig;
+
+	on_signal(m, SIGCHLD);	/* a worker that died before we waited */
+	while (m->alive > 0) {
+		if ((sig = sigwaitinfo(&m->sigs, NULL)) < 0) {
+			if (errno != EINTR)
+				break;
+			continue;
+		}
+		on_signal(m, sig);
+	}
+}
+
+static void
+master_free(struct master *m)
+{
+	struct rockd *d = m->d;
+	int k, st;
+
+	signal_all(m, SIGTERM);
+	for (k = 0; k < d->nworkers; k++)
+		if (m->pid != NULL && m->pid[k] > 0 &&
+		    waitpid(m->pid[k], &st, 0) == m->pid[k])
+			m->pid[k] = 0;
+	(void)sigprocmask(SIG_SETMASK, &m->old, NULL);
+	for (k = 0; k < d->nworkers; k++) {
+		if (m->rx != NULL && m->rx[k] >= 0)
+			close(m->rx[k]);
+		if (d->inbox_tx != NULL && d->inbox_tx[k] >= 0)
+			close(d->inbox_tx[k]);
+	}
+	free(m->rx);
+	free(m->pid);
+	free(d->inbox_tx);
+	d->inbox_tx = NULL;
+	rock_ticket_store_free(d->tickets);
+	d->tickets = NULL;
+}
+
+static int
+make_inboxes(struct master *m)
+{
+	struct rockd *d = m->d;
+	int k, sv[2];
+
+	m->pid = calloc((size_t)d->nworkers, sizeof(*m->pid));
+	m->rx = malloc((size_t)d->nworkers * sizeof(*m->rx));
+	d->inbox_tx = malloc((size_t)d->nworkers * sizeof(*d->inbox_tx));
+	if (m->pid == NULL || m->rx == NULL || d->inbox_tx == NULL)
+		return -1;
+	for (k = 0; k < d->nworkers; k++)
+		m->rx[k] = d->inbox_tx[k] = -1;
+	for (k = 0; k < d->nworkers; k++) {
+		if (socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, sv) != 0)
+			return -1;
+		m->rx[k] = sv[0];
+		d->inbox_tx[k] = sv[1];
+	}
+	return 0;
+}
+
+int
+rockd_workers_run(struct rockd *d, int foreground, rockd_worker_fn run,
+    void *arg)
+{
+	struct master m;
+	int ready[2] = { -1, -1 }, report = -1, k;
+
+	memset(&m, 0, sizeof(m));
+	m.d = d;
+	m.run = run;
+	m.arg = arg;
+	m.status = 1;
+	d->ready_fd = -1;
+	d->detached = !foreground;
+	rock_random(d->announce_random, sizeof(d->announce_random));
+	sigemptyset(&m.sigs);
+	sigaddset(&m.sigs, SIGCHLD);
+	sigaddset(&m.sigs, SIGTERM);
+	sigaddset(&m.sigs, SIGINT);
+	sigaddset(&m.sigs, SIGHUP);
+	sigaddset(&m.sigs, SIGUSR2);
+	(void)sigprocmask(SIG_BLOCK, &m.sigs, &m.old);
+	if (!foreground && (report = detach()) < 0) {
+		rlog_error(&d->log, "cannot detach: %s", strerror(errno));
+		return 1;
+	}
+	if (rock_ticket_store_new(&d->tickets) != 0 || make_inboxes(&m) != 0 ||
+	    pipe2(ready, O_CLOEXEC) != 0) {
+		rlog_error(&d->log, "workers: %s", strerror(errno));
+		goto out;
+	}
+	for (k = 0; k < d->nworkers; k++) {
+		if ((m.pid[k] = spawn(&m, k, ready[1])) <= 0) {
+			m.pid[k] = 0;
+			goto out;
+		}
+		m.alive++;
+	}
+	close(ready[1]);
+	ready[1] = -1;
+	if (wait_ready(&m, ready[0]) != 0)
+		goto out;
+	close(ready[0]);
+	ready[0] = -1;
+	d->log.pid = getpid();
+	if (rockd_pidfile_write(d) != 0)
+		goto out;
+	rlog_info(&d->log, "%d workers started", d->nworkers);
+	verdict(&report, 0);
+	if (!foreground)
+		to_devnull();
+	m.status = 0;
+	master_loop(&m);
+	rlog_info(&d->log, "workers stopped");
+	if (d->pidfile != NULL)
+		unlink(d->pidfile);
+out:
+	master_free(&m);
+	if (ready[0] >= 0)
+		close(ready[0]);
+	if (ready[1] >= 0)
+		close(ready[1]);
+	verdict(&report, (char)m.status);
+	return m.status;
+}

@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# rockd-workers.sh: rockd with 2 workers: 16 rocks spread over both, a blackhole and a new client address make them reconnect wherever the kernel's hash sends them, and each resumes in the worker that holds it (passed over when needed), byte-exact; a killed worker's rocks end with ECONNRESET, the others echo on; SIGTERM stops all.
+# shellcheck source-path=SCRIPTDIR
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=rock-lib.sh
+. "$here/rock-lib.sh"
+TRAFFIC="$top_builddir/tests/traffic"
+[ -x "$ROCKD" ] && [ -x "$TRAFFIC" ] || t_skip_all "rockd or tests/traffic not built"
+command -v socat >/dev/null || t_skip_all "socat not installed"
+rock_netns_up
+
+N=16
+log="$t_tmp/rockd.log"
+nn_s socat -t 60 "TCP4-LISTEN:9000,bind=127.0.0.1,reuseaddr,fork" EXEC:cat 2>/dev/null &
+pids+=($!)
+nn_wait_port "$NN_S" 127.0.0.1 9000 5 || t_skip_all "the echo backend did not start"
+nn_s "$ROCKD" -F -v --workers 2 -p "$t_tmp/rockd.pid" --key "$t_tmp/key" \
+	--listen 7000 --backend 127.0.0.1:9000 2>"$log" &
+pids+=($!)
+if ! wait_for 20 grep -q ' 2 workers started$' "$log"; then
+	t_bad "rockd with 2 workers started (log: $(tail -n 5 "$log"))"
+	t_done
+fi
+t_ok "rockd with 2 workers started"
+# PID of worker K, from its "worker K started" line.
+worker_pid() { sed -n "s/.* rockd\[\([0-9]*\)\]: info: run: .* worker $1 started\$/\1/p" "$log"; }
+w0=$(worker_pid 0) w1=$(worker_pid 1)
+master=$(cat "$t_tmp/rockd.pid")
+t_eq "the pidfile names the workers' parent" \
+	"$(ps -o ppid= -p "$w0" | tr -d ' ') $(ps -o ppid= -p "$w1" | tr -d ' ')" "$master $master"
+t_eq "two listeners on port 7000, one per worker" \
+	"$(nn_s ss -Hltn 'sport = :7000' | wc -l)" 2
+t_check "worker 0's control channel: UDP 7000" eval \
+	"nn_s ss -Hlunp 'sport = :7000' | grep -q 'pid=$w0,'"
+t_check "worker 1's control channel: UDP 7001" eval \
+	"nn_s ss -Hlunp 'sport = :7001' | grep -q 'pid=$w1,'"
+
+mkfifo "$t_tmp/rounds.in"
+exec {rounds_fd}<>"$t_tmp/rounds.in"
+ROCK_DEBUG=1 ROCK_LOG="$t_tmp/client.log" t_foreign nn_c "$ROCK" "$TRAFFIC" rounds \
+	"$NN_S_ADDR" 7000 "$N" 65536 <"$t_tmp/rounds.in" >"$t_tmp/rounds.out" \
+	2>"$t_tmp/rounds.err" &
+pids+=($!)
+answers() { [ "$(grep -c . "$t_tmp/rounds.out")" -ge "$1" ]; }
+# SECONDS: a round: one line in, N answers out.
+round() {
+	local want=$(($(grep -c . "$t_tmp/rounds.out") + N))
+	echo go >&"$rounds_fd"
+	wait_for "$1" answers "$want"
+}
+round 20
+t_eq "$N rocks echo a round" "$(grep -c "round 0 conn [0-9]* ok" "$t_tmp/rounds.out")" "$N"
+
+# Each rock's name is its id's first 4 bytes in hex; the second byte is
+# its worker's number. PID NAME per rock, from "client connected".
+owners() { sed -n 's/.* rockd\[\([0-9]*\)\]: info: be_connected: rock \([0-9a-f]*\): client connected.*/\1 \2/p' "$log"; }
+t_eq "$N rocks made" "$(owners | wc -l)" "$N"
+t_eq "both workers hold rocks" "$(owners | awk '{ print $1 }' | sort -u | wc -l)" 2
+t_eq "each rock's id names the worker that made it" "$(owners | awk -v w0="$w0" -v w1="$w1" '
+	($1 == w0 && substr($2, 3, 2) != "00") || ($1 == w1 && substr($2, 3, 2) != "01") { bad++ }
+	END { print bad + 0 }')" 0
+
+# ---- a blackhole, then a new client address: every rock reconnects ----
+nn_blackhole both
+nap 4
+nn_restore
+wait_for 20 eval '[ "$(grep -c "client reconnected" "$log")" -ge "$N" ]' ||
+	t_bad "all rocks reconnected after the blackhole"
+nn_change_client_addr >/dev/null
+wait_for 20 eval '[ "$(grep -c "client reconnected" "$log")" -ge $((2 * N)) ]' ||
+	t_bad "all rocks reconnected after the address change"
+round 30
+t_eq "$N rocks echo after a blackhole and a new address" \
+	"$(grep -c "round 1 conn [0-9]* ok" "$t_tmp/rounds.out")" "$N"
+passed=$(grep -c 'reconnect for worker [01]: passed to it' "$log")
+t_check "reconnects landed on the other worker and were passed to theirs ($passed)" \
+	test "$passed" -gt 0
+# PID NAME of every "client reconnected" line: the pid that made NAME.
+t_eq "every reconnect resumed in the worker that holds its rock" "$(
+	sed -n 's/.* rockd\[\([0-9]*\)\]: info: [a-z_]*: rock \([0-9a-f]*\): client reconnected.*/\1 \2/p' "$log" |
+	awk 'NR == FNR { own[$2] = $1; next } own[$2] != $1 { bad++ } END { print bad + 0 }' <(owners) -)" 0
+t_check "no reconnect refused" eval '! grep -q "reconnect rejected" "$log"'
+
+# ---- worker 1 killed: its rocks end with a reset, never a clean end ----
+on1=$(owners | awk -v w="$w1" '$1 == w' | wc -l)
+kill -KILL "$w1"
+wait_for 10 grep -q "worker 1 (pid $w1) killed by signal 9" "$log" ||
+	t_bad "the master saw worker 1 die"
+wait_for 10 grep -q "worker 1 restarted" "$log" || t_bad "the master restarted worker 1"
+# Its rocks find their worker without them (UNKNOWN): the next round
+# fails there with ECONNRESET, and goes on everywhere else.
+round 30
+t_eq "worker 0's $((N - on1)) rocks echo on" \
+	"$(grep -c "round 2 conn [0-9]* ok" "$t_tmp/rounds.out")" "$((N - on1))"
+t_eq "worker 1's $on1 rocks: ECONNRESET" \
+	"$(grep -c "round 2 conn [0-9]* error ECONNRESET" "$t_tmp/rounds.out")" "$on1"
+t_check "no MISMATCH and no eof" eval '! grep -Eq "MISMATCH|eof" "$t_tmp/rounds.out"'
+new1=$(sed -n 's/.* rockd\[\([0-9]*\)\]: info: worker_gone: worker 1 restarted (pid \([0-9]*\)).*/\2/p' "$log")
+t_check "the new worker 1 listens on 7000" eval \
+	"nn_s ss -Hltnp 'sport = :7000' | grep -q 'pid=$new1,'"
+
+# ---- SIGTERM: the master and both workers stop; the pidfile goes ----
+exec {rounds_fd}>&-
+kill -TERM "$master"
+if wait_for 40 eval "! kill -0 $master 2>/dev/null"; then
+	t_ok "SIGTERM: the master exits"
+else
+	t_bad "SIGTERM: the master exits within 40 s"
+fi
+t_check "SIGTERM: it says the workers stopped" grep -q ' workers stopped$' "$log"
+t_check "SIGTERM: no worker left" eval "! kill -0 $w0 2>/dev/null && ! kill -0 $new1 2>/dev/null"
+t_check "SIGTERM: the pidfile is gone" test ! -e "$t_tmp/rockd.pid"
+t_done
