@@ -263,6 +263,8 @@ metrics_option(struct rockd_config *cfg, const char *spec, char *err,
 	return rockd_config_metrics_check(cfg, err, errlen);
 }
 
+static unsigned port_of(const struct sockaddr_storage *ss);
+
 /* Workers: the option's, else the file's, else one. What they do not
  * cover yet (one metrics endpoint and one control socket over all of
  * them, a session's single port) is a configuration error, not a
@@ -280,8 +282,12 @@ workers_check(const struct options *o, struct rockd *d)
 		return 0;
 	if (o->session)
 		what = "--session is one process";
-	else if (cfg->metrics_spec[0] != '\0')
-		what = "the metrics endpoint does not gather workers yet";
+	else if (o->takeover >= 0)
+		what = "a hand-over (USR2) is taken by one process";
+	else if (cfg->services != NULL &&
+	    port_of(&cfg->services->listen_addr) + d->nworkers - 1 > 65535)
+		what = "the last worker's control channel (UDP port + N - 1) "
+		    "is past 65535";
 	else if (o->control != NULL || cfg->control[0] != '\0')
 		what = "the control socket (rock ls) does not gather workers yet";
 	if (what == NULL)
@@ -378,9 +384,17 @@ on_term(evutil_socket_t sig, short what, void *arg)
 static void
 on_usr2(evutil_socket_t sig, short what, void *arg)
 {
+	struct rockd *d = arg;
+
 	(void)sig;
 	(void)what;
-	rockd_handover_start(arg);
+	/* A worker's hand-over would be one process's: the master's call. */
+	if (d->nworkers > 1) {
+		rlog_warn(&d->log, "SIGUSR2 to worker %d: ignored (a hand-over "
+		    "is the master's to start)", d->worker);
+		return;
+	}
+	rockd_handover_start(d);
 }
 
 /* Every session is descriptors: take all the hard limit allows (a soft
@@ -415,6 +429,39 @@ max_rocks(const struct rockd_config *cfg)
 	return rl.rlim_cur > 256 ? (size_t)(rl.rlim_cur - 128) / 3 : 32;
 }
 
+/* The file again, with the options that win over it: 0, or -1 and why
+ * in err (the running configuration stays). */
+static int
+load_next(struct rockd *d, struct rockd_config *next, char *err,
+    size_t errlen)
+{
+	memset(next, 0, sizeof(*next));
+	if (rockd_config_load(next, d->config_path, err, errlen) != 0 ||
+	    metrics_option(next, d->metrics_opt, err, errlen) != 0) {
+		rockd_config_free(next);
+		return -1;
+	}
+	return 0;
+}
+
+/* Workers' master: what a worker started from now on runs. */
+void
+rockd_config_reread(struct rockd *d)
+{
+	struct rockd_config next;
+	char err[512];
+
+	if (d->config_path == NULL)
+		return;
+	if (load_next(d, &next, err, sizeof(err)) != 0) {
+		rlog_error(&d->log, "reload failed; workers started from now on "
+		    "run the configuration before it: %s", err);
+		return;
+	}
+	rockd_config_free(&d->cfg);
+	d->cfg = next;
+}
+
 static void
 on_hup(evutil_socket_t sig, short what, void *arg)
 {
@@ -429,12 +476,9 @@ on_hup(evutil_socket_t sig, short what, void *arg)
 		    "nothing to reload");
 		return;
 	}
-	memset(&next, 0, sizeof(next));
-	if (rockd_config_load(&next, d->config_path, err, sizeof(err)) != 0 ||
-	    metrics_option(&next, d->metrics_opt, err, sizeof(err)) != 0) {
+	if (load_next(d, &next, err, sizeof(err)) != 0) {
 		rlog_error(&d->log, "reload failed, keeping the running "
 		    "configuration: %s", err);
-		rockd_config_free(&next);
 		return;
 	}
 	if (rockd_metrics_reload(d, &next) != 0)
@@ -625,6 +669,9 @@ run(struct rockd *d, const struct options *o)
 		fprintf(stderr, "rockd: cannot set up the event loop\n");
 		return 1;
 	}
+	/* A worker's signals waited, blocked, for these handlers. */
+	if (worker)
+		rockd_worker_signals(d);
 	if (o->takeover >= 0) {
 		if (rockd_takeover(d, o->takeover) != 0)
 			goto out;
@@ -762,6 +809,7 @@ main(int argc, char **argv)
 	d.cfg.suspend_timeout_s = -1;
 	d.cfg.max_rocks = -1;
 	d.cfg.drain_timeout_s = -1;
+	d.ready_fd = d.inbox_rx = -1;
 	o.drain_timeout_s = -1;
 	o.persist_s = -1;
 	if (takeover_from_env(&o) != 0) {

@@ -18,8 +18,6 @@
 #define METRICS_MAX_CONNS 8
 #define METRICS_MAX_REQUEST 4096
 #define METRICS_TIMEOUT_S 5
-/* rockd has one event loop today; workers (issue 10) get their own. */
-#define WORKER "0"
 
 struct metrics_conn {
 	struct rockd_metrics *m;
@@ -66,85 +64,136 @@ family(struct evbuffer *b, const char *name, const char *type, const char *help)
 }
 
 static void
-sample(struct evbuffer *b, const char *name, const char *label,
+sample(struct evbuffer *b, const char *name, int worker, const char *label,
     const char *value, unsigned long long v)
 {
 	if (label != NULL)
-		evbuffer_add_printf(b, "%s{worker=\"" WORKER "\",%s=\"%s\"} %llu\n",
-		    name, label, value, v);
+		evbuffer_add_printf(b, "%s{worker=\"%d\",%s=\"%s\"} %llu\n",
+		    name, worker, label, value, v);
 	else
-		evbuffer_add_printf(b, "%s{worker=\"" WORKER "\"} %llu\n", name, v);
+		evbuffer_add_printf(b, "%s{worker=\"%d\"} %llu\n", name, worker, v);
 }
 
-static void
-one(struct evbuffer *b, const char *name, const char *type, const char *help,
-    unsigned long long v)
-{
-	family(b, name, type, help);
-	sample(b, name, NULL, NULL, v);
-}
+/* A family's samples, one per worker (all of a family together, as the
+ * text format wants): the value at offset off of each snapshot. */
+#define EACH(b, snaps, n, name, label, value, field) do {		\
+	int w_;								\
+	for (w_ = 0; w_ < (n); w_++)					\
+		sample((b), (name), w_, (label), (value),		\
+		    (unsigned long long)(snaps)[w_].field);		\
+} while (0)
 
-static void
-directions(struct evbuffer *b, const char *name, const char *help,
-    const uint64_t v[2])
+/* What one worker counts now: gauges counted, counters the engine's and
+ * rockd's. */
+void
+rockd_metrics_snap(const struct rockd *d, struct rockd_snap *sn)
 {
-	family(b, name, "counter", help);
-	sample(b, name, "direction", "to_backend", v[ROCKD_TO_BACKEND]);
-	sample(b, name, "direction", "to_client", v[ROCKD_TO_CLIENT]);
-}
-
-/* Gauges are counted now; counters are the engine's and rockd's. */
-static void
-render(const struct rockd *d, struct evbuffer *b)
-{
-	const struct rock_engine_stats *st = rock_engine_stats(d->engine);
 	size_t connected, suspended;
 	uint64_t ring;
+
+	memset(sn, 0, sizeof(*sn));
+	rockd_rocks_count(d, &connected, &suspended, &ring);
+	sn->connected = connected;
+	sn->suspended = suspended;
+	sn->ring = ring;
+	sn->handshaking = rock_engine_nhandshakes(d->engine);
+	sn->relays = rockd_relays_count(d);
+	sn->st = *rock_engine_stats(d->engine);
+	sn->n = d->n;
+	sn->st.handshake_failed[ROCK_HS_BUSY] += d->n.refused_busy;
+}
+
+static void
+render(const struct rockd_snap *sn, int n, struct evbuffer *b)
+{
 	int i;
 
-	rockd_rocks_count(d, &connected, &suspended, &ring);
 	family(b, "rockd_sessions", "gauge", "Rock sessions now, by state.");
-	sample(b, "rockd_sessions", "state", "connected", connected);
-	sample(b, "rockd_sessions", "state", "suspended", suspended);
-	one(b, "rockd_handshakes_in_progress", "gauge", "Rock handshakes and "
-	    "reconnects being read or waiting for their backend.",
-	    rock_engine_nhandshakes(d->engine));
-	one(b, "rockd_relays", "gauge", "Plain relays open.",
-	    rockd_relays_count(d));
-	one(b, "rockd_ring_bytes", "gauge", "Bytes the rocks hold for replay: "
-	    "sent to clients, not yet known consumed.", ring);
-	one(b, "rockd_handshakes_total", "counter", "Rock handshakes completed.",
-	    st->handshakes);
-	one(b, "rockd_handshakes_resumed_total", "counter", "Of rock handshakes "
-	    "completed, those resumed by a ticket (no key exchange).",
-	    st->resumed);
+	EACH(b, sn, n, "rockd_sessions", "state", "connected", connected);
+	EACH(b, sn, n, "rockd_sessions", "state", "suspended", suspended);
+	family(b, "rockd_handshakes_in_progress", "gauge", "Rock handshakes and "
+	    "reconnects being read or waiting for their backend.");
+	EACH(b, sn, n, "rockd_handshakes_in_progress", NULL, NULL, handshaking);
+	family(b, "rockd_relays", "gauge", "Plain relays open.");
+	EACH(b, sn, n, "rockd_relays", NULL, NULL, relays);
+	family(b, "rockd_ring_bytes", "gauge", "Bytes the rocks hold for "
+	    "replay: sent to clients, not yet known consumed.");
+	EACH(b, sn, n, "rockd_ring_bytes", NULL, NULL, ring);
+	family(b, "rockd_handshakes_total", "counter",
+	    "Rock handshakes completed.");
+	EACH(b, sn, n, "rockd_handshakes_total", NULL, NULL, st.handshakes);
+	family(b, "rockd_handshakes_resumed_total", "counter", "Of rock "
+	    "handshakes completed, those resumed by a ticket (no key exchange).");
+	EACH(b, sn, n, "rockd_handshakes_resumed_total", NULL, NULL, st.resumed);
 	family(b, "rockd_handshake_failures_total", "counter",
 	    "Rock handshakes that ended without a session, by reason.");
 	for (i = 0; i < ROCK_HS_FAIL_KINDS; i++)
-		sample(b, "rockd_handshake_failures_total", "reason",
-		    hs_fail_names[i], st->handshake_failed[i] +
-		    (i == ROCK_HS_BUSY ? d->n.refused_busy : 0));
-	one(b, "rockd_reconnects_total", "counter", "Authenticated reconnects "
-	    "that took a session over.", st->reconnects);
-	one(b, "rockd_reconnects_rejected_total", "counter", "Reconnect "
-	    "requests refused (unknown session, wrong key, stale, malformed).",
-	    st->reconnect_rejected);
-	one(b, "rockd_reconnects_unanswered_total", "counter", "Refused reconnect "
-	    "requests reset without a signed answer: over the signing budget.",
-	    st->reconnect_unanswered);
-	directions(b, "rockd_rock_bytes_total", "Bytes relayed by rocks, "
-	    "by direction.", d->n.rock_bytes);
-	directions(b, "rockd_plain_bytes_total", "Bytes relayed by plain "
-	    "relays, by direction.", d->n.plain_bytes);
-	one(b, "rockd_evictions_total", "counter", "Rocks closed to make room "
-	    "for a newcomer at max-rocks.", st->evictions);
+		EACH(b, sn, n, "rockd_handshake_failures_total", "reason",
+		    hs_fail_names[i], st.handshake_failed[i]);
+	family(b, "rockd_reconnects_total", "counter", "Authenticated "
+	    "reconnects that took a session over.");
+	EACH(b, sn, n, "rockd_reconnects_total", NULL, NULL, st.reconnects);
+	family(b, "rockd_reconnects_rejected_total", "counter", "Reconnect "
+	    "requests refused (unknown session, wrong key, stale, malformed).");
+	EACH(b, sn, n, "rockd_reconnects_rejected_total", NULL, NULL,
+	    st.reconnect_rejected);
+	family(b, "rockd_reconnects_unanswered_total", "counter", "Refused "
+	    "reconnect requests reset without a signed answer: over the signing "
+	    "budget.");
+	EACH(b, sn, n, "rockd_reconnects_unanswered_total", NULL, NULL,
+	    st.reconnect_unanswered);
+	family(b, "rockd_reconnects_routed_total", "counter", "Reconnect "
+	    "requests this worker accepted for another worker's session and "
+	    "passed to it.");
+	EACH(b, sn, n, "rockd_reconnects_routed_total", NULL, NULL,
+	    st.reconnects_routed);
+	family(b, "rockd_rock_bytes_total", "counter", "Bytes relayed by rocks, "
+	    "by direction.");
+	EACH(b, sn, n, "rockd_rock_bytes_total", "direction", "to_backend",
+	    n.rock_bytes[ROCKD_TO_BACKEND]);
+	EACH(b, sn, n, "rockd_rock_bytes_total", "direction", "to_client",
+	    n.rock_bytes[ROCKD_TO_CLIENT]);
+	family(b, "rockd_plain_bytes_total", "counter", "Bytes relayed by "
+	    "plain relays, by direction.");
+	EACH(b, sn, n, "rockd_plain_bytes_total", "direction", "to_backend",
+	    n.plain_bytes[ROCKD_TO_BACKEND]);
+	EACH(b, sn, n, "rockd_plain_bytes_total", "direction", "to_client",
+	    n.plain_bytes[ROCKD_TO_CLIENT]);
+	family(b, "rockd_evictions_total", "counter", "Rocks closed to make "
+	    "room for a newcomer at max-rocks.");
+	EACH(b, sn, n, "rockd_evictions_total", NULL, NULL, st.evictions);
 	family(b, "rockd_control_drops_total", "counter", "Control-channel "
 	    "datagrams dropped, by kind.");
-	sample(b, "rockd_control_drops_total", "kind", "bad_tag", st->hb_bad_tag);
-	sample(b, "rockd_control_drops_total", "kind", "replayed", st->hb_replayed);
-	sample(b, "rockd_control_drops_total", "kind", "unknown", st->hb_unknown);
-	sample(b, "rockd_control_drops_total", "kind", "malformed",
-	    st->hb_malformed);
+	EACH(b, sn, n, "rockd_control_drops_total", "kind", "bad_tag",
+	    st.hb_bad_tag);
+	EACH(b, sn, n, "rockd_control_drops_total", "kind", "replayed",
+	    st.hb_replayed);
+	EACH(b, sn, n, "rockd_control_drops_total", "kind", "unknown",
+	    st.hb_unknown);
+	EACH(b, sn, n, "rockd_control_drops_total", "kind", "malformed",
+	    st.hb_malformed);
+}
+
+/* Ours counted now, the other workers' as they last published them. */
+static void
+render_all(const struct rockd *d, struct evbuffer *b)
+{
+	struct rockd_snap one, *all;
+	int k;
+
+	if (d->nworkers <= 1 ||
+	    (all = calloc((size_t)d->nworkers, sizeof(*all))) == NULL) {
+		rockd_metrics_snap(d, &one);
+		render(&one, 1, b);
+		return;
+	}
+	for (k = 0; k < d->nworkers; k++)
+		if (k == d->worker)
+			rockd_metrics_snap(d, &all[k]);
+		else
+			rockd_worker_snap_read(d, k, &all[k]);
+	render(all, d->nworkers, b);
+	free(all);
 }
 
 static void
@@ -180,7 +229,7 @@ answer(struct metrics_conn *c, const char *line)
 		target = line + 4;
 		n = strcspn(target, " ?");
 		if (n == 8 && memcmp(target, "/metrics", 8) == 0) {
-			render(c->m->d, body);
+			render_all(c->m->d, body);
 			respond(c, "200 OK", "text/plain; version=0.0.4; "
 			    "charset=utf-8", body);
 		} else {
@@ -330,10 +379,11 @@ fail:
 	return -1;
 }
 
+/* Workers: worker 0 serves everyone's figures. */
 int
 rockd_metrics_start(struct rockd *d, struct rockd_msg *ls, size_t n)
 {
-	if (d->cfg.metrics_spec[0] == '\0')
+	if (d->cfg.metrics_spec[0] == '\0' || d->worker != 0)
 		return 0;
 	return listen_on(d, &d->cfg, handed_over(&d->cfg, ls, n));
 }
@@ -364,6 +414,8 @@ rockd_metrics_reload(struct rockd *d, const struct rockd_config *next)
 {
 	struct rockd_metrics *m = d->metrics;
 
+	if (d->worker != 0)
+		return 0;
 	if (m != NULL && next->metrics_len == m->len &&
 	    memcmp(&next->metrics_addr, &m->addr, m->len) == 0)
 		return 0;

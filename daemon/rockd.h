@@ -3,6 +3,7 @@
 #define ROCKD_H
 
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <sys/socket.h>
 #include <sys/types.h>
@@ -66,6 +67,10 @@ struct rockd_config {
 	int workers_line;		/* where the file set it */
 };
 
+/* Half-open handshakes cost memory: beyond this many, new ones are
+ * refused (and routed reconnects reset). */
+#define ROCKD_MAX_HANDSHAKES 4096
+
 /* workers N: at most this many (the connection id's byte names one). */
 #define ROCKD_MAX_WORKERS 64
 
@@ -76,6 +81,13 @@ struct rockd_counters {
 	uint64_t rock_bytes[2];		/* taken from one side of a rock for the other */
 	uint64_t plain_bytes[2];	/* the same for plain relays */
 	unsigned long refused_busy;	/* rock clients refused before their handshake */
+};
+
+/* One worker's figures for the metrics (metrics.c). */
+struct rockd_snap {
+	struct rock_engine_stats st;	/* BUSY refusals included */
+	struct rockd_counters n;
+	uint64_t connected, suspended, handshaking, relays, ring;
 };
 
 struct rockd_relay;
@@ -129,8 +141,12 @@ struct rockd {
 	struct event *inbox_ev;
 	int ready_fd;			/* told "started" (a byte), then closed */
 	int detached;			/* workers without -F: in the background */
+	sigset_t sigmask;		/* a worker's, once its handlers are set */
+	struct rock_log_limit inbox_log;	/* lost or unpassed reconnects */
 	uint8_t announce_random[ROCK_ANNOUNCE_RANDOM];
 	struct rock_ticket_store *tickets;	/* the workers' ticket keys */
+	struct rockd_board *board;	/* the workers' published figures */
+	struct event *publish;		/* a worker's, now and then */
 };
 
 /* Workers (workers.c): with nworkers > 1, the master process: starts the
@@ -143,7 +159,15 @@ int rockd_workers_run(struct rockd *d, int foreground, rockd_worker_fn run,
  * and tell the master the worker is up. */
 int rockd_worker_inbox_start(struct rockd *d);
 void rockd_worker_ready(struct rockd *d);
+/* In a worker, once its loop's handlers are there: the signals the
+ * master blocked before it forked, unblocked. */
+void rockd_worker_signals(struct rockd *d);
+/* The master, on SIGHUP: the file again, for the workers it starts later
+ * (main.c). */
+void rockd_config_reread(struct rockd *d);
 void rockd_worker_inbox_stop(struct rockd *d);
+/* What worker k last published for the metrics (zeros before it did). */
+void rockd_worker_snap_read(const struct rockd *d, int k, struct rockd_snap *sn);
 
 /* The control socket (rock.c): "ls" and "kill ID" for the sessions, at
  * path (NULL: none); stop removes its name unless a successor took it. */
@@ -269,6 +293,8 @@ int rockd_services_adopt(struct rockd *d, struct rockd_config *cfg,
  * handed-over listener of that address among ls (USR2's successor), and
  * serve GET /metrics. 0, or -1 logged. */
 int rockd_metrics_start(struct rockd *d, struct rockd_msg *ls, size_t n);
+/* This process's figures now. */
+void rockd_metrics_snap(const struct rockd *d, struct rockd_snap *sn);
 /* Its listener for the hand-over, or -1. */
 int rockd_metrics_fd(const struct rockd *d);
 /* SIGHUP: move to next's address, or keep the socket if it is the same. */

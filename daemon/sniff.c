@@ -10,8 +10,6 @@
 #include "rock_wire.h"
 #include "rockd.h"
 
-/* Half-open handshakes cost memory: beyond this many, new ones are refused. */
-#define MAX_HANDSHAKES 4096
 
 struct sniff {
 	struct rockd *d;
@@ -97,9 +95,9 @@ to_rock(struct sniff *sn, enum rock_sniff kind)
 	struct rockd *d = sn->d;
 	struct rockd_backend *b;
 
-	if (rock_engine_nhandshakes(d->engine) >= MAX_HANDSHAKES) {
+	if (rock_engine_nhandshakes(d->engine) >= ROCKD_MAX_HANDSHAKES) {
 		refusal(d, "%d handshakes in progress: refusing another",
-		    MAX_HANDSHAKES);
+		    ROCKD_MAX_HANDSHAKES);
 		refuse_busy(d, sn->fd);
 		return;
 	}

@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -30,17 +31,76 @@ struct master {
 	pid_t *pid;			/* per worker; 0: gone */
 	int *rx;			/* per worker: its inbox's receive end */
 	int alive, stopping, status;
+	int report, ready_rx;		/* the master's own: not a worker's */
 	rockd_worker_fn run;
 	void *arg;
 	int64_t respawn_ms[RESPAWN_MAX];	/* the latest replacements */
 	unsigned nrespawn;
 };
 
+/* Each worker publishes its figures for the metrics this often; worker 0
+ * serves them, the others' as far behind as this. */
+#define PUBLISH_MS 500
+
+/* The workers' figures, in memory the processes share: a slot each,
+ * written by its worker only, under a sequence count that is odd while it
+ * writes (a reader copies again until it reads one even count twice). */
+struct rockd_board {
+	struct {
+		uint32_t seq;
+		struct rockd_snap snap;
+	} slot[ROCKD_MAX_WORKERS];
+};
+
+static void
+publish(evutil_socket_t fd, short what, void *arg)
+{
+	struct rockd *d = arg;
+	struct rockd_snap sn;
+	uint32_t *seq = &d->board->slot[d->worker].seq;
+
+	(void)fd;
+	(void)what;
+	rock_log_limit_flush(&d->log, &d->inbox_log);
+	rockd_metrics_snap(d, &sn);
+	__atomic_store_n(seq, *seq + 1, __ATOMIC_RELAXED);
+	__atomic_thread_fence(__ATOMIC_RELEASE);
+	memcpy(&d->board->slot[d->worker].snap, &sn, sizeof(sn));
+	__atomic_store_n(seq, *seq + 1, __ATOMIC_RELEASE);
+}
+
+void
+rockd_worker_snap_read(const struct rockd *d, int k, struct rockd_snap *sn)
+{
+	const uint32_t *seq = &d->board->slot[k].seq;
+	uint32_t before, after;
+	int tries;
+
+	for (tries = 0; tries < 1000; tries++) {
+		before = __atomic_load_n(seq, __ATOMIC_ACQUIRE);
+		memcpy(sn, &d->board->slot[k].snap, sizeof(*sn));
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		after = __atomic_load_n(seq, __ATOMIC_RELAXED);
+		if (before == after && !(before & 1))
+			return;
+	}
+	memset(sn, 0, sizeof(*sn));	/* its worker died mid-write */
+}
+
 /* What travels in an inbox: a routed reconnect, its connection (one
  * descriptor) and the request already read from it. */
 struct routed {
 	uint8_t req[ROCK_RECONNECT_REQ_LEN];
 };
+
+static void
+reset_close(int fd)
+{
+	struct linger reset = { 1, 0 };
+
+	(void)setsockopt(fd, SOL_SOCKET, SO_LINGER, &reset, sizeof(reset));
+	close(fd);
+}
 
 static void
 route(void *arg, int fd, const uint8_t *req, size_t len, int worker)
@@ -54,7 +114,6 @@ route(void *arg, int fd, const uint8_t *req, size_t len, int worker)
 	} ctl;
 	struct msghdr msg;
 	struct cmsghdr *c;
-	struct linger reset = { 1, 0 };
 
 	memset(&m, 0, sizeof(m));
 	memcpy(m.req, req, len < sizeof(m.req) ? len : sizeof(m.req));
@@ -73,13 +132,13 @@ route(void *arg, int fd, const uint8_t *req, size_t len, int worker)
 	    (ssize_t)sizeof(m)) {
 		/* A full inbox (its worker stuck) or a gone one: the client
 		 * counts a reset as a failed attempt and dials again. */
-		rlog_warn(&d->log, "reconnect for worker %d: cannot pass it: %s; "
-		    "resetting", worker, strerror(errno));
-		(void)setsockopt(fd, SOL_SOCKET, SO_LINGER, &reset, sizeof(reset));
-	} else {
-		rlog_debug(&d->log, "reconnect for worker %d: passed to it",
-		    worker);
+		rlog_limited(&d->log, &d->inbox_log, ROCK_LOG_WARN,
+		    "reconnect for worker %d: cannot pass it: %s; resetting",
+		    worker, strerror(errno));
+		reset_close(fd);
+		return;
 	}
+	rlog_debug(&d->log, "reconnect for worker %d: passed to it", worker);
 	close(fd);
 }
 
@@ -114,11 +173,23 @@ on_inbox(evutil_socket_t fd, short what, void *arg)
 		    c->cmsg_type == SCM_RIGHTS &&
 		    c->cmsg_len == CMSG_LEN(sizeof(int)))
 			memcpy(&conn, CMSG_DATA(c), sizeof(int));
-		/* Only our siblings hold the other end: anything else is a
-		 * broken invariant, not a peer's input. */
+		/* Out of descriptors, the kernel drops the connection
+		 * (MSG_CTRUNC): its client dials again. */
 		if (conn < 0 || n != (ssize_t)sizeof(m) ||
-		    (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)))
-			abort();
+		    (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC))) {
+			rlog_limited(&d->log, &d->inbox_log, ROCK_LOG_WARN,
+			    "worker %d: a reconnect passed to it was lost "
+			    "(%s)", d->worker, conn < 0 ? "no descriptor left" :
+			    "truncated");
+			if (conn >= 0)
+				close(conn);
+			continue;
+		}
+		/* The same bound as on the connections it accepts itself. */
+		if (rock_engine_nhandshakes(d->engine) >= ROCKD_MAX_HANDSHAKES) {
+			reset_close(conn);
+			continue;
+		}
 		rock_server_reconnect(d->engine, conn, m.req, sizeof(m.req));
 	}
 }
@@ -126,6 +197,16 @@ on_inbox(evutil_socket_t fd, short what, void *arg)
 int
 rockd_worker_inbox_start(struct rockd *d)
 {
+	const struct timeval every = { 0, PUBLISH_MS * 1000 };
+
+	d->inbox_log.what = "lost or unpassed reconnect";
+	d->publish = event_new(d->base, -1, EV_PERSIST, publish, d);
+	if (d->publish == NULL || event_add(d->publish, &every) != 0) {
+		rlog_error(&d->log, "worker %d: cannot publish its figures",
+		    d->worker);
+		return -1;
+	}
+	publish(-1, 0, d);
 	rock_engine_set_router(d->engine, route, d);
 	d->inbox_ev = event_new(d->base, d->inbox_rx, EV_READ | EV_PERSIST,
 	    on_inbox, d);
@@ -139,9 +220,18 @@ rockd_worker_inbox_start(struct rockd *d)
 void
 rockd_worker_inbox_stop(struct rockd *d)
 {
+	if (d->publish != NULL)
+		event_free(d->publish);
+	d->publish = NULL;
 	if (d->inbox_ev != NULL)
 		event_free(d->inbox_ev);
 	d->inbox_ev = NULL;
+}
+
+void
+rockd_worker_signals(struct rockd *d)
+{
+	(void)sigprocmask(SIG_SETMASK, &d->sigmask, NULL);
 }
 
 void
@@ -149,7 +239,7 @@ rockd_worker_ready(struct rockd *d)
 {
 	char ok = 1;
 
-	if (d->ready_fd < 0)
+	if (d->nworkers <= 1 || d->ready_fd < 0)
 		return;
 	(void)write(d->ready_fd, &ok, 1);
 	close(d->ready_fd);
@@ -158,17 +248,26 @@ rockd_worker_ready(struct rockd *d)
 		to_devnull();
 }
 
-/* In the child: the signals the master waits for, unblocked again (the
- * worker's loop takes them as a lone rockd's does). */
+/* In the child. The signals the master waits for stay blocked until the
+ * worker's loop has its handlers (rockd_worker_signals). Its own process
+ * group: a terminal's ^C reaches the master, which passes it on once. */
 static void
-become_worker(struct master *m, int k, int ready)
+become_worker(struct master *m, int k, int ready, pid_t master)
 {
 	struct rockd *d = m->d;
 	int i;
 
-	(void)sigprocmask(SIG_SETMASK, &m->old, NULL);
-	/* A master killed outright (SIGKILL) leaves no orphans serving. */
+	d->sigmask = m->old;
+	(void)setpgid(0, 0);
+	/* A master killed outright (SIGKILL) leaves no orphans serving;
+	 * one gone already before the request counts too. */
 	(void)prctl(PR_SET_PDEATHSIG, SIGTERM);
+	if (getppid() != master)
+		_exit(1);
+	if (m->report >= 0)
+		close(m->report);
+	if (m->ready_rx >= 0)
+		close(m->ready_rx);
 	d->worker = k;
 	d->ready_fd = ready;
 	for (i = 0; i < d->nworkers; i++)
@@ -181,10 +280,10 @@ become_worker(struct master *m, int k, int ready)
 static pid_t
 spawn(struct master *m, int k, int ready)
 {
-	pid_t pid = fork();
+	pid_t master = getpid(), pid = fork();
 
 	if (pid == 0)
-		become_worker(m, k, ready);
+		become_worker(m, k, ready, master);
 	if (pid < 0)
 		rlog_error(&m->d->log, "worker %d: fork: %s", k, strerror(errno));
 	return pid;
@@ -362,6 +461,7 @@ on_signal(struct master *m, int sig)
 		signal_all(m, sig);
 		break;
 	case SIGHUP:
+		rockd_config_reread(m->d);
 		signal_all(m, SIGHUP);
 		break;
 	case SIGUSR2:
@@ -414,6 +514,9 @@ master_free(struct master *m)
 	d->inbox_tx = NULL;
 	rock_ticket_store_free(d->tickets);
 	d->tickets = NULL;
+	if (d->board != NULL)
+		munmap(d->board, sizeof(*d->board));
+	d->board = NULL;
 }
 
 static int
@@ -450,7 +553,9 @@ rockd_workers_run(struct rockd *d, int foreground, rockd_worker_fn run,
 	m.run = run;
 	m.arg = arg;
 	m.status = 1;
+	m.report = m.ready_rx = -1;
 	d->ready_fd = -1;
+	signal(SIGPIPE, SIG_IGN);
 	d->detached = !foreground;
 	rock_random(d->announce_random, sizeof(d->announce_random));
 	sigemptyset(&m.sigs);
@@ -460,15 +565,21 @@ rockd_workers_run(struct rockd *d, int foreground, rockd_worker_fn run,
 	sigaddset(&m.sigs, SIGHUP);
 	sigaddset(&m.sigs, SIGUSR2);
 	(void)sigprocmask(SIG_BLOCK, &m.sigs, &m.old);
-	if (!foreground && (report = detach()) < 0) {
+	if (!foreground && (m.report = report = detach()) < 0) {
 		rlog_error(&d->log, "cannot detach: %s", strerror(errno));
 		return 1;
 	}
-	if (rock_ticket_store_new(&d->tickets) != 0 || make_inboxes(&m) != 0 ||
+	d->board = mmap(NULL, sizeof(*d->board), PROT_READ | PROT_WRITE,
+	    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (d->board == MAP_FAILED)
+		d->board = NULL;
+	if (d->board == NULL ||
+	    rock_ticket_store_new(&d->tickets) != 0 || make_inboxes(&m) != 0 ||
 	    pipe2(ready, O_CLOEXEC) != 0) {
 		rlog_error(&d->log, "workers: %s", strerror(errno));
 		goto out;
 	}
+	m.ready_rx = ready[0];
 	for (k = 0; k < d->nworkers; k++) {
 		if ((m.pid[k] = spawn(&m, k, ready[1])) <= 0) {
 			m.pid[k] = 0;
@@ -481,12 +592,13 @@ rockd_workers_run(struct rockd *d, int foreground, rockd_worker_fn run,
 	if (wait_ready(&m, ready[0]) != 0)
 		goto out;
 	close(ready[0]);
-	ready[0] = -1;
+	ready[0] = m.ready_rx = -1;
 	d->log.pid = getpid();
 	if (rockd_pidfile_write(d) != 0)
 		goto out;
 	rlog_info(&d->log, "%d workers started", d->nworkers);
 	verdict(&report, 0);
+	m.report = -1;
 	if (!foreground)
 		to_devnull();
 	m.status = 0;

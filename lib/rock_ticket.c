@@ -92,31 +92,39 @@ rock_ticket_store_free(struct rock_ticket_store *st)
 }
 
 /* Around every use of the keys: the store's into the engine's, locked,
- * and back after. A worker killed while it held the lock may have left
- * them half written: they are dropped (its tickets take a full
- * handshake), never used torn. */
-static void
+ * and back after, our copy wiped (a key one worker retires is then gone
+ * from every process). A worker killed while it held the lock may have
+ * left them half written: they are dropped (their tickets take a full
+ * handshake), never used torn. A lock that cannot be taken at all (it
+ * cannot happen short of a corrupted store) leaves the engine its own
+ * keys: 1, and keys_out does nothing. */
+static int
 keys_in(struct rock_engine *e)
 {
 	struct rock_ticket_store *st = e->cfg.ticket_store;
+	int r;
 
 	if (st == NULL)
-		return;
-	if (pthread_mutex_lock(&st->lock) == EOWNERDEAD) {
+		return 1;
+	if ((r = pthread_mutex_lock(&st->lock)) == EOWNERDEAD) {
 		rock_wipe(st->keys, sizeof(st->keys));
 		pthread_mutex_consistent(&st->lock);
+	} else if (r != 0) {
+		return 1;
 	}
 	memcpy(e->ticket_keys, st->keys, sizeof(st->keys));
+	return 0;
 }
 
 static void
-keys_out(struct rock_engine *e)
+keys_out(struct rock_engine *e, int own)
 {
 	struct rock_ticket_store *st = e->cfg.ticket_store;
 
-	if (st == NULL)
+	if (own)
 		return;
 	memcpy(st->keys, e->ticket_keys, sizeof(st->keys));
+	rock_wipe(e->ticket_keys, sizeof(e->ticket_keys));
 	pthread_mutex_unlock(&st->lock);
 }
 
@@ -128,8 +136,8 @@ rock_ticket_issue(struct rock_engine *e, const uint8_t rms[ROCK_KEY_LEN],
 	struct rock_ticket_key *cur = &e->ticket_keys[0];
 	struct rock_ticket_msg m;
 	int64_t now = rock_ticket_now_ms();
+	int own = keys_in(e);
 
-	keys_in(e);
 	rotate(e, now);
 	if (!cur->set) {
 		rock_random(cur->id, sizeof(cur->id));
@@ -144,7 +152,7 @@ rock_ticket_issue(struct rock_engine *e, const uint8_t rms[ROCK_KEY_LEN],
 	m.lifetime_s = ROCK_TICKET_LIFETIME_S;
 	rock_ticket_seal(m.ticket, cur->id, cur->key, nonce, (uint64_t)now,
 	    (uint64_t)origin, rms);
-	keys_out(e);
+	keys_out(e, own);
 	rock_ticket_msg_encode(&m, out);
 }
 
@@ -182,11 +190,10 @@ rock_ticket_accept(struct rock_engine *e,
     const uint8_t ticket[ROCK_TICKET_LEN], uint8_t rms[ROCK_KEY_LEN],
     int64_t *origin)
 {
-	int r;
+	int own = keys_in(e), r;
 
-	keys_in(e);
 	r = ticket_open(e, ticket, rms, origin, rock_ticket_now_ms());
-	keys_out(e);
+	keys_out(e, own);
 	return r;
 }
 
@@ -216,9 +223,10 @@ find(struct rock_engine *e, const struct sockaddr *addr, socklen_t len)
 void
 rock_ticket_tick(struct rock_engine *e)
 {
-	keys_in(e);
+	int own = keys_in(e);
+
 	rotate(e, rock_ticket_now_ms());
-	keys_out(e);
+	keys_out(e, own);
 	(void)find(e, NULL, 0);
 }
 

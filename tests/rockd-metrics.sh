@@ -71,7 +71,7 @@ families() {
 	    { name = $1; sub(/\{.*/, "", name); if (!(name in type) || $1 !~ /worker="0"/) bad = 1 }
 	    END { print bad ? "bad" : n }' "$1"
 }
-t_eq "14 families, each with HELP and TYPE, every sample with its worker" "$(families "$t_tmp/m0")" 14
+t_eq "15 families, each with HELP and TYPE, every sample with its worker" "$(families "$t_tmp/m0")" 15
 t_eq "at start: no session connected" "$(awk -v k="rockd_sessions{$W,state=\"connected\"}" '$1 == k { print $2 }' "$t_tmp/m0")" 0
 fetch /other >/dev/null
 t_eq "another path: 404" "$http_code" 404

@@ -436,13 +436,13 @@ for v in 0 65 abc ''; do
 	tcheck "workers '$v'" 2 "rockd: $cf:2: expected: workers N (1 to 64)" -f "$cf"
 done
 conf workersmetrics "listen 127.0.0.1:7001 $svc" 'metrics 127.0.0.1:7009' 'workers 2'
-tcheck "workers 2 with metrics" 2 "rockd: $cf:3: workers 2: the metrics endpoint does not gather workers yet; use workers 1" -f "$cf"
+tcheck "workers 2 with metrics" 0 "" -f "$cf"
 conf workersplain "listen 127.0.0.1:7001 $svc"
 tcheck "--workers 2 with --control" 2 "rockd: workers 2: the control socket (rock ls) does not gather workers yet; use workers 1" \
 	--workers 2 --control "$t_tmp/ctl" -f "$cf"
 tcheck "--workers 65" 2 "rockd: --workers needs a number, 1 to 64" --workers 65 -f "$cf"
-conf workers1 "listen 127.0.0.1:7001 $svc" 'metrics 127.0.0.1:7009' 'workers 1'
-tcheck "workers 1 with metrics" 0 "" -f "$cf"
+conf workersctl "listen 127.0.0.1:7001 $svc" '' "control $t_tmp/ctl" 'workers 3'
+tcheck "workers 3 with control" 2 "rockd: $cf:4: workers 3: the control socket (rock ls) does not gather workers yet; use workers 1" -f "$cf"
 # The control socket's place: nothing but a stale socket is replaced, no
 # directory is made, and only a private one is used.
 printf 'keep me\n' >"$t_tmp/afile"
@@ -726,6 +726,29 @@ t_eq "daemon: SIGHUP re-reads the relative config file" "$(py echo "$pE" 100000)
 kill -TERM "$d_pid"
 t_check "daemon: SIGTERM ends it" gone "$d_pid" 5
 t_check "daemon: relative pid file removed" test ! -e "$t_tmp/d/rockd.pid"
+
+# --- workers without -F: the command returns once all listen ---------------
+wport=$(free_port) wbe=$(free_port)
+socat "TCP4-LISTEN:$wbe,bind=127.0.0.1,reuseaddr,fork" EXEC:cat 2>/dev/null &
+pids+=($!)
+"$ROCKD" --workers 2 -p "$t_tmp/w.pid" -k "$t_tmp/w.key" --listen "127.0.0.1:$wport" \
+	--backend "127.0.0.1:$wbe" >"$t_tmp/w.out" 2>"$t_tmp/w.err"
+t_eq "workers 2 in the background: exit 0, nothing on stdout" "$? $(cat "$t_tmp/w.out")" "0 "
+wmaster=$(cat "$t_tmp/w.pid" 2>/dev/null)
+pids+=("$wmaster")
+t_eq "workers 2 in the background: the pid file's process has 2 children" \
+	"$(pgrep -P "${wmaster:-1}" -c rockd)" 2
+t_eq "workers 2 in the background: 2 listeners" "$(ss -Htln "sport = :$wport" | wc -l)" 2
+t_eq "workers 2 in the background: plain clients are relayed" \
+	"$(echo hello | timeout 5 socat -t 2 - "TCP4:127.0.0.1:$wport")" hello
+# The port held by the first: a second rockd with workers cannot listen.
+"$ROCKD" --workers 2 -k "$t_tmp/w.key" --listen "127.0.0.1:$wport" \
+	--backend "127.0.0.1:$wbe" >"$t_tmp/w2.out" 2>&1
+t_eq "workers 2 on a port another rockd's workers hold: exit 1" $? 1
+kill "$wmaster"
+for _ in $(seq 100); do kill -0 "$wmaster" 2>/dev/null || break; sleep 0.05; done
+t_check "workers 2: SIGTERM stops the master" bash -c "! kill -0 $wmaster 2>/dev/null"
+t_check "workers 2: and its pid file goes" test ! -e "$t_tmp/w.pid"
 
 # A sanitized build reports into the logs.
 t_eq "no sanitizer reports in rockd's logs" \

@@ -715,6 +715,7 @@ START_TEST(test_ticket_store)
 	uint8_t nonce[ROCK_TICKET_NONCE_LEN] = { 7 };
 	uint8_t msg[ROCK_TICKET_MSG_LEN];
 	struct rock_ticket_msg m;
+	uint8_t first[ROCK_TICKET_KEY_ID_LEN];
 	int64_t origin = 0, now = rock_ticket_now_ms();
 
 	rock_config_defaults(&logcfg);
@@ -729,6 +730,9 @@ START_TEST(test_ticket_store)
 	rock_random(rms, sizeof(rms));
 	rock_ticket_issue(a, rms, now, nonce, msg);
 	ck_assert_int_eq(rock_ticket_msg_decode(&m, msg), 0);
+	memcpy(first, m.ticket, sizeof(first));
+	/* No copy of the key is left in the engine between uses. */
+	ck_assert_int_eq(a->ticket_keys[0].set, 0);
 	ck_assert_int_eq(rock_ticket_accept(b, m.ticket, got, &origin), 0);
 	ck_assert_mem_eq(got, rms, sizeof(rms));
 	ck_assert_int_eq(origin, now);
@@ -739,7 +743,7 @@ START_TEST(test_ticket_store)
 	ck_assert_int_eq(rock_ticket_msg_decode(&m, msg), 0);
 	ck_assert_int_eq(rock_ticket_accept(a, m.ticket, got, &origin), 0);
 	ck_assert_int_eq(origin, now - 99);
-	ck_assert_mem_eq(m.ticket, a->ticket_keys[0].id, ROCK_TICKET_KEY_ID_LEN);
+	ck_assert_mem_eq(m.ticket, first, ROCK_TICKET_KEY_ID_LEN);
 	rock_engine_free(lone);
 	rock_engine_free(b);
 	rock_engine_free(a);
