@@ -288,8 +288,6 @@ workers_check(const struct options *o, struct rockd *d)
 	    port_of(&cfg->services->listen_addr) + d->nworkers - 1 > 65535)
 		what = "the last worker's control channel (UDP port + N - 1) "
 		    "is past 65535";
-	else if (o->control != NULL || cfg->control[0] != '\0')
-		what = "the control socket (rock ls) does not gather workers yet";
 	if (what == NULL)
 		return 0;
 	if (o->workers <= 0 && d->config_path != NULL)
@@ -682,11 +680,11 @@ run(struct rockd *d, const struct options *o)
 	}
 	if (rockd_heap_start(d) != 0)
 		goto out;
-	if (worker && rockd_worker_inbox_start(d) != 0)
-		goto out;
 	if (rockd_control_start(d, o->control != NULL ? o->control :
 	    d->cfg.control[0] != '\0' ? d->cfg.control : NULL,
 	    o->takeover >= 0) != 0)
+		goto out;
+	if (worker && rockd_worker_inbox_start(d) != 0)
 		goto out;
 	if (d->session && rockd_session_announce(d) != 0)
 		goto out;

@@ -576,6 +576,16 @@ rockd_control_start(struct rockd *d, const char *path, int successor)
 {
 	if (path == NULL)
 		return 0;
+	/* Workers: the first answers on the socket, and the others take
+	 * their part of each request from it (rock_ctl_set_workers). */
+	if (d->nworkers > 1 && d->worker != 0) {
+		if (rock_ctl_open(d->engine, NULL, "rockd", ctl_backend, d, 0,
+		    &d->ctl) != 0) {
+			rlog_error(&d->log, "control: %s", strerror(errno));
+			return -1;
+		}
+		return 0;
+	}
 	/* A successor's predecessor still answers there until it exits. */
 	if (rock_ctl_open(d->engine, path, "rockd", ctl_backend, d,
 	    successor ? ROCK_CTL_TAKEOVER : 0, &d->ctl) != 0) {

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "rock_crypto.h"
+#include "rock_ctl.h"
 #include "rockd.h"
 
 /* How long the workers may take to listen before the start fails. */
@@ -87,11 +88,19 @@ rockd_worker_snap_read(const struct rockd *d, int k, struct rockd_snap *sn)
 	memset(sn, 0, sizeof(*sn));	/* its worker died mid-write */
 }
 
-/* What travels in an inbox: a routed reconnect, its connection (one
- * descriptor) and the request already read from it. */
+/* What travels in an inbox, with one connection (SCM_RIGHTS): a
+ * reconnect for this worker's session and the request read from it, or a
+ * control connection (rock ls, rock kill) to answer, its request line and
+ * the rows listed before. */
+enum { INBOX_RECONNECT = 1, INBOX_CONTROL };
 struct routed {
-	uint8_t req[ROCK_RECONNECT_REQ_LEN];
+	uint32_t type;
+	uint32_t len;			/* of body */
+	uint64_t rows;
+	uint8_t body[ROCK_CTL_REQ_MAX + 1];
 };
+_Static_assert(ROCK_RECONNECT_REQ_LEN <= ROCK_CTL_REQ_MAX + 1,
+    "a reconnect request fits an inbox message");
 
 static void
 reset_close(int fd)
@@ -102,10 +111,11 @@ reset_close(int fd)
 	close(fd);
 }
 
-static void
-route(void *arg, int fd, const uint8_t *req, size_t len, int worker)
+/* 0, the connection passed on (closed here); else -1, still ours. */
+static int
+pass(struct rockd *d, int fd, uint32_t type, const void *body, size_t len,
+    uint64_t rows, int worker)
 {
-	struct rockd *d = arg;
 	struct routed m;
 	struct iovec iov = { &m, sizeof(m) };
 	union {
@@ -116,7 +126,10 @@ route(void *arg, int fd, const uint8_t *req, size_t len, int worker)
 	struct cmsghdr *c;
 
 	memset(&m, 0, sizeof(m));
-	memcpy(m.req, req, len < sizeof(m.req) ? len : sizeof(m.req));
+	m.type = type;
+	m.len = (uint32_t)(len < sizeof(m.body) ? len : sizeof(m.body));
+	m.rows = rows;
+	memcpy(m.body, body, m.len);
 	memset(&msg, 0, sizeof(msg));
 	memset(&ctl, 0, sizeof(ctl));
 	msg.msg_iov = &iov;
@@ -130,16 +143,39 @@ route(void *arg, int fd, const uint8_t *req, size_t len, int worker)
 	memcpy(CMSG_DATA(c), &fd, sizeof(int));
 	if (sendmsg(d->inbox_tx[worker], &msg, MSG_DONTWAIT | MSG_NOSIGNAL) !=
 	    (ssize_t)sizeof(m)) {
-		/* A full inbox (its worker stuck) or a gone one: the client
-		 * counts a reset as a failed attempt and dials again. */
 		rlog_limited(&d->log, &d->inbox_log, ROCK_LOG_WARN,
-		    "reconnect for worker %d: cannot pass it: %s; resetting",
+		    "%s for worker %d: cannot pass it: %s; resetting",
+		    type == INBOX_RECONNECT ? "reconnect" : "control request",
 		    worker, strerror(errno));
-		reset_close(fd);
-		return;
+		return -1;
 	}
-	rlog_debug(&d->log, "reconnect for worker %d: passed to it", worker);
 	close(fd);
+	return 0;
+}
+
+static void
+route(void *arg, int fd, const uint8_t *req, size_t len, int worker)
+{
+	struct rockd *d = arg;
+
+	/* A full inbox (its worker stuck) or a gone one: the client counts
+	 * a reset as a failed attempt and dials again. */
+	if (pass(d, fd, INBOX_RECONNECT, req, len, 0, worker) != 0)
+		reset_close(fd);
+	else
+		rlog_debug(&d->log, "reconnect for worker %d: passed to it",
+		    worker);
+}
+
+/* rock ls and rock kill: the next worker, or the one a rock's id names;
+ * one that cannot take it leaves the list cut short (no "end"). */
+static void
+pass_control(void *arg, int fd, const char *req, unsigned long rows, int to)
+{
+	struct rockd *d = arg;
+
+	if (pass(d, fd, INBOX_CONTROL, req, strlen(req) + 1, rows, to) != 0)
+		close(fd);
 }
 
 static void
@@ -176,7 +212,8 @@ on_inbox(evutil_socket_t fd, short what, void *arg)
 		/* Out of descriptors, the kernel drops the connection
 		 * (MSG_CTRUNC): its client dials again. */
 		if (conn < 0 || n != (ssize_t)sizeof(m) ||
-		    (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC))) {
+		    (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) ||
+		    m.len > sizeof(m.body)) {
 			rlog_limited(&d->log, &d->inbox_log, ROCK_LOG_WARN,
 			    "worker %d: a reconnect passed to it was lost "
 			    "(%s)", d->worker, conn < 0 ? "no descriptor left" :
@@ -185,12 +222,22 @@ on_inbox(evutil_socket_t fd, short what, void *arg)
 				close(conn);
 			continue;
 		}
+		if (m.type == INBOX_CONTROL) {
+			m.body[sizeof(m.body) - 1] = '\0';
+			if (d->ctl != NULL)
+				rock_ctl_continue(d->ctl, conn, (char *)m.body,
+				    (unsigned long)m.rows);
+			else
+				close(conn);
+			continue;
+		}
 		/* The same bound as on the connections it accepts itself. */
-		if (rock_engine_nhandshakes(d->engine) >= ROCKD_MAX_HANDSHAKES) {
+		if (m.type != INBOX_RECONNECT || m.len != ROCK_RECONNECT_REQ_LEN ||
+		    rock_engine_nhandshakes(d->engine) >= ROCKD_MAX_HANDSHAKES) {
 			reset_close(conn);
 			continue;
 		}
-		rock_server_reconnect(d->engine, conn, m.req, sizeof(m.req));
+		rock_server_reconnect(d->engine, conn, m.body, m.len);
 	}
 }
 
@@ -208,6 +255,9 @@ rockd_worker_inbox_start(struct rockd *d)
 	}
 	publish(-1, 0, d);
 	rock_engine_set_router(d->engine, route, d);
+	if (d->ctl != NULL)
+		rock_ctl_set_workers(d->ctl, d->worker, d->nworkers,
+		    pass_control, d);
 	d->inbox_ev = event_new(d->base, d->inbox_rx, EV_READ | EV_PERSIST,
 	    on_inbox, d);
 	if (d->inbox_ev == NULL || event_add(d->inbox_ev, NULL) != 0) {

@@ -30,6 +30,11 @@ struct ctl_conn {
 	size_t have;
 	struct evbuffer *out;		/* NULL: still reading the request */
 	struct event *ev;
+	/* Workers: once out is written, the connection goes on to this
+	 * worker with the request and the rows so far (-1: it closes). */
+	int pass_to;
+	int out_done;			/* out was written whole */
+	unsigned long rows;
 	struct ctl_conn *next, **pprev;
 };
 
@@ -44,6 +49,9 @@ struct rock_ctl {
 	void *arg;
 	struct ctl_conn *conns;
 	size_t nconns;
+	int worker, workers;		/* workers: ours and how many (1: none) */
+	rock_ctl_pass_fn *pass;
+	void *pass_arg;
 };
 
 int
@@ -215,19 +223,37 @@ row(struct rock_ctl *c, struct rock_session *s, struct evbuffer *out)
 	    s->rtt_ms);
 }
 
+/* Our rows; the last worker (or a lone engine) ends the list with the
+ * count of every worker's. */
 static void
-list(struct rock_ctl *c, struct evbuffer *out)
+list(struct rock_ctl *c, struct ctl_conn *k, struct evbuffer *out)
 {
 	struct rock_session *s;
-	unsigned long n = 0;
 
 	for (s = c->e->all; s != NULL; s = s->next) {
 		if (s->state == ROCK_ST_CLOSED)
 			continue;
 		row(c, s, out);
-		n++;
+		k->rows++;
 	}
-	evbuffer_add_printf(out, "end %lu\n", n);
+	if (c->worker + 1 < c->workers)
+		k->pass_to = c->worker + 1;
+	else
+		evbuffer_add_printf(out, "end %lu\n", k->rows);
+}
+
+/* Workers: the worker an id names (byte ROCK_ID_WORKER, hex digits 2 and
+ * 3 of the name), or -1 for ours or none. */
+static int
+id_worker(const struct rock_ctl *c, const char *id)
+{
+	unsigned w;
+
+	if (c->workers <= 1 || strlen(id) < 4 ||
+	    sscanf(id + 2 * ROCK_ID_WORKER, "%2x", &w) != 1 ||
+	    (int)w == c->worker || (int)w >= c->workers)
+		return -1;
+	return (int)w;
 }
 
 static void
@@ -247,18 +273,32 @@ kill_one(struct rock_ctl *c, const char *id, struct evbuffer *out)
 	evbuffer_add_printf(out, "ok\n");
 }
 
+static void
+answer(struct rock_ctl *c, struct ctl_conn *k, const char *req,
+    struct evbuffer *out)
+{
+	if (strcmp(req, "ls") == 0) {
+		list(c, k, out);
+	} else if (strncmp(req, "kill ", 5) == 0 && strlen(req + 5) > 0 &&
+	    strlen(req + 5) < sizeof(((struct rock_session *)0)->name) &&
+	    strspn(req + 5, "0123456789abcdef") == strlen(req + 5)) {
+		/* Another worker's rock: that worker answers. */
+		if ((k->pass_to = id_worker(c, req + 5)) < 0)
+			kill_one(c, req + 5, out);
+	} else {
+		evbuffer_add_printf(out, "error unknown request (want \"ls\" or "
+		    "\"kill ID\")\n");
+	}
+}
+
 void
 rock_ctl_answer(struct rock_ctl *c, const char *req, struct evbuffer *out)
 {
-	if (strcmp(req, "ls") == 0)
-		list(c, out);
-	else if (strncmp(req, "kill ", 5) == 0 && strlen(req + 5) > 0 &&
-	    strlen(req + 5) < sizeof(((struct rock_session *)0)->name) &&
-	    strspn(req + 5, "0123456789abcdef") == strlen(req + 5))
-		kill_one(c, req + 5, out);
-	else
-		evbuffer_add_printf(out, "error unknown request (want \"ls\" or "
-		    "\"kill ID\")\n");
+	struct ctl_conn k;
+
+	memset(&k, 0, sizeof(k));
+	k.pass_to = -1;
+	answer(c, &k, req, out);
 }
 
 static void
@@ -268,7 +308,11 @@ conn_free(struct ctl_conn *k)
 		event_free(k->ev);
 	if (k->out != NULL)
 		evbuffer_free(k->out);
-	rock_sys.close(k->fd);
+	/* Written whole: the next worker takes the connection on. */
+	if (k->pass_to >= 0 && k->out_done)
+		k->c->pass(k->c->pass_arg, k->fd, k->req, k->rows, k->pass_to);
+	else
+		rock_sys.close(k->fd);
 	if (k->next != NULL)
 		k->next->pprev = k->pprev;
 	*k->pprev = k->next;
@@ -305,7 +349,7 @@ conn_request(struct ctl_conn *k)
 	} else {
 		*nl = '\0';
 		rock_engine_enter(k->c->e);
-		rock_ctl_answer(k->c, k->req, k->out);
+		answer(k->c, k, k->req, k->out);
 		rock_engine_leave(k->c->e);
 	}
 	return conn_arm(k, EV_WRITE);
@@ -330,10 +374,12 @@ on_conn(evutil_socket_t fd, short what, void *arg)
 			goto out;
 		return;
 	}
-	if (evbuffer_write(k->out, fd) < 0 && errno != EAGAIN && errno != EINTR)
+	if (evbuffer_get_length(k->out) > 0 && evbuffer_write(k->out, fd) < 0 &&
+	    errno != EAGAIN && errno != EINTR)
 		goto out;
 	if (evbuffer_get_length(k->out) > 0)
 		return;
+	k->out_done = 1;
 out:
 	conn_free(k);
 }
@@ -346,6 +392,28 @@ peer_is_owner(int fd)
 
 	return rock_sys.getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) == 0 &&
 	    cr.uid == geteuid();
+}
+
+/* A connection being answered; NULL (fd closed) past the bound. */
+static struct ctl_conn *
+conn_new(struct rock_ctl *c, int fd)
+{
+	struct ctl_conn *k;
+
+	if (c->nconns >= CTL_CONNS || (k = calloc(1, sizeof(*k))) == NULL) {
+		rock_sys.close(fd);
+		return NULL;
+	}
+	k->c = c;
+	k->fd = fd;
+	k->pass_to = -1;
+	k->next = c->conns;
+	if (k->next != NULL)
+		k->next->pprev = &k->next;
+	k->pprev = &c->conns;
+	c->conns = k;
+	c->nconns++;
+	return k;
 }
 
 static void
@@ -365,19 +433,30 @@ on_accept(evutil_socket_t lfd, short what, void *arg)
 		rock_sys.close(fd);
 		return;
 	}
-	if (c->nconns >= CTL_CONNS || (k = calloc(1, sizeof(*k))) == NULL) {
-		rock_sys.close(fd);
+	if ((k = conn_new(c, fd)) != NULL && conn_arm(k, EV_READ) != 0)
+		conn_free(k);
+}
+
+void
+rock_ctl_continue(struct rock_ctl *c, int fd, const char *req,
+    unsigned long rows)
+{
+	struct ctl_conn *k = conn_new(c, fd);
+
+	if (k == NULL)
+		return;
+	snprintf(k->req, sizeof(k->req), "%s", req);
+	k->have = strlen(k->req);
+	k->rows = rows;
+	if ((k->out = evbuffer_new()) == NULL) {
+		conn_free(k);
 		return;
 	}
-	k->c = c;
-	k->fd = fd;
-	k->next = c->conns;
-	if (k->next != NULL)
-		k->next->pprev = &k->next;
-	k->pprev = &c->conns;
-	c->conns = k;
-	c->nconns++;
-	if (conn_arm(k, EV_READ) != 0)
+	answer(c, k, k->req, k->out);
+	/* A kill the first worker passed on is ours by now. */
+	if (strncmp(k->req, "kill ", 5) == 0)
+		k->pass_to = -1;
+	if (conn_arm(k, EV_WRITE) != 0)
 		conn_free(k);
 }
 
@@ -411,17 +490,18 @@ rock_ctl_open(struct rock_engine *e, const char *path, const char *program,
 	int err;
 
 	*out = NULL;
-	if (rock_ctl_check(path, flags) != 0 ||
+	if ((path != NULL && rock_ctl_check(path, flags) != 0) ||
 	    (c = calloc(1, sizeof(*c))) == NULL)
 		return -1;
 	c->e = e;
 	c->fd = -1;
-	snprintf(c->path, sizeof(c->path), "%s", path);
+	c->workers = 1;
+	snprintf(c->path, sizeof(c->path), "%s", path != NULL ? path : "");
 	snprintf(c->program, sizeof(c->program), "%s", program);
 	clean(c->program);
 	c->backend = backend;
 	c->arg = arg;
-	if (ctl_listen(c, flags) != 0) {
+	if (path != NULL && ctl_listen(c, flags) != 0) {
 		err = errno;
 		/* Not bound: the name, if any, is someone else's. */
 		rock_ctl_free(c, c->bound);
@@ -443,9 +523,19 @@ rock_ctl_free(struct rock_ctl *c, int unlink_path)
 		event_free(c->ev);
 	if (c->fd >= 0)
 		rock_sys.close(c->fd);
-	if (unlink_path)
+	if (unlink_path && c->path[0] != '\0')
 		(void)unlink(c->path);
 	free(c);
+}
+
+void
+rock_ctl_set_workers(struct rock_ctl *c, int worker, int workers,
+    rock_ctl_pass_fn *pass, void *arg)
+{
+	c->worker = worker;
+	c->workers = workers;
+	c->pass = pass;
+	c->pass_arg = arg;
 }
 
 void

@@ -33,7 +33,8 @@ typedef void rock_ctl_backend_fn(struct rock_session *s, char *out,
 #define ROCK_CTL_MKDIR 1	/* make the missing directories (0700) */
 #define ROCK_CTL_TAKEOVER 2	/* replace a live socket: its owner hands over */
 
-/* Listen at path, the socket 0600, answered on the engine's loop. Refused
+/* Listen at path (NULL: no socket; rock_ctl_continue brings the
+ * requests), the socket 0600, answered on the engine's loop. Refused
  * (rock_ctl_check) unless its directory is the user's or root's and
  * writable by no one else; an existing name must be a socket, replaced
  * only if nobody answers on it (EADDRINUSE). backend may be NULL. 0, or
@@ -46,6 +47,19 @@ int rock_ctl_open(struct rock_engine *e, const char *path,
 int rock_ctl_check(const char *path, unsigned flags);
 /* What went wrong with a control socket's path, for its error message. */
 const char *rock_ctl_strerror(int err);
+/* A server's workers (one engine each) answer as one socket: the first
+ * worker's. "ls" lists each worker's rows in turn, the connection passed
+ * on from worker to worker with the rows counted so far, and the last
+ * writes "end N"; "kill ID" goes to the worker the id names. pass owns fd
+ * from then on and hands it to worker `to`'s rock_ctl_continue. */
+typedef void rock_ctl_pass_fn(void *arg, int fd, const char *req,
+    unsigned long rows, int to);
+void rock_ctl_set_workers(struct rock_ctl *c, int worker, int workers,
+    rock_ctl_pass_fn *pass, void *arg);
+/* A connection passed on by another worker: its request, answered here
+ * (and passed on again while workers follow). */
+void rock_ctl_continue(struct rock_ctl *c, int fd, const char *req,
+    unsigned long rows);
 /* Stop answering; unlink_path: remove the socket's name too. */
 void rock_ctl_free(struct rock_ctl *c, int unlink_path);
 /* A forked child that does not run the loop: its copy of the listening

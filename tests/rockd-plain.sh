@@ -435,14 +435,16 @@ for v in 0 65 abc ''; do
 	conf workers "listen 127.0.0.1:7001 $svc" "workers $v"
 	tcheck "workers '$v'" 2 "rockd: $cf:2: expected: workers N (1 to 64)" -f "$cf"
 done
-conf workersmetrics "listen 127.0.0.1:7001 $svc" 'metrics 127.0.0.1:7009' 'workers 2'
-tcheck "workers 2 with metrics" 0 "" -f "$cf"
-conf workersplain "listen 127.0.0.1:7001 $svc"
-tcheck "--workers 2 with --control" 2 "rockd: workers 2: the control socket (rock ls) does not gather workers yet; use workers 1" \
-	--workers 2 --control "$t_tmp/ctl" -f "$cf"
+conf workersmetrics "listen 127.0.0.1:7001 $svc" 'metrics 127.0.0.1:7009' '' "control $t_tmp/ctl" 'workers 2'
+tcheck "workers 2 with metrics and control" 0 "" -f "$cf"
+conf workersport "listen 127.0.0.1:65535 $svc" 'workers 2'
+tcheck "workers 2 on port 65535" 2 "rockd: $cf:2: workers 2: the last worker's control channel (UDP port + N - 1) is past 65535; use workers 1" -f "$cf"
+tcheck "--workers 2 on port 65535" 2 "rockd: workers 2: the last worker's control channel (UDP port + N - 1) is past 65535; use workers 1" \
+	--workers 2 -f "$cf"
 tcheck "--workers 65" 2 "rockd: --workers needs a number, 1 to 64" --workers 65 -f "$cf"
-conf workersctl "listen 127.0.0.1:7001 $svc" '' "control $t_tmp/ctl" 'workers 3'
-tcheck "workers 3 with control" 2 "rockd: $cf:4: workers 3: the control socket (rock ls) does not gather workers yet; use workers 1" -f "$cf"
+"$ROCKD" --session --workers 2 >"$t_tmp/out" 2>"$t_tmp/err"
+t_eq "--session --workers 2: exit 2, says why" "$? $(cat "$t_tmp/err")" \
+	"2 rockd: workers 2: --session is one process; use workers 1"
 # The control socket's place: nothing but a stale socket is replaced, no
 # directory is made, and only a private one is used.
 printf 'keep me\n' >"$t_tmp/afile"

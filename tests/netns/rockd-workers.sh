@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# rockd-workers.sh: rockd with 2 workers: 16 rocks spread over both, a blackhole and a new client address make them reconnect wherever the kernel's hash sends them, and each resumes in the worker that holds it (passed over when needed), byte-exact; a killed worker's rocks end with ECONNRESET, the others echo on; SIGTERM stops all.
+# rockd-workers.sh: rockd with 2 workers: 16 rocks spread over both, a blackhole and a new client address make them reconnect wherever the kernel's hash sends them, and each resumes in the worker that holds it (passed over when needed), byte-exact; one metrics endpoint and one control socket (rock ls, rock kill) cover both; a killed worker's rocks end with ECONNRESET, the others echo on; SIGTERM stops all.
 # shellcheck source-path=SCRIPTDIR
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -8,6 +8,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 TRAFFIC="$top_builddir/tests/traffic"
 [ -x "$ROCKD" ] && [ -x "$TRAFFIC" ] || t_skip_all "rockd or tests/traffic not built"
 command -v socat >/dev/null || t_skip_all "socat not installed"
+command -v python3 >/dev/null || t_skip_all "python3 not installed"
+command -v curl >/dev/null || t_skip_all "curl not installed"
 rock_netns_up
 
 N=16
@@ -15,8 +17,11 @@ log="$t_tmp/rockd.log"
 nn_s socat -t 60 "TCP4-LISTEN:9000,bind=127.0.0.1,reuseaddr,fork" EXEC:cat 2>/dev/null &
 pids+=($!)
 nn_wait_port "$NN_S" 127.0.0.1 9000 5 || t_skip_all "the echo backend did not start"
+CTL="$t_tmp/rockd/control"
+mkdir -m 0700 "$t_tmp/rockd"
 nn_s "$ROCKD" -F -v --workers 2 -p "$t_tmp/rockd.pid" --key "$t_tmp/key" \
-	--metrics 127.0.0.1:9187 --listen 7000 --backend 127.0.0.1:9000 2>"$log" &
+	--metrics 127.0.0.1:9187 --control "$CTL" --listen 7000 \
+	--backend 127.0.0.1:9000 2>"$log" &
 pids+=($!)
 if ! wait_for 20 grep -q ' 2 workers started$' "$log"; then
 	t_bad "rockd with 2 workers started (log: $(tail -n 5 "$log"))"
@@ -101,19 +106,49 @@ t_eq "metrics: the routed reconnects, as logged" "$(msum rockd_reconnects_routed
 t_check "metrics: at least $((2 * N)) reconnects taken over" \
 	test "$(msum rockd_reconnects_total)" -ge "$((2 * N))"
 
+# ---- rock ls and rock kill: worker 0's control socket answers for both ----
+# ID PID STATE of rockd's sessions, sorted.
+ls_rockd() {
+	XDG_RUNTIME_DIR="$t_tmp/none" "$ROCK" ls --json --rockd "$CTL" | python3 -c '
+import json, sys
+for r in json.load(sys.stdin):
+    if r["source"] == "rockd":
+        print(r["id"], r["pid"], r["state"])' | sort
+}
+ls_rockd >"$t_tmp/ls"
+t_eq "rock ls: $N sessions, every one CONNECTED" "$(grep -c ' CONNECTED$' "$t_tmp/ls")" "$N"
+t_eq "rock ls: rows from both workers" "$(awk '{ print $2 }' "$t_tmp/ls" | sort -u | tr '\n' ' ')" \
+	"$(printf '%s\n' "$w0" "$w1" | sort | tr '\n' ' ')"
+t_eq "rock ls: each row from the worker that holds it" "$(awk '{ print $1, $2 }' "$t_tmp/ls")" \
+	"$(owners | awk '{ print $2, $1 }' | sort)"
+victim=$(awk -v w="$w1" '$2 == w { print $1; exit }' "$t_tmp/ls")
+t_eq "rock kill --rockd $victim, a worker 1 rock, through worker 0's socket" \
+	"$(XDG_RUNTIME_DIR="$t_tmp/none" "$ROCK" kill --rockd "$CTL" "$victim" 2>&1; echo "rc=$?")" "rc=0"
+t_check "worker 1 ends it" wait_for 5 \
+	grep -q "rockd\[$w1\]: info: [a-z_]*: rock $victim: ended (killed (rock kill))" "$log"
+round 60
+t_eq "the killed rock's next call: ECONNRESET" \
+	"$(grep -c "round 2 conn [0-9]* error ECONNRESET" "$t_tmp/rounds.out")" 1
+t_eq "the other $((N - 1)) echo on" "$(grep -c "round 2 conn [0-9]* ok" "$t_tmp/rounds.out")" "$((N - 1))"
+t_eq "rock kill of an id no worker holds fails" \
+	"$(XDG_RUNTIME_DIR="$t_tmp/none" "$ROCK" kill --rockd "$CTL" "$victim" 2>&1; echo "rc=$?")" \
+	"rock kill: no rock $victim here nor at rockd
+rc=1"
+
 # ---- worker 1 killed: its rocks end with a reset, never a clean end ----
-on1=$(owners | awk -v w="$w1" '$1 == w' | wc -l)
+made1=$(owners | awk -v w="$w1" '$1 == w' | wc -l)
+on1=$((made1 - 1))
 kill -KILL "$w1"
 wait_for 10 grep -q "worker 1 (pid $w1) killed by signal 9" "$log" ||
 	t_bad "the master saw worker 1 die"
 wait_for 10 grep -q "worker 1 restarted" "$log" || t_bad "the master restarted worker 1"
 # Its rocks find their worker without them (UNKNOWN): the next round
 # fails there with ECONNRESET, and goes on everywhere else.
-round 60
-t_eq "worker 0's $((N - on1)) rocks echo on" \
-	"$(grep -c "round 2 conn [0-9]* ok" "$t_tmp/rounds.out")" "$((N - on1))"
+round 60 "$((N - 1))"
+t_eq "worker 0's $((N - made1)) rocks echo on" \
+	"$(grep -c "round 3 conn [0-9]* ok" "$t_tmp/rounds.out")" "$((N - made1))"
 t_eq "worker 1's $on1 rocks: ECONNRESET" \
-	"$(grep -c "round 2 conn [0-9]* error ECONNRESET" "$t_tmp/rounds.out")" "$on1"
+	"$(grep -c "round 3 conn [0-9]* error ECONNRESET" "$t_tmp/rounds.out")" "$on1"
 t_check "no MISMATCH and no eof" eval '! grep -Eq "MISMATCH|eof" "$t_tmp/rounds.out"'
 new1=$(sed -n 's/.* rockd\[\([0-9]*\)\]: info: worker_gone: worker 1 restarted (pid \([0-9]*\)).*/\2/p' "$log")
 t_check "the new worker 1 has a pid ($new1)" test -n "$new1"
@@ -122,9 +157,11 @@ t_check "the new worker 1 listens on 7000" eval \
 # A USR2 that reaches a worker (pkill -USR2 rockd) starts no hand-over.
 kill -USR2 "$w0"
 wait_for 5 grep -q "SIGUSR2 to worker 0: ignored" "$log" || t_bad "worker 0 logs an ignored USR2"
-round 60 "$((N - on1))"
+round 60 "$((N - made1))"
 t_eq "after a USR2 to a worker, worker 0's rocks echo on" \
-	"$(grep -c "round 3 conn [0-9]* ok" "$t_tmp/rounds.out")" "$((N - on1))"
+	"$(grep -c "round 4 conn [0-9]* ok" "$t_tmp/rounds.out")" "$((N - made1))"
+t_eq "rock ls: worker 0's rocks, none of the dead worker's" "$(ls_rockd | awk '{ print $2 }' | sort | uniq -c | awk '{ print $1, $2 }')" \
+	"$((N - made1)) $w0"
 t_check "no hand-over started" eval '! grep -q "SIGUSR2: started" "$log"'
 
 # ---- SIGTERM: the master and both workers stop; the pidfile goes ----
