@@ -82,6 +82,8 @@ reap(struct rockd *d, pid_t pid)
 {
 	int st, i;
 
+	if (pid <= 0)		/* a worker's: the master started it */
+		return;
 	for (i = 0; i < 100; i++) {
 		if (waitpid(pid, &st, WNOHANG) == pid)
 			break;
@@ -122,8 +124,10 @@ rockd_handover_abort(struct rockd *d, const char *why)
 		return;
 	reap(d, d->ho->pid);
 	rlog_error(&d->log, "hand-over failed: %s; this rockd keeps serving", why);
-	/* The successor may have written its own before it failed. */
-	(void)rockd_pidfile_write(d);
+	/* The successor may have written its own before it failed (a
+	 * worker's master sees to the file). */
+	if (d->nworkers <= 1)
+		(void)rockd_pidfile_write(d);
 	ho_free(d);
 	rockd_services_pause(&d->cfg, 0);
 }
@@ -237,9 +241,15 @@ hand_over(struct rockd *d, size_t pending)
 		rockd_handover_abort(d, why);
 		return;
 	}
-	rlog_info(&d->log, "handed over to pid %ld: %u rocks, %u relays%s; "
-	    "exiting", (long)ho->pid, rocks, relays, pending > 0 ?
-	    " (connections still in their first exchange are dropped)" : "");
+	if (ho->pid > 0)
+		rlog_info(&d->log, "handed over to pid %ld: %u rocks, %u relays%s; "
+		    "exiting", (long)ho->pid, rocks, relays, pending > 0 ?
+		    " (connections still in their first exchange are dropped)" : "");
+	else
+		rlog_info(&d->log, "worker %d handed over to its successor: %u "
+		    "rocks, %u relays%s; exiting", d->worker, rocks, relays,
+		    pending > 0 ? " (connections still in their first exchange "
+		    "are dropped)" : "");
 	ho_free(d);
 	rockd_rocks_release(d);
 	rockd_relays_release(d);
@@ -306,30 +316,60 @@ on_hello(evutil_socket_t fd, short what, void *arg)
 }
 
 /* In the child: the installed binary, same arguments, same directory,
- * the channel named in the environment. */
-static void __attribute__((noreturn))
-exec_successor(const struct rockd *d, int chan)
+ * the channels (one per worker) named in the environment, from fd 3 on. */
+void
+rockd_exec_successor(const struct rockd *d, const int *chans, int n)
 {
-	char num[16];
+	char list[ROCKD_MAX_WORKERS * 4 + 1] = "";
+	int high[ROCKD_MAX_WORKERS], k;
+	size_t at = 0;
 
-	/* Only the channel goes across: a copy of a client's or backend's
+	/* Out of the way first: a channel may sit where another goes. */
+	for (k = 0; k < n; k++)
+		if ((high[k] = fcntl(chans[k], F_DUPFD, HANDOVER_CHAN_FD + n +
+		    ROCKD_MAX_WORKERS)) < 0)
+			_exit(127);
+	/* Only the channels go across: a copy of a client's or backend's
 	 * socket left open in the successor, besides the one it is sent,
 	 * would keep every later close or reset from reaching that peer. */
-	if (chan == HANDOVER_CHAN_FD ? fcntl(chan, F_SETFD, 0) != 0 :
-	    dup2(chan, HANDOVER_CHAN_FD) < 0)
-		_exit(127);
-	(void)close_range(HANDOVER_CHAN_FD + 1, ~0U, 0);
-	snprintf(num, sizeof(num), "%d", HANDOVER_CHAN_FD);
-	if (setenv(ROCKD_HANDOVER_ENV, num, 1) == 0 && chdir(d->start_cwd) == 0)
+	for (k = 0; k < n; k++) {
+		if (dup2(high[k], HANDOVER_CHAN_FD + k) < 0)
+			_exit(127);
+		at += (size_t)snprintf(list + at, sizeof(list) - at, "%s%d",
+		    k > 0 ? "," : "", HANDOVER_CHAN_FD + k);
+	}
+	(void)close_range(HANDOVER_CHAN_FD + n, ~0U, 0);
+	if (setenv(ROCKD_HANDOVER_ENV, list, 1) == 0 && chdir(d->start_cwd) == 0)
 		execv(d->exe, d->argv);
 	_exit(127);
+}
+
+/* The hand-over on chan, once its successor (pid; 0: a worker's, which
+ * its master started) says hello. */
+void
+rockd_handover_begin(struct rockd *d, int chan, pid_t pid)
+{
+	struct timeval hello = { HELLO_TIMEOUT_S, 0 };
+	struct rockd_handover *ho;
+
+	if (d->stopping || d->ho != NULL || (ho = calloc(1, sizeof(*ho))) == NULL) {
+		rlog_warn(&d->log, "hand-over: %s; ignored", d->stopping ?
+		    "stopping" : d->ho != NULL ? "one is in progress" :
+		    "out of memory");
+		close(chan);
+		return;
+	}
+	ho->pid = pid;
+	ho->chan = chan;
+	d->ho = ho;
+	if ((ho->ev = event_new(d->base, ho->chan, EV_READ, on_hello, d)) == NULL ||
+	    event_add(ho->ev, &hello) != 0)
+		rockd_handover_abort(d, "out of memory");
 }
 
 void
 rockd_handover_start(struct rockd *d)
 {
-	struct timeval hello = { HELLO_TIMEOUT_S, 0 };
-	struct rockd_handover *ho;
 	int sv[2];
 	pid_t pid;
 
@@ -343,29 +383,21 @@ rockd_handover_start(struct rockd *d)
 		    "start; no hand-over");
 		return;
 	}
-	if ((ho = calloc(1, sizeof(*ho))) == NULL ||
-	    socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
 		rlog_error(&d->log, "SIGUSR2: %s", strerror(errno));
-		free(ho);
 		return;
 	}
 	if ((pid = fork()) == 0)
-		exec_successor(d, sv[1]);
+		rockd_exec_successor(d, &sv[1], 1);
 	close(sv[1]);
-	ho->pid = pid;
-	ho->chan = sv[0];
-	d->ho = ho;
 	if (pid < 0) {
-		ho->pid = 0;
 		rlog_error(&d->log, "SIGUSR2: fork: %s", strerror(errno));
-		ho_free(d);
+		close(sv[0]);
 		return;
 	}
 	rlog_info(&d->log, "SIGUSR2: started %s as pid %ld; handing over once "
 	    "it has loaded its configuration", d->exe, (long)pid);
-	if ((ho->ev = event_new(d->base, ho->chan, EV_READ, on_hello, d)) == NULL ||
-	    event_add(ho->ev, &hello) != 0)
-		rockd_handover_abort(d, "out of memory");
+	rockd_handover_begin(d, sv[0], pid);
 }
 
 /* ---- the successor */
@@ -403,7 +435,14 @@ take_engine(struct rockd *d, struct rockd_msg *m)
 	if ((r = rockd_engine_start(d, m->fds[0])) != 0)
 		return r;
 	m->fds[0] = -1;		/* the engine's */
-	return rock_engine_import(d->engine, m->body, m->len);
+	if ((r = rock_engine_import(d->engine, m->body, m->len)) != 0)
+		return r;
+	/* Workers: one started later announces what this one took. */
+	if (d->nworkers > 1)
+		memcpy(rockd_workers_announcement(d),
+		    rock_engine_announcement(d->engine) + ROCK_ANNOUNCE_LEN -
+		    ROCK_ANNOUNCE_RANDOM, ROCK_ANNOUNCE_RANDOM);
+	return 0;
 }
 
 /* One message; 1 at the end, 0 to go on, else an error (why is set). */
@@ -479,8 +518,14 @@ rockd_takeover(struct rockd *d, int chan)
 		snprintf(t.why, sizeof(t.why), "a listener could not start");
 	/* Before the acknowledgement, on which the predecessor exits: a
 	 * supervisor that follows the pid file (systemd's PIDFile=) reads it
-	 * when the old process ends, and must find us there. */
-	else if (t.why[0] == '\0' && rockd_pidfile_write(d) != 0)
+	 * when the old process ends, and must find us there. Workers: all
+	 * or none take over, and their master writes the file first. */
+	else if (t.why[0] == '\0' && d->nworkers > 1 &&
+	    rockd_worker_commit(d) != 0)
+		snprintf(t.why, sizeof(t.why), "not every worker could take "
+		    "over");
+	else if (t.why[0] == '\0' && d->nworkers <= 1 &&
+	    rockd_pidfile_write(d) != 0)
 		snprintf(t.why, sizeof(t.why), "cannot write the pid file");
 	else if (t.why[0] == '\0' &&
 	    rockd_chan_send(chan, ROCKD_MSG_ACK, NULL, 0, NULL, MSG_TIMEOUT_MS) != 0)

@@ -67,6 +67,9 @@ struct options {
 	int test, foreground, verbose;
 	long drain_timeout_s;	/* -1: the file's or the default */
 	int takeover;		/* USR2's successor: the channel; else -1 */
+	/* ... one per worker of the predecessor's, in order */
+	int takeover_fds[ROCKD_MAX_WORKERS];
+	int ntakeover;
 	int session;		/* --session */
 	const char *session_backend;	/* --backend without --listen */
 	long idle_timeout_s;	/* --idle-timeout */
@@ -278,12 +281,17 @@ workers_check(const struct options *o, struct rockd *d)
 
 	d->nworkers = o->workers > 0 ? (int)o->workers :
 	    cfg->workers > 0 ? (int)cfg->workers : 1;
+	/* The sessions' ids name their workers: a hand-over keeps them. */
+	if (o->ntakeover > 0 && o->ntakeover != d->nworkers) {
+		fprintf(stderr, "rockd: workers %d, but the running rockd has %d: "
+		    "a change of workers takes a restart\n", d->nworkers,
+		    o->ntakeover);
+		return -1;
+	}
 	if (d->nworkers == 1)
 		return 0;
 	if (o->session)
 		what = "--session is one process";
-	else if (o->takeover >= 0)
-		what = "a hand-over (USR2) is taken by one process";
 	else if (cfg->services != NULL &&
 	    port_of(&cfg->services->listen_addr) + d->nworkers - 1 > 65535)
 		what = "the last worker's control channel (UDP port + N - 1) "
@@ -603,7 +611,7 @@ rockd_engine_start(struct rockd *d, int udp_fd)
 	if (d->nworkers > 1) {
 		d->engine_cfg.workers = d->nworkers;
 		d->engine_cfg.worker = d->worker;
-		d->engine_cfg.announce_random = d->announce_random;
+		d->engine_cfg.announce_random = rockd_workers_announcement(d);
 		d->engine_cfg.ticket_store = d->tickets;
 		set_port(&bind_to, port_of(&bind_to) + d->worker);
 	}
@@ -716,10 +724,21 @@ out:
 	return r;
 }
 
+/* A successor's worker k takes over on channel k alone. */
 static int
 run_worker(struct rockd *d, void *arg)
 {
-	return run(d, arg);
+	struct options *o = arg;
+	int k;
+
+	for (k = 0; k < o->ntakeover; k++)
+		if (k != d->worker || d->ready_fd < 0)
+			close(o->takeover_fds[k]);
+	/* One started later (ready_fd -1: the master replaces a dead one)
+	 * starts afresh: its channel is long gone. */
+	if (o->ntakeover > 0)
+		o->takeover = d->ready_fd >= 0 ? o->takeover_fds[d->worker] : -1;
+	return run(d, o);
 }
 
 /* USR2 starts the binary rockd was started as, resolved now: argv[0]
@@ -770,25 +789,39 @@ static int
 takeover_from_env(struct options *o)
 {
 	const char *v = getenv(ROCKD_HANDOVER_ENV);
+	char list[ROCKD_MAX_WORKERS * 12], *t, *save = NULL;
 	long long fd;
 
 	o->takeover = -1;
+	o->ntakeover = 0;
 	if (v == NULL)
 		return 0;
-	if (rock_parse_ll(v, 0, INT_MAX, &fd) != 0 ||
-	    fcntl((int)fd, F_SETFD, FD_CLOEXEC) != 0) {
-		fprintf(stderr, "rockd: %s=%s: not an open descriptor\n",
+	snprintf(list, sizeof(list), "%s", v);
+	for (t = strtok_r(list, ",", &save); t != NULL;
+	    t = strtok_r(NULL, ",", &save)) {
+		if (o->ntakeover == ROCKD_MAX_WORKERS ||
+		    rock_parse_ll(t, 0, INT_MAX, &fd) != 0 ||
+		    fcntl((int)fd, F_SETFD, FD_CLOEXEC) != 0) {
+			fprintf(stderr, "rockd: %s=%s: not open descriptors\n",
+			    ROCKD_HANDOVER_ENV, v);
+			return -1;
+		}
+		/* Only channels a predecessor made for its own child: a
+		 * variable left in some environment must not send a hello
+		 * down fd 0 to 2. */
+		if (!channel_from_parent((int)fd)) {
+			fprintf(stderr, "rockd: %s=%s: not a channel from the "
+			    "parent rockd\n", ROCKD_HANDOVER_ENV, v);
+			return -1;
+		}
+		o->takeover_fds[o->ntakeover++] = (int)fd;
+	}
+	if (o->ntakeover == 0) {
+		fprintf(stderr, "rockd: %s=%s: not open descriptors\n",
 		    ROCKD_HANDOVER_ENV, v);
 		return -1;
 	}
-	/* Only the channel a predecessor made for its own child: a variable
-	 * left in some environment must not send a hello down fd 0 to 2. */
-	if (!channel_from_parent((int)fd)) {
-		fprintf(stderr, "rockd: %s=%s: not a channel from the parent "
-		    "rockd\n", ROCKD_HANDOVER_ENV, v);
-		return -1;
-	}
-	o->takeover = (int)fd;
+	o->takeover = o->takeover_fds[0];
 	unsetenv(ROCKD_HANDOVER_ENV);
 	return 0;
 }
@@ -807,7 +840,7 @@ main(int argc, char **argv)
 	d.cfg.suspend_timeout_s = -1;
 	d.cfg.max_rocks = -1;
 	d.cfg.drain_timeout_s = -1;
-	d.ready_fd = d.inbox_rx = -1;
+	d.ready_fd = d.inbox_rx = d.commit_fd = -1;
 	o.drain_timeout_s = -1;
 	o.persist_s = -1;
 	if (takeover_from_env(&o) != 0) {
@@ -868,7 +901,8 @@ main(int argc, char **argv)
 	d.pidfile = o.pidfile != NULL ? o.pidfile :
 	    d.cfg.pidfile[0] != '\0' ? d.cfg.pidfile : NULL;
 	if (d.nworkers > 1)
-		r = rockd_workers_run(&d, o.foreground, run_worker, &o);
+		r = rockd_workers_run(&d, o.foreground || o.ntakeover > 0,
+		    o.ntakeover > 0, run_worker, &o);
 	else
 		r = run(&d, &o);
 out:

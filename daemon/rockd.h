@@ -140,10 +140,10 @@ struct rockd {
 	int *inbox_tx, inbox_rx;
 	struct event *inbox_ev;
 	int ready_fd;			/* told "started" (a byte), then closed */
+	int commit_fd;			/* a successor's worker: its master's verdict */
 	int detached;			/* workers without -F: in the background */
 	sigset_t sigmask;		/* a worker's, once its handlers are set */
 	struct rock_log_limit inbox_log;	/* lost or unpassed reconnects */
-	uint8_t announce_random[ROCK_ANNOUNCE_RANDOM];
 	struct rock_ticket_store *tickets;	/* the workers' ticket keys */
 	struct rockd_board *board;	/* the workers' published figures */
 	struct event *publish;		/* a worker's, now and then */
@@ -153,8 +153,8 @@ struct rockd {
  * workers, each running run_worker(d, k), and stays until they end;
  * returns the exit status. */
 typedef int (*rockd_worker_fn)(struct rockd *d, void *arg);
-int rockd_workers_run(struct rockd *d, int foreground, rockd_worker_fn run,
-    void *arg);
+int rockd_workers_run(struct rockd *d, int foreground, int successor,
+    rockd_worker_fn run, void *arg);
 /* In a worker: take routed reconnects from the inbox (0, or -1 logged),
  * and tell the master the worker is up. */
 int rockd_worker_inbox_start(struct rockd *d);
@@ -162,12 +162,18 @@ void rockd_worker_ready(struct rockd *d);
 /* In a worker, once its loop's handlers are there: the signals the
  * master blocked before it forked, unblocked. */
 void rockd_worker_signals(struct rockd *d);
+/* A successor's worker that holds everything: told its master, then
+ * whether all workers do (0: acknowledge; -1: give up). */
+int rockd_worker_commit(struct rockd *d);
 /* The master, on SIGHUP: the file again, for the workers it starts later
  * (main.c). */
 void rockd_config_reread(struct rockd *d);
 void rockd_worker_inbox_stop(struct rockd *d);
 /* What worker k last published for the metrics (zeros before it did). */
 void rockd_worker_snap_read(const struct rockd *d, int k, struct rockd_snap *sn);
+/* The announcement's random part all the workers share (in the board):
+ * what a worker started later takes, what a successor's worker adopted. */
+uint8_t *rockd_workers_announcement(struct rockd *d);
 
 /* The control socket (rock.c): "ls" and "kill ID" for the sessions, at
  * path (NULL: none); stop removes its name unless a successor took it. */
@@ -264,6 +270,13 @@ void rockd_chan_close_fds(int *fds, int nfds);
  * loaded its configuration, or keep serving. */
 void rockd_handover_start(struct rockd *d);
 void rockd_handover_abort(struct rockd *d, const char *why);
+/* The hand-over on a channel made already: a worker's, its successor
+ * started by the master (pid 0), or the lone rockd's (its child). */
+void rockd_handover_begin(struct rockd *d, int chan, pid_t pid);
+/* In a forked child: exec the successor with the channels (one per
+ * worker, in order) from fd 3 on, named in ROCKD_HANDOVER_FD. */
+void rockd_exec_successor(const struct rockd *d, const int *chans, int n)
+    __attribute__((noreturn));
 /* The successor's side: 0 with everything adopted, else -1 (logged, and
  * the predecessor told so it keeps serving). */
 int rockd_takeover(struct rockd *d, int chan);

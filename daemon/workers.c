@@ -33,6 +33,9 @@ struct master {
 	int *rx;			/* per worker: its inbox's receive end */
 	int alive, stopping, status;
 	int report, ready_rx;		/* the master's own: not a worker's */
+	int commit_tx;			/* a successor's: the workers' verdict */
+	pid_t heir;			/* USR2: the successor master; 0: none */
+	int handed_over;		/* every worker handed its share over */
 	rockd_worker_fn run;
 	void *arg;
 	int64_t respawn_ms[RESPAWN_MAX];	/* the latest replacements */
@@ -47,6 +50,7 @@ struct master {
  * written by its worker only, under a sequence count that is odd while it
  * writes (a reader copies again until it reads one even count twice). */
 struct rockd_board {
+	uint8_t announce_random[ROCK_ANNOUNCE_RANDOM];
 	struct {
 		uint32_t seq;
 		struct rockd_snap snap;
@@ -68,6 +72,12 @@ publish(evutil_socket_t fd, short what, void *arg)
 	__atomic_thread_fence(__ATOMIC_RELEASE);
 	memcpy(&d->board->slot[d->worker].snap, &sn, sizeof(sn));
 	__atomic_store_n(seq, *seq + 1, __ATOMIC_RELEASE);
+}
+
+uint8_t *
+rockd_workers_announcement(struct rockd *d)
+{
+	return d->board->announce_random;
 }
 
 void
@@ -92,7 +102,7 @@ rockd_worker_snap_read(const struct rockd *d, int k, struct rockd_snap *sn)
  * reconnect for this worker's session and the request read from it, or a
  * control connection (rock ls, rock kill) to answer, its request line and
  * the rows listed before. */
-enum { INBOX_RECONNECT = 1, INBOX_CONTROL };
+enum { INBOX_RECONNECT = 1, INBOX_CONTROL, INBOX_HANDOVER };
 struct routed {
 	uint32_t type;
 	uint32_t len;			/* of body */
@@ -222,6 +232,12 @@ on_inbox(evutil_socket_t fd, short what, void *arg)
 				close(conn);
 			continue;
 		}
+		if (m.type == INBOX_HANDOVER) {
+			rlog_info(&d->log, "worker %d: handing over to its "
+			    "successor", d->worker);
+			rockd_handover_begin(d, conn, 0);
+			continue;
+		}
 		if (m.type == INBOX_CONTROL) {
 			m.body[sizeof(m.body) - 1] = '\0';
 			if (d->ctl != NULL)
@@ -284,6 +300,25 @@ rockd_worker_signals(struct rockd *d)
 	(void)sigprocmask(SIG_SETMASK, &d->sigmask, NULL);
 }
 
+int
+rockd_worker_commit(struct rockd *d)
+{
+	struct pollfd p = { d->commit_fd, POLLIN, 0 };
+	char verdict = 0;
+
+	rockd_worker_ready(d);
+	if (d->commit_fd < 0)
+		return -1;
+	/* The master writes a byte each once all hold their share, or
+	 * closes (EOF: give up); it waits no longer than this itself. */
+	if (poll(&p, 1, WORKERS_START_MS + 5000) != 1 ||
+	    read(d->commit_fd, &verdict, 1) != 1)
+		verdict = 0;
+	close(d->commit_fd);
+	d->commit_fd = -1;
+	return verdict == 1 ? 0 : -1;
+}
+
 void
 rockd_worker_ready(struct rockd *d)
 {
@@ -318,6 +353,8 @@ become_worker(struct master *m, int k, int ready, pid_t master)
 		close(m->report);
 	if (m->ready_rx >= 0)
 		close(m->ready_rx);
+	if (m->commit_tx >= 0)
+		close(m->commit_tx);
 	d->worker = k;
 	d->ready_fd = ready;
 	for (i = 0; i < d->nworkers; i++)
@@ -463,6 +500,11 @@ worker_gone(struct master *m, int k, pid_t pid, int st)
 {
 	m->pid[k] = 0;
 	m->alive--;
+	/* Its share is the successor's now (or it was stopping anyway). */
+	if (m->heir > 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0) {
+		m->handed_over = 1;
+		return;
+	}
 	if (m->stopping) {
 		if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
 			m->status = 1;
@@ -491,6 +533,65 @@ worker_gone(struct master *m, int k, pid_t pid, int st)
 	}
 }
 
+/* USR2: the installed binary as the successor master, with a channel for
+ * each worker; each of ours hands its share over on its own (the one-
+ * process hand-over), the successor's workers commit all or none. */
+static void
+hand_over(struct master *m)
+{
+	struct rockd *d = m->d;
+	int ours[ROCKD_MAX_WORKERS], theirs[ROCKD_MAX_WORKERS], sv[2], k, n = 0;
+	pid_t pid;
+
+	if (m->stopping || m->heir > 0 || d->exe[0] == '\0') {
+		rlog_warn(&d->log, "SIGUSR2: %s; ignored", m->stopping ?
+		    "stopping" : m->heir > 0 ? "a hand-over is in progress" :
+		    "rockd's own path was not found at start");
+		return;
+	}
+	for (n = 0; n < d->nworkers; n++) {
+		if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
+			break;
+		ours[n] = sv[0];
+		theirs[n] = sv[1];
+	}
+	pid = n == d->nworkers ? fork() : -1;
+	if (pid == 0) {
+		(void)sigprocmask(SIG_SETMASK, &m->old, NULL);
+		rockd_exec_successor(d, theirs, n);
+	}
+	for (k = 0; k < n; k++)
+		close(theirs[k]);
+	if (pid < 0) {
+		rlog_error(&d->log, "SIGUSR2: %s", strerror(errno));
+		for (k = 0; k < n; k++)
+			close(ours[k]);
+		return;
+	}
+	m->heir = pid;
+	rlog_info(&d->log, "SIGUSR2: started %s as pid %ld; each worker hands "
+	    "over once it has loaded its configuration", d->exe, (long)pid);
+	for (k = 0; k < n; k++)
+		if (m->pid[k] <= 0 ||
+		    pass(d, ours[k], INBOX_HANDOVER, "", 0, 0, k) != 0)
+			close(ours[k]);	/* its successor gives up: all do */
+}
+
+/* The successor ended: having taken over, or not (then we serve on). */
+static void
+heir_gone(struct master *m, int st)
+{
+	if (!m->handed_over)
+		rlog_error(&m->d->log, "hand-over: the successor (pid %ld) %s %d; "
+		    "still serving", (long)m->heir, WIFEXITED(st) ?
+		    "exited with" : "ended by signal", WIFEXITED(st) ?
+		    WEXITSTATUS(st) : WTERMSIG(st));
+	m->heir = 0;
+	/* It may have written its pid before it gave up. */
+	if (!m->handed_over)
+		(void)rockd_pidfile_write(m->d);
+}
+
 static void
 on_signal(struct master *m, int sig)
 {
@@ -502,6 +603,8 @@ on_signal(struct master *m, int sig)
 		while ((pid = waitpid(-1, &st, WNOHANG)) > 0)
 			if ((k = find_worker(m, pid)) >= 0)
 				worker_gone(m, k, pid, st);
+			else if (pid == m->heir)
+				heir_gone(m, st);
 		break;
 	case SIGTERM:
 	case SIGINT:
@@ -515,9 +618,7 @@ on_signal(struct master *m, int sig)
 		signal_all(m, SIGHUP);
 		break;
 	case SIGUSR2:
-		rlog_error(&m->d->log, "SIGUSR2: a hand-over of %d workers is "
-		    "not supported; still serving (workers 1 hands over)",
-		    m->d->nworkers);
+		hand_over(m);
 		break;
 	}
 }
@@ -592,22 +693,23 @@ make_inboxes(struct master *m)
 }
 
 int
-rockd_workers_run(struct rockd *d, int foreground, rockd_worker_fn run,
-    void *arg)
+rockd_workers_run(struct rockd *d, int foreground, int successor,
+    rockd_worker_fn run, void *arg)
 {
 	struct master m;
-	int ready[2] = { -1, -1 }, report = -1, k;
+	int ready[2] = { -1, -1 }, commit[2] = { -1, -1 }, report = -1, k;
+	char go[ROCKD_MAX_WORKERS];
 
 	memset(&m, 0, sizeof(m));
 	m.d = d;
 	m.run = run;
 	m.arg = arg;
 	m.status = 1;
-	m.report = m.ready_rx = -1;
+	m.report = m.ready_rx = m.commit_tx = -1;
+	d->commit_fd = -1;
 	d->ready_fd = -1;
 	signal(SIGPIPE, SIG_IGN);
 	d->detached = !foreground;
-	rock_random(d->announce_random, sizeof(d->announce_random));
 	sigemptyset(&m.sigs);
 	sigaddset(&m.sigs, SIGCHLD);
 	sigaddset(&m.sigs, SIGTERM);
@@ -623,6 +725,8 @@ rockd_workers_run(struct rockd *d, int foreground, rockd_worker_fn run,
 	    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (d->board == MAP_FAILED)
 		d->board = NULL;
+	else
+		rock_random(d->board->announce_random, ROCK_ANNOUNCE_RANDOM);
 	if (d->board == NULL ||
 	    rock_ticket_store_new(&d->tickets) != 0 || make_inboxes(&m) != 0 ||
 	    pipe2(ready, O_CLOEXEC) != 0) {
@@ -630,6 +734,15 @@ rockd_workers_run(struct rockd *d, int foreground, rockd_worker_fn run,
 		goto out;
 	}
 	m.ready_rx = ready[0];
+	/* A successor's workers take over all or none (rockd_worker_commit). */
+	if (successor) {
+		if (pipe2(commit, O_CLOEXEC) != 0) {
+			rlog_error(&d->log, "workers: %s", strerror(errno));
+			goto out;
+		}
+		m.commit_tx = commit[1];
+		d->commit_fd = commit[0];
+	}
 	for (k = 0; k < d->nworkers; k++) {
 		if ((m.pid[k] = spawn(&m, k, ready[1])) <= 0) {
 			m.pid[k] = 0;
@@ -639,13 +752,25 @@ rockd_workers_run(struct rockd *d, int foreground, rockd_worker_fn run,
 	}
 	close(ready[1]);
 	ready[1] = -1;
+	if (commit[0] >= 0)
+		close(commit[0]);
+	commit[0] = d->commit_fd = -1;
 	if (wait_ready(&m, ready[0]) != 0)
 		goto out;
 	close(ready[0]);
 	ready[0] = m.ready_rx = -1;
 	d->log.pid = getpid();
+	/* Before the workers acknowledge, on which their predecessors exit:
+	 * a supervisor that follows the file must find us there. */
 	if (rockd_pidfile_write(d) != 0)
 		goto out;
+	if (successor) {
+		memset(go, 1, sizeof(go));
+		if (write(commit[1], go, (size_t)d->nworkers) != d->nworkers)
+			goto out;
+		close(commit[1]);
+		commit[1] = m.commit_tx = -1;
+	}
 	rlog_info(&d->log, "%d workers started", d->nworkers);
 	verdict(&report, 0);
 	m.report = -1;
@@ -653,10 +778,20 @@ rockd_workers_run(struct rockd *d, int foreground, rockd_worker_fn run,
 		to_devnull();
 	m.status = 0;
 	master_loop(&m);
-	rlog_info(&d->log, "workers stopped");
-	if (d->pidfile != NULL)
-		unlink(d->pidfile);
+	if (m.handed_over) {
+		rlog_info(&d->log, "handed over; exiting");
+	} else {
+		rlog_info(&d->log, "workers stopped");
+		if (d->pidfile != NULL)
+			unlink(d->pidfile);
+	}
 out:
+	/* Before the workers are waited for: EOF tells a successor's workers
+	 * to give up (the running rockd serves on). */
+	if (commit[1] >= 0)
+		close(commit[1]);
+	if (commit[0] >= 0)
+		close(commit[0]);
 	master_free(&m);
 	if (ready[0] >= 0)
 		close(ready[0]);

@@ -344,6 +344,9 @@ int64_t rock_ticket_now_ms(void);
 void rock_ticket_issue(struct rock_engine *e, const uint8_t rms[ROCK_KEY_LEN],
     int64_t origin, const uint8_t nonce[ROCK_TICKET_NONCE_LEN],
     uint8_t out[ROCK_TICKET_MSG_LEN]);
+void rock_ticket_keys_get(const struct rock_engine *e,
+    struct rock_ticket_key out[2]);
+void rock_ticket_keys_adopted(struct rock_engine *e);
 int rock_ticket_accept(struct rock_engine *e,
     const uint8_t ticket[ROCK_TICKET_LEN], uint8_t rms[ROCK_KEY_LEN],
     int64_t *origin);

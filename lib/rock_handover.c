@@ -307,14 +307,17 @@ rock_session_import(struct rock_engine *e, const uint8_t *p, size_t n, int fd,
 int
 rock_engine_export(const struct rock_engine *e, struct evbuffer *out)
 {
+	struct rock_ticket_key keys[2];
 	struct rock_rec_out w;
 	int r, i;
 
 	if ((r = rock_rec_begin(&w)) != 0)
 		return r;
+	/* Workers keep theirs in the shared store, not in the engine. */
+	rock_ticket_keys_get(e, keys);
 	rock_rec_bytes(&w, e->announcement, ROCK_ANNOUNCE_LEN);
 	for (i = 0; i < 2; i++) {
-		const struct rock_ticket_key *k = &e->ticket_keys[i];
+		const struct rock_ticket_key *k = &keys[i];
 
 		rock_rec_uint(&w, (uint64_t)k->set, 1);
 		rock_rec_bytes(&w, k->id, sizeof(k->id));
@@ -322,6 +325,7 @@ rock_engine_export(const struct rock_engine *e, struct evbuffer *out)
 		rock_rec_uint(&w, (uint64_t)k->born_ms, 8);
 		rock_rec_uint(&w, (uint64_t)k->retired_ms, 8);
 	}
+	rock_wipe(keys, sizeof(keys));
 	rock_rec_uint(&w, e->nfarewells, 4);
 	rock_farewell_put_all(e, &w);
 	return rock_rec_seal(&w, ENGINE_MAGIC, HANDOVER_VERSION, out);
@@ -347,6 +351,7 @@ rock_engine_import(struct rock_engine *e, const uint8_t *p, size_t n)
 		k->born_ms = (int64_t)rock_rec_get(&r, 8);
 		k->retired_ms = (int64_t)rock_rec_get(&r, 8);
 	}
+	rock_ticket_keys_adopted(e);
 	count = rock_rec_get_max(&r, 4, MAX_FAREWELLS);
 	for (i = 0; i < count && r.err == 0; i++)
 		if ((err = rock_farewell_get(e, &r)) != 0)

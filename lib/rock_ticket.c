@@ -128,6 +128,46 @@ keys_out(struct rock_engine *e, int own)
 	pthread_mutex_unlock(&st->lock);
 }
 
+/* A hand-over's export: the keys as they are (in the store, for workers). */
+void
+rock_ticket_keys_get(const struct rock_engine *e, struct rock_ticket_key out[2])
+{
+	struct rock_ticket_store *st = e->cfg.ticket_store;
+	int r;
+
+	if (st == NULL || ((r = pthread_mutex_lock(&st->lock)) != 0 &&
+	    r != EOWNERDEAD)) {
+		memcpy(out, e->ticket_keys, 2 * sizeof(*out));
+		return;
+	}
+	if (r == EOWNERDEAD) {
+		rock_wipe(st->keys, sizeof(st->keys));
+		pthread_mutex_consistent(&st->lock);
+	}
+	memcpy(out, st->keys, 2 * sizeof(*out));
+	pthread_mutex_unlock(&st->lock);
+}
+
+/* A hand-over's import into a worker: the keys it brought, into a store
+ * still empty (the first of the successor's workers; the others brought
+ * the same keys). */
+void
+rock_ticket_keys_adopted(struct rock_engine *e)
+{
+	struct rock_ticket_key mine[2];
+	struct rock_ticket_store *st = e->cfg.ticket_store;
+	int own;
+
+	if (st == NULL)
+		return;
+	memcpy(mine, e->ticket_keys, sizeof(mine));
+	own = keys_in(e);
+	if (!own && !e->ticket_keys[0].set && !e->ticket_keys[1].set)
+		memcpy(e->ticket_keys, mine, sizeof(mine));
+	keys_out(e, own);
+	rock_wipe(mine, sizeof(mine));
+}
+
 void
 rock_ticket_issue(struct rock_engine *e, const uint8_t rms[ROCK_KEY_LEN],
     int64_t origin, const uint8_t nonce[ROCK_TICKET_NONCE_LEN],

@@ -752,6 +752,23 @@ for _ in $(seq 100); do kill -0 "$wmaster" 2>/dev/null || break; sleep 0.05; don
 t_check "workers 2: SIGTERM stops the master" bash -c "! kill -0 $wmaster 2>/dev/null"
 t_check "workers 2: and its pid file goes" test ! -e "$t_tmp/w.pid"
 
+# A hand-over cannot change the number of workers: refused, the running
+# rockd serves on.
+printf 'listen 127.0.0.1:%s backend 127.0.0.1:%s\nworkers 2\n' "$wport" "$wbe" >"$t_tmp/w.conf"
+"$ROCKD" -F -f "$t_tmp/w.conf" -k "$t_tmp/w.key" -p "$t_tmp/w3.pid" 2>"$t_tmp/w3.log" &
+pids+=($!)
+for _ in $(seq 100); do grep -q ' 2 workers started$' "$t_tmp/w3.log" && break; sleep 0.05; done
+w3=$(cat "$t_tmp/w3.pid")
+sed -i 's/^workers 2$/workers 3/' "$t_tmp/w.conf"
+kill -USR2 "$w3"
+for _ in $(seq 200); do grep -q 'still serving' "$t_tmp/w3.log" && break; sleep 0.05; done
+t_check "USR2 to workers 2 with workers 3 in the file: the successor says why" \
+	grep -q "rockd: workers 3, but the running rockd has 2: a change of workers takes a restart" "$t_tmp/w3.log"
+t_check "and the running master serves on" grep -q "hand-over: the successor (pid [0-9]*) exited with 2; still serving" "$t_tmp/w3.log"
+t_eq "and relays" "$(echo again | timeout 5 socat -t 2 - "TCP4:127.0.0.1:$wport")" again
+t_eq "and keeps the pid file" "$(cat "$t_tmp/w3.pid")" "$w3"
+kill "$w3"
+
 # A sanitized build reports into the logs.
 t_eq "no sanitizer reports in rockd's logs" \
 	"$(cat "$t_tmp"/*.log | grep -c -e 'Sanitizer' -e 'runtime error')" 0

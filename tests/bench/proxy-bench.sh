@@ -7,7 +7,8 @@
 # Columns, the same client program each time, on loopback:
 #   raw      straight to the backend
 #   haproxy  through HAProxy (mode tcp, nbthread PB_THREADS, default 1)
-#   plain    through rockd's plain relay (an ordinary TCP client)
+#   plain    through rockd's plain relay (an ordinary TCP client), rockd
+#            with PB_WORKERS workers (default: PB_THREADS)
 #   rock     the same client under tools/rock, through rockd (a rock)
 # Backends: rock-bench's echo and source, tests/echod (request/response).
 # One HAProxy and one rockd front all three for the whole run.
@@ -20,7 +21,8 @@
 #                     64-byte echo (rock-bench first)
 #   proxy CPU us      the proxy's time on a CPU (the scheduler's count,
 #                     /proc/PID/task/*/schedstat) per connect and close
-#                     over those 600, 0 for raw
+#                     over those 600, 0 for raw (rockd's: its master's
+#                     and every worker's)
 #   client CPU us     the client process's, per connect (bash's time)
 #   req/resp /s       CONNS connections, 64-byte request/response rounds for
 #                     PB_SECONDS (2) (write-bench-epoll, as relay-bench.sh)
@@ -33,7 +35,7 @@
 # The last column is each figure over HAProxy's, with the issue's target
 # beside the rows it names ("met" or "NOT MET": a label, not a verdict).
 #
-# Environment: BUILDDIR (default two levels above), PB_THREADS, PB_SECONDS,
+# Environment: BUILDDIR (default two levels above), PB_THREADS, PB_WORKERS, PB_SECONDS,
 # PB_MB, HAPROXY (path). Exit status 0 unless something failed to run.
 
 set -u
@@ -44,7 +46,8 @@ conns=${2:-2000}
 secs=${PB_SECONDS:-2}
 mb=${PB_MB:-200}
 threads=${PB_THREADS:-1}
-case "$rounds$conns$threads" in *[!0-9]*) echo "usage: $me [ROUNDS] [CONNS]" >&2; exit 2 ;; esac
+workers=${PB_WORKERS:-$threads}
+case "$rounds$conns$threads$workers" in *[!0-9]*) echo "usage: $me [ROUNDS] [CONNS]" >&2; exit 2 ;; esac
 
 # shellcheck source=bench-lib.sh
 . "$(dirname -- "$0")/bench-lib.sh"
@@ -107,7 +110,7 @@ pids+=("$haproxy_pid")
 "$rockd" -F --listen "127.0.0.1:${port[plain:echo]}" --backend "127.0.0.1:$echo_port" \
 	--listen "127.0.0.1:${port[plain:source]}" --backend "127.0.0.1:$source_port" \
 	--listen "127.0.0.1:${port[plain:echod]}" --backend "127.0.0.1:$echod_port" \
-	2>"$tmp/rockd.log" &
+	--workers "$workers" 2>"$tmp/rockd.log" &
 rockd_pid=$!
 pids+=("$rockd_pid")
 for k in haproxy plain; do
@@ -119,8 +122,15 @@ for k in haproxy plain; do
 done
 # The proxy's time on a CPU, ns, all its threads (the scheduler's own
 # count: /proc ticks, 10 ms each, made 600 connects 5 to 16 ticks).
-cpu_ns() { cat /proc/"$1"/task/*/schedstat | awk '{ t += $1 } END { printf "%.0f", t }'; }
-proxy_pid() { case $1 in haproxy) echo "$haproxy_pid" ;; plain | rock) echo "$rockd_pid" ;; *) echo "" ;; esac; }
+# PIDS (comma-separated): their sum.
+cpu_ns() {
+	local p
+	for p in ${1//,/ }; do cat /proc/"$p"/task/*/schedstat; done |
+		awk '{ t += $1 } END { printf "%.0f", t }'
+}
+# rockd's master and workers, comma-separated (perf stat -p takes that)
+rockd_pids() { echo "$rockd_pid$(pgrep -P "$rockd_pid" -d, rockd | sed 's/^/,/')"; }
+proxy_pid() { case $1 in haproxy) echo "$haproxy_pid" ;; plain | rock) rockd_pids ;; *) echo "" ;; esac; }
 
 # client KIND COMMAND...: the command, under tools/rock for rock; its
 # output on stdout, its CPU seconds (user + system) in $tmp/cpu
@@ -219,7 +229,7 @@ proxy_syscalls() {
 	awk -F, '/sys_enter/ { printf "%.1f", $1 / 1000 }' "$tmp/proxy-perf"
 }
 
-echo "$me: loopback; HAProxy $("$haproxy" -v | awk 'NR == 1 { print $3 }') nbthread $threads, rockd one worker;" \
+echo "$me: loopback; HAProxy $("$haproxy" -v | awk 'NR == 1 { print $3 }') nbthread $threads, rockd workers $workers;" \
 	"medians of $rounds rounds; ratio: over HAProxy"
 printf '%-16s %10s %10s %10s %10s %9s %9s  %s\n' "" raw haproxy plain rock "plain/hp" "rock/hp" target
 # row NAME KEY FORMAT [WHO OP LIMIT]: medians per column, plain and rock

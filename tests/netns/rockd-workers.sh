@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# rockd-workers.sh: rockd with 2 workers: 16 rocks spread over both, a blackhole and a new client address make them reconnect wherever the kernel's hash sends them, and each resumes in the worker that holds it (passed over when needed), byte-exact; one metrics endpoint and one control socket (rock ls, rock kill) cover both; a killed worker's rocks end with ECONNRESET, the others echo on; SIGTERM stops all.
+# rockd-workers.sh: rockd with 2 workers: 16 rocks spread over both, a blackhole and a new client address make them reconnect wherever the kernel's hash sends them, and each resumes in the worker that holds it (passed over when needed), byte-exact; one metrics endpoint and one control socket (rock ls, rock kill) cover both; USR2 hands every worker's rocks to a new master's; a killed worker's rocks end with ECONNRESET, the others echo on; SIGTERM stops all.
 # shellcheck source-path=SCRIPTDIR
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -28,8 +28,8 @@ if ! wait_for 20 grep -q ' 2 workers started$' "$log"; then
 	t_done
 fi
 t_ok "rockd with 2 workers started"
-# PID of worker K, from its "worker K started" line.
-worker_pid() { sed -n "s/.* rockd\[\([0-9]*\)\]: info: run: .* worker $1 started\$/\1/p" "$log"; }
+# PID of worker K, from its latest "worker K started" line.
+worker_pid() { sed -n "s/.* rockd\[\([0-9]*\)\]: info: run: .* worker $1 started\$/\1/p" "$log" | tail -n 1; }
 w0=$(worker_pid 0) w1=$(worker_pid 1)
 master=$(cat "$t_tmp/rockd.pid")
 t_eq "the pidfile names the workers' parent" \
@@ -135,9 +135,42 @@ t_eq "rock kill of an id no worker holds fails" \
 	"rock kill: no rock $victim here nor at rockd
 rc=1"
 
+# ---- USR2: each worker hands its rocks over to a new master's worker ----
+kill -USR2 "$master"
+wait_for 20 grep -q "rockd\[$master\]: info: rockd_workers_run: handed over; exiting" "$log" ||
+	t_bad "USR2: the old master says it handed over"
+t_check "USR2: the old master exits" wait_for 10 eval "! kill -0 $master 2>/dev/null"
+old0=$w0 old1=$w1 master=$(cat "$t_tmp/rockd.pid")
+w0=$(worker_pid 0) w1=$(worker_pid 1)
+t_eq "USR2: the pid file names the new master, the new workers' parent" \
+	"$(ps -o ppid= -p "$w0" | tr -d ' ') $(ps -o ppid= -p "$w1" | tr -d ' ')" "$master $master"
+t_check "USR2: new workers ($w0 $w1), not the old ($old0 $old1)" \
+	test "$w0" != "$old0" -a "$w1" != "$old1"
+t_eq "USR2: the new workers took over the $((N - 1)) rocks" "$(sed -n \
+	"s/.* rockd\[\($w0\|$w1\)\]: info: rockd_takeover: took over \([0-9]*\) rocks.*/\2/p" "$log" |
+	awk '{ n += $1 } END { print n + 0 }')" "$((N - 1))"
+# A round sent into a blackhole: every rock reconnects to the new
+# workers, passed on to the one holding it as before.
+before=$(grep -c "client reconnected" "$log")
+want=$(($(grep -c . "$t_tmp/rounds.out") + N - 1))
+nn_blackhole both
+echo go >&"$rounds_fd"
+nap 4
+nn_restore
+wait_for 60 answers "$want" || t_bad "USR2, then a blackhole: the round is answered"
+t_check "USR2, then a blackhole: every rock reconnected to the new workers" \
+	test "$(grep -c "client reconnected" "$log")" -ge $((before + N - 1))
+t_eq "USR2, then a blackhole: the $((N - 1)) rocks echo on, exact" \
+	"$(grep -c "round 3 conn [0-9]* ok" "$t_tmp/rounds.out")" "$((N - 1))"
+t_check "USR2, then a blackhole: the new workers passed reconnects to each other" \
+	grep -Eq "rockd\[($w0|$w1)\]: debug: route: reconnect for worker [01]: passed to it" "$log"
+ls_rockd >"$t_tmp/ls2"
+t_eq "USR2: rock ls lists them from the new workers" \
+	"$(awk -v a="$w0" -v b="$w1" '$2 == a || $2 == b' "$t_tmp/ls2" | wc -l)" "$((N - 1))"
+
 # ---- worker 1 killed: its rocks end with a reset, never a clean end ----
-made1=$(owners | awk -v w="$w1" '$1 == w' | wc -l)
-on1=$((made1 - 1))
+on1=$(awk -v w="$w1" '$2 == w' "$t_tmp/ls2" | wc -l)
+made1=$((on1 + 1))
 kill -KILL "$w1"
 wait_for 10 grep -q "worker 1 (pid $w1) killed by signal 9" "$log" ||
 	t_bad "the master saw worker 1 die"
@@ -146,9 +179,9 @@ wait_for 10 grep -q "worker 1 restarted" "$log" || t_bad "the master restarted w
 # fails there with ECONNRESET, and goes on everywhere else.
 round 60 "$((N - 1))"
 t_eq "worker 0's $((N - made1)) rocks echo on" \
-	"$(grep -c "round 3 conn [0-9]* ok" "$t_tmp/rounds.out")" "$((N - made1))"
+	"$(grep -c "round 4 conn [0-9]* ok" "$t_tmp/rounds.out")" "$((N - made1))"
 t_eq "worker 1's $on1 rocks: ECONNRESET" \
-	"$(grep -c "round 3 conn [0-9]* error ECONNRESET" "$t_tmp/rounds.out")" "$on1"
+	"$(grep -c "round 4 conn [0-9]* error ECONNRESET" "$t_tmp/rounds.out")" "$on1"
 t_check "no MISMATCH and no eof" eval '! grep -Eq "MISMATCH|eof" "$t_tmp/rounds.out"'
 new1=$(sed -n 's/.* rockd\[\([0-9]*\)\]: info: worker_gone: worker 1 restarted (pid \([0-9]*\)).*/\2/p' "$log")
 t_check "the new worker 1 has a pid ($new1)" test -n "$new1"
@@ -159,10 +192,10 @@ kill -USR2 "$w0"
 wait_for 5 grep -q "SIGUSR2 to worker 0: ignored" "$log" || t_bad "worker 0 logs an ignored USR2"
 round 60 "$((N - made1))"
 t_eq "after a USR2 to a worker, worker 0's rocks echo on" \
-	"$(grep -c "round 4 conn [0-9]* ok" "$t_tmp/rounds.out")" "$((N - made1))"
+	"$(grep -c "round 5 conn [0-9]* ok" "$t_tmp/rounds.out")" "$((N - made1))"
 t_eq "rock ls: worker 0's rocks, none of the dead worker's" "$(ls_rockd | awk '{ print $2 }' | sort | uniq -c | awk '{ print $1, $2 }')" \
 	"$((N - made1)) $w0"
-t_check "no hand-over started" eval '! grep -q "SIGUSR2: started" "$log"'
+t_check "no hand-over started" eval "! grep -q 'rockd\[$w0\]: .*SIGUSR2: started' '$log'"
 
 # ---- SIGTERM: the master and both workers stop; the pidfile goes ----
 exec {rounds_fd}>&-
