@@ -82,6 +82,13 @@ rockd_started() {
 	grep -q ' started$' "$1"
 }
 
+# t_fail_all REASON: a failure that ends the test at once (a daemon that
+# did not start is broken, not missing); its logs are kept.
+t_fail_all() {
+	t_bad "$*"
+	t_done
+}
+
 t_skip_all() {
 	echo "SKIP: $*"
 	exit 77

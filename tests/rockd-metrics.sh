@@ -59,7 +59,7 @@ printf 'listen 127.0.0.1:%s backend 127.0.0.1:%s\nmetrics 127.0.0.1:%s\n' \
 rockd_pid=$!
 pids+=("$rockd_pid")
 for _ in $(seq 100); do listening "$mport" && listening "$be" && break; sleep 0.05; done
-listening "$mport" || t_skip_all "rockd did not start (see $t_tmp/rockd.log)"
+listening "$mport" || t_fail_all "rockd did not start (see $t_tmp/rockd.log)"
 
 fetch >"$t_tmp/m0"
 t_eq "GET /metrics: 200" "$http_code" 200

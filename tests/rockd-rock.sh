@@ -28,7 +28,7 @@ wait_log() {
 # --- 1. backend refuses: the rock client is refused like a plain connect -----
 port=$(free_port) dead=$(free_port)
 printf 'listen 127.0.0.1:%s backend 127.0.0.1:%s\n' "$port" "$dead" >"$t_tmp/1.conf"
-start_rockd "$t_tmp/1.log" "$t_tmp/1.conf" || t_skip_all "rockd did not start"
+start_rockd "$t_tmp/1.log" "$t_tmp/1.conf" || t_fail_all "rockd did not start"
 echo hi | timeout 10 "$ROCKCAT" -r 127.0.0.1 "$port" >"$t_tmp/1.out" 2>"$t_tmp/1.err"
 t_eq "refused backend: rockcat exits 1" $? 1
 t_check "refused backend: the client is told it was refused" \

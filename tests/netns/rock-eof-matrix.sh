@@ -58,8 +58,8 @@ start_rockd() {
 		--control "$CTL" --listen 7000 --backend 127.0.0.1:9000 \
 		--listen 7001 --backend 127.0.0.1:9001 2>>"$t_tmp/rockd.log" &
 	pids+=($!)
-	wait_for 5 test -s "$t_tmp/rockd.pid" && nn_wait_port "$NN_S" "$NN_S_ADDR" 7000 5 ||
-		t_skip_all "rockd did not start"
+	wait_for 20 test -s "$t_tmp/rockd.pid" && nn_wait_port "$NN_S" "$NN_S_ADDR" 7000 20 ||
+		t_fail_all "rockd did not start"
 	rockd_pid=$(cat "$t_tmp/rockd.pid")
 }
 stop_rockd() {

@@ -44,7 +44,7 @@ start_rockd() {
 	nn_s "$ROCKD" -F -v -p "$t_tmp/rockd.pid" --listen 7000 --backend 127.0.0.1:9000 \
 		--listen 7001 --backend 127.0.0.1:9001 2>>"$t_tmp/rockd.log" &
 	pids+=($!)
-	nn_wait_port "$NN_S" "$NN_S_ADDR" 7000 5 || t_skip_all "rockd did not start"
+	nn_wait_port "$NN_S" "$NN_S_ADDR" 7000 20 || t_fail_all "rockd did not start"
 	rockd_pid=$(cat "$t_tmp/rockd.pid")
 }
 # The backends: 9000 the pattern, then its end, once per connection; 9001

@@ -27,7 +27,7 @@ start_rockd() {
 		--listen 7001 --backend 127.0.0.1:9001 --listen 7002 --backend 127.0.0.1:9002 \
 		2>>"$t_tmp/rockd.log" &
 	pids+=($!)
-	nn_wait_port "$NN_S" "$NN_S_ADDR" 7000 5 || t_skip_all "rockd did not start"
+	nn_wait_port "$NN_S" "$NN_S_ADDR" 7000 20 || t_fail_all "rockd did not start"
 	rockd_pid=$(cat "$t_tmp/rockd.pid")
 }
 stop_rockd() {

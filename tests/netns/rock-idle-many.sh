@@ -17,7 +17,7 @@ ROCKS=${ROCK_IDLE_ROCKS:-10000}
 WINDOW=4
 rock_netns_up
 idle_echod || t_skip_all "the echo backend did not start"
-idle_rockd || t_skip_all "rockd did not start"
+idle_rockd || t_fail_all "rockd did not start"
 idle_counters || t_skip_all "no iptables counters in the client namespace"
 
 dir="$t_tmp/many"

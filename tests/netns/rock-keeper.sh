@@ -37,7 +37,7 @@ backend() {
 backend
 nn_s "$ROCKD" -F -v --listen 7000 --backend 127.0.0.1:9000 2>"$t_tmp/rockd.log" &
 pids+=($!)
-nn_wait_port "$NN_S" "$NN_S_ADDR" 7000 5 || t_skip_all "rockd did not start"
+nn_wait_port "$NN_S" "$NN_S_ADDR" 7000 20 || t_fail_all "rockd did not start"
 
 # ---- 1. the path goes dark once the program has written everything
 # traffic writes the pattern, says so, and closes and exits when told: the

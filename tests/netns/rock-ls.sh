@@ -19,7 +19,7 @@ nn_wait_port "$NN_S" 127.0.0.1 9000 5 || t_skip_all "the echo backend did not st
 nn_s "$ROCKD" -F -v -p "$t_tmp/rockd.pid" --control "$CTL" --listen 7001 \
 	--backend 127.0.0.1:9000 2>>"$t_tmp/rockd.log" &
 pids+=($!)
-nn_wait_port "$NN_S" "$NN_S_ADDR" 7001 5 || t_skip_all "rockd did not listen"
+nn_wait_port "$NN_S" "$NN_S_ADDR" 7001 20 || t_fail_all "rockd did not listen"
 t_eq "rockd's control socket is owner-only" "$(stat -c %a "$CTL")" 600
 # A second rockd at the same control socket: refused, the first keeps it.
 nn_s timeout 5 "$ROCKD" -F --control "$CTL" --listen 7002 --backend 127.0.0.1:9000 2>"$t_tmp/second.log"

@@ -38,7 +38,7 @@ nn_s "$ROCKD" -F -v --listen 7000 --backend 127.0.0.1:9000 2>"$t_tmp/rockd.log" 
 pids+=($!)
 nn_s "$TRAFFIC" source 9000 400000 60 "$t_tmp/sent" 2>/dev/null &
 pids+=($!)
-nn_wait_port "$NN_S" "$NN_S_ADDR" 7000 5 || t_skip_all "rockd did not start"
+nn_wait_port "$NN_S" "$NN_S_ADDR" 7000 20 || t_fail_all "rockd did not start"
 nn_wait_port "$NN_S" 127.0.0.1 9000 5 || t_skip_all "the backend did not start"
 nn_r ip addr add "$NEW4_GW/24" dev "$NN_R_SIF"
 

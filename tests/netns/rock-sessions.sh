@@ -28,7 +28,7 @@ start_rockd() {
 	rm -f "$t_tmp/$name.pid"
 	nn_s "$ROCKD" -F -v -p "$t_tmp/$name.pid" "$@" 2>>"$t_tmp/$name.log" &
 	pids+=($!)
-	wait_for 5 test -s "$t_tmp/$name.pid" || t_skip_all "rockd did not start"
+	wait_for 20 test -s "$t_tmp/$name.pid" || t_fail_all "rockd did not start"
 	rockd_pid=$(cat "$t_tmp/$name.pid")
 }
 # PORT: data connections rockd still holds on PORT (its rocks' sockets;
@@ -37,7 +37,7 @@ held() { nn_s ss -Htnp state connected "( sport = :$1 )" | grep -c "pid=$rockd_p
 
 # ---- 1. 300 rocks close at once, one UDP datagram in five lost ------------
 start_rockd rockd --listen 7001 --backend 127.0.0.1:9000
-nn_wait_port "$NN_S" "$NN_S_ADDR" 7001 5 || t_skip_all "rockd did not listen"
+nn_wait_port "$NN_S" "$NN_S_ADDR" 7001 20 || t_fail_all "rockd did not listen"
 nn_r iptables -w -A FORWARD -p udp -m statistic --mode random --probability 0.2 -j DROP
 ROCK_DEBUG=1 ROCK_LOG="$t_tmp/many.log" t_foreign nn_c "$ROCK" "$TRAFFIC" many "$NN_S_ADDR" 7001 "$ROCKS" 1000 \
 	>"$t_tmp/many.out" 2>"$t_tmp/many.err" &
@@ -73,7 +73,7 @@ nn_s socat -t 60 "TCP4-LISTEN:9000,bind=127.0.0.1,reuseaddr,fork" EXEC:cat 2>/de
 pids+=($!)
 nn_wait_port "$NN_S" 127.0.0.1 9000 5 || t_skip_all "the echo backend did not start"
 start_rockd small -f "$t_tmp/small.conf"
-nn_wait_port "$NN_S" "$NN_S_ADDR" 7002 5 || t_skip_all "rockd did not listen"
+nn_wait_port "$NN_S" "$NN_S_ADDR" 7002 20 || t_fail_all "rockd did not listen"
 mkfifo "$t_tmp/bursts.in"
 exec {bursts_fd}<>"$t_tmp/bursts.in"
 ROCK_DEBUG=1 ROCK_LOG="$t_tmp/user.log" t_foreign nn_c "$ROCK" "$TRAFFIC" bursts "$NN_S_ADDR" 7002 4096 \

@@ -19,7 +19,7 @@ ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0 $ROCK"
 nn_s "$ROCKD" -F -v 2>"$t_tmp/rockd.log" &
 pids+=($!)
 nn_wait_port "$NN_S" 127.0.0.1 22 5 && nn_wait_port "$NN_S" "$NN_S_ADDR" 4022 5 &&
-	nn_wait_port "$NN_S" "$NN_S_ADDR" 2222 5 || t_skip_all "sshd or rockd did not start"
+	nn_wait_port "$NN_S" "$NN_S_ADDR" 2222 20 || t_fail_all "sshd or rockd did not start"
 
 RATE=2000000 # bytes/s the forwarded source sends, for
 SECS=26      # seconds: 52 MB, across every fault

@@ -15,8 +15,8 @@ sshd_up
 # rockd with default settings: port 4022 in front of 127.0.0.1:22.
 nn_s "$ROCKD" -F -v -p "$t_tmp/rockd.pid" 2>"$t_tmp/rockd.log" &
 pids+=($!)
-nn_wait_port "$NN_S" 127.0.0.1 22 5 && nn_wait_port "$NN_S" "$NN_S_ADDR" 4022 5 ||
-	t_skip_all "sshd or rockd did not start"
+nn_wait_port "$NN_S" 127.0.0.1 22 20 && nn_wait_port "$NN_S" "$NN_S_ADDR" 4022 20 ||
+	t_fail_all "sshd or rockd did not start"
 
 # LOGTAG SSH-ARGS...: ssh from the client namespace under rock, to the
 # rockd on 4022: ROCK_PORT_MAP set, no rockd is started over ssh.

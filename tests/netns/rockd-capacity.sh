@@ -23,8 +23,8 @@ rm -f "$t_tmp/rockd.pid"
 nn_s bash -c 'ulimit -Sn 1024 && exec "$@"' rockd "$ROCKD" -F -v -p "$t_tmp/rockd.pid" \
 	--listen 7000 --backend 127.0.0.1:9000 2>"$t_tmp/rockd.log" &
 pids+=($!)
-wait_for 5 test -s "$t_tmp/rockd.pid" || t_skip_all "rockd did not start"
-nn_wait_port "$NN_S" "$NN_S_ADDR" 7000 5 || t_skip_all "rockd did not listen"
+wait_for 20 test -s "$t_tmp/rockd.pid" || t_fail_all "rockd did not start"
+nn_wait_port "$NN_S" "$NN_S_ADDR" 7000 20 || t_fail_all "rockd did not listen"
 rockd_pid=$(cat "$t_tmp/rockd.pid")
 
 limit=$(awk '/Max open files/ { print $4 }' "/proc/$rockd_pid/limits")

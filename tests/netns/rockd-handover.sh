@@ -50,8 +50,8 @@ printf 'listen 7000 backend 127.0.0.1:9000\ndrain-timeout 3\n' >"$conf"
 pidfile="$t_tmp/rockd.pid"
 nn_s "$ROCKD" -F -v -p "$pidfile" -f "$conf" 2>>"$t_tmp/rockd.log" &
 pids+=($!)
-wait_for 5 test -s "$pidfile" && nn_wait_port "$NN_S" "$NN_S_ADDR" 7000 5 ||
-	t_skip_all "rockd did not start"
+wait_for 20 test -s "$pidfile" && nn_wait_port "$NN_S" "$NN_S_ADDR" 7000 20 ||
+	t_fail_all "rockd did not start"
 pid1=$(cat "$pidfile")
 
 CHUNK=262144

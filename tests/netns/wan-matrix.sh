@@ -105,7 +105,7 @@ if [ "$KIND" = udp ]; then
 	nn_s "$ROCKD" -F -v --listen 7003 --backend 127.0.0.1:9003 2>"$t_tmp/rockd.log" &
 	pids+=($!)
 	wait_backend 9003
-	nn_wait_port "$NN_S" "$NN_S_ADDR" 7003 5 || t_skip_all "rockd did not start"
+	nn_wait_port "$NN_S" "$NN_S_ADDR" 7003 20 || t_fail_all "rockd did not start"
 	rock_run push "$TRAFFIC" push "$NN_S_ADDR" 7003 "$push_bytes" >"$t_tmp/push.out" 2>&1 &
 	push_pid=$!
 	pids+=($!)
@@ -165,7 +165,7 @@ nn_s "$ROCKD" -F -v --listen 7000 --backend 127.0.0.1:9000 --listen 7001 --backe
 	--listen 7002 --backend 127.0.0.1:9002 --listen 4022 --backend 127.0.0.1:22 2>"$t_tmp/rockd.log" &
 pids+=($!)
 for port in 22 9000 9001 9002; do wait_backend "$port"; done
-nn_wait_port "$NN_S" "$NN_S_ADDR" 4022 5 || t_skip_all "rockd did not start"
+nn_wait_port "$NN_S" "$NN_S_ADDR" 4022 20 || t_fail_all "rockd did not start"
 
 # The client: a paced stream, bursts on demand, an idle rock, rock ssh.
 mkfifo "$t_tmp/bursts.in" "$t_tmp/idle.in"
