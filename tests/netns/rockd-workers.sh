@@ -208,4 +208,6 @@ fi
 t_check "SIGTERM: it says the workers stopped" grep -q ' workers stopped$' "$log"
 t_check "SIGTERM: no worker left" eval "! kill -0 $w0 2>/dev/null && ! kill -0 ${new1:-$w1} 2>/dev/null"
 t_check "SIGTERM: the pidfile is gone" test ! -e "$t_tmp/rockd.pid"
+t_eq "no sanitizer report in rockd's log" \
+	"$(grep -c -e 'Sanitizer' -e 'runtime error' "$log")" 0
 t_done
