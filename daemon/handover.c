@@ -196,11 +196,11 @@ send_engine(struct rockd *d, int chan, unsigned *n)
 
 /* The successor's answer: 0 on ACK; its reason otherwise. */
 static int
-await_ack(int chan, char *why, size_t len)
+await_ack(int chan, int timeout_ms, char *why, size_t len)
 {
 	struct rockd_msg m;
 
-	if (rockd_chan_recv(chan, &m, ACK_TIMEOUT_MS) != 0) {
+	if (rockd_chan_recv(chan, &m, timeout_ms) != 0) {
 		snprintf(why, len, "no answer from the successor: %s",
 		    strerror(errno));
 		return -1;
@@ -237,7 +237,10 @@ hand_over(struct rockd *d, size_t pending)
 		rockd_handover_abort(d, why);
 		return;
 	}
-	if (await_ack(ho->chan, why, sizeof(why)) != 0) {
+	/* A worker's successor acknowledges once all its siblings hold
+	 * their share, which their master waits for up to its start bound. */
+	if (await_ack(ho->chan, ho->pid > 0 ? ACK_TIMEOUT_MS :
+	    ROCKD_WORKERS_START_MS + 15000, why, sizeof(why)) != 0) {
 		rockd_handover_abort(d, why);
 		return;
 	}
@@ -357,6 +360,7 @@ rockd_handover_begin(struct rockd *d, int chan, pid_t pid)
 		    "stopping" : d->ho != NULL ? "one is in progress" :
 		    "out of memory");
 		close(chan);
+		reap(d, pid);	/* it reads the end of its channel and exits */
 		return;
 	}
 	ho->pid = pid;

@@ -732,7 +732,7 @@ run_worker(struct rockd *d, void *arg)
 	int k;
 
 	for (k = 0; k < o->ntakeover; k++)
-		if (k != d->worker || d->ready_fd < 0)
+		if ((k != d->worker || d->ready_fd < 0) && o->takeover_fds[k] >= 0)
 			close(o->takeover_fds[k]);
 	/* One started later (ready_fd -1: the master replaces a dead one)
 	 * starts afresh: its channel is long gone. */
@@ -900,6 +900,8 @@ main(int argc, char **argv)
 	setup_log(&d, &o);
 	d.pidfile = o.pidfile != NULL ? o.pidfile :
 	    d.cfg.pidfile[0] != '\0' ? d.cfg.pidfile : NULL;
+	d.takeover_fds = o.takeover_fds;
+	d.ntakeover = o.ntakeover;
 	if (d.nworkers > 1)
 		r = rockd_workers_run(&d, o.foreground || o.ntakeover > 0,
 		    o.ntakeover > 0, run_worker, &o);

@@ -71,6 +71,10 @@ struct rockd_config {
  * refused (and routed reconnects reset). */
 #define ROCKD_MAX_HANDSHAKES 4096
 
+/* Workers: how long they may take to listen (or to take a predecessor's
+ * share over) before the start fails. */
+#define ROCKD_WORKERS_START_MS 30000
+
 /* workers N: at most this many (the connection id's byte names one). */
 #define ROCKD_MAX_WORKERS 64
 
@@ -141,6 +145,9 @@ struct rockd {
 	struct event *inbox_ev;
 	int ready_fd;			/* told "started" (a byte), then closed */
 	int commit_fd;			/* a successor's worker: its master's verdict */
+	/* A successor's: the predecessor's channels, one per worker (-1 once
+	 * the master has passed them on to its workers). */
+	int *takeover_fds, ntakeover;
 	int detached;			/* workers without -F: in the background */
 	sigset_t sigmask;		/* a worker's, once its handlers are set */
 	struct rock_log_limit inbox_log;	/* lost or unpassed reconnects */

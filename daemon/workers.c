@@ -17,12 +17,17 @@
 #include "rock_ctl.h"
 #include "rockd.h"
 
-/* How long the workers may take to listen before the start fails. */
-#define WORKERS_START_MS 30000
-/* A worker that dies is replaced, unless they die this often: then the
- * fault is not transient and the master stops. */
-#define RESPAWN_WINDOW_MS 10000
-#define RESPAWN_MAX 5
+/* A worker that dies is replaced after RESPAWN_FIRST_MS; one that died
+ * within RESPAWN_QUICK_MS of its start waits twice as long as the one
+ * before, up to RESPAWN_MAX_MS (its port may still be another's, or its
+ * fault lasting): never in a loop, and the others serve on. */
+#define RESPAWN_FIRST_MS 100
+#define RESPAWN_QUICK_MS 60000
+#define RESPAWN_MAX_MS 30000
+/* A hand-over committed (one of ours exited after it): those of ours
+ * still running this much later are cut, so that the successor's own
+ * can take their ports. */
+#define CUT_LEFTOVERS_MS 2000
 
 static void to_devnull(void);
 
@@ -35,11 +40,14 @@ struct master {
 	int report, ready_rx;		/* the master's own: not a worker's */
 	int commit_tx;			/* a successor's: the workers' verdict */
 	pid_t heir;			/* USR2: the successor master; 0: none */
-	int handed_over;		/* every worker handed its share over */
+
 	rockd_worker_fn run;
 	void *arg;
-	int64_t respawn_ms[RESPAWN_MAX];	/* the latest replacements */
-	unsigned nrespawn;
+	int64_t born_ms[ROCKD_MAX_WORKERS];	/* when each was started */
+	int64_t respawn_at[ROCKD_MAX_WORKERS];	/* when to start one; 0: not */
+	int quick[ROCKD_MAX_WORKERS];	/* deaths in a row soon after start */
+	int committed;			/* one of ours exited after a hand-over */
+	int64_t cut_at;			/* then: when to cut the rest; 0: done */
 };
 
 /* Each worker publishes its figures for the metrics this often; worker 0
@@ -68,6 +76,9 @@ publish(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	rock_log_limit_flush(&d->log, &d->inbox_log);
 	rockd_metrics_snap(d, &sn);
+	/* Odd: the worker before us was killed mid-write; even it first. */
+	if (*seq & 1)
+		__atomic_store_n(seq, *seq + 1, __ATOMIC_RELAXED);
 	__atomic_store_n(seq, *seq + 1, __ATOMIC_RELAXED);
 	__atomic_thread_fence(__ATOMIC_RELEASE);
 	memcpy(&d->board->slot[d->worker].snap, &sn, sizeof(sn));
@@ -83,6 +94,10 @@ rockd_workers_announcement(struct rockd *d)
 void
 rockd_worker_snap_read(const struct rockd *d, int k, struct rockd_snap *sn)
 {
+	/* The last whole copy read of each: what a read that keeps meeting
+	 * a write (or a worker killed in one) returns, not zeros that a
+	 * collector would take for a counter reset. */
+	static struct rockd_snap last[ROCKD_MAX_WORKERS];
 	const uint32_t *seq = &d->board->slot[k].seq;
 	uint32_t before, after;
 	int tries;
@@ -92,10 +107,12 @@ rockd_worker_snap_read(const struct rockd *d, int k, struct rockd_snap *sn)
 		memcpy(sn, &d->board->slot[k].snap, sizeof(*sn));
 		__atomic_thread_fence(__ATOMIC_ACQUIRE);
 		after = __atomic_load_n(seq, __ATOMIC_RELAXED);
-		if (before == after && !(before & 1))
+		if (before == after && !(before & 1)) {
+			last[k] = *sn;
 			return;
+		}
 	}
-	memset(sn, 0, sizeof(*sn));	/* its worker died mid-write */
+	*sn = last[k];
 }
 
 /* What travels in an inbox, with one connection (SCM_RIGHTS): a
@@ -154,8 +171,9 @@ pass(struct rockd *d, int fd, uint32_t type, const void *body, size_t len,
 	if (sendmsg(d->inbox_tx[worker], &msg, MSG_DONTWAIT | MSG_NOSIGNAL) !=
 	    (ssize_t)sizeof(m)) {
 		rlog_limited(&d->log, &d->inbox_log, ROCK_LOG_WARN,
-		    "%s for worker %d: cannot pass it: %s; resetting",
-		    type == INBOX_RECONNECT ? "reconnect" : "control request",
+		    "%s for worker %d: cannot pass it: %s",
+		    type == INBOX_RECONNECT ? "reconnect" : type ==
+		    INBOX_CONTROL ? "control request" : "hand-over channel",
 		    worker, strerror(errno));
 		return -1;
 	}
@@ -305,14 +323,18 @@ rockd_worker_commit(struct rockd *d)
 {
 	struct pollfd p = { d->commit_fd, POLLIN, 0 };
 	char verdict = 0;
-
 	rockd_worker_ready(d);
 	if (d->commit_fd < 0)
 		return -1;
 	/* The master writes a byte each once all hold their share, or
 	 * closes (EOF: give up); it waits no longer than this itself. */
-	if (poll(&p, 1, WORKERS_START_MS + 5000) != 1 ||
-	    read(d->commit_fd, &verdict, 1) != 1)
+	int64_t end = rockd_now_ms() + ROCKD_WORKERS_START_MS + 5000;
+	int r;
+
+	do
+		r = poll(&p, 1, (int)(end - rockd_now_ms()));
+	while (r < 0 && errno == EINTR && rockd_now_ms() < end);
+	if (r != 1 || read(d->commit_fd, &verdict, 1) != 1)
 		verdict = 0;
 	close(d->commit_fd);
 	d->commit_fd = -1;
@@ -449,12 +471,12 @@ signal_all(struct master *m, int sig)
 }
 
 /* Until each worker wrote its byte: -1 if one exits first or they take
- * longer than WORKERS_START_MS. */
+ * longer than ROCKD_WORKERS_START_MS. */
 static int
 wait_ready(struct master *m, int fd)
 {
 	struct pollfd p = { fd, POLLIN, 0 };
-	int64_t deadline = rockd_now_ms() + WORKERS_START_MS;
+	int64_t deadline = rockd_now_ms() + ROCKD_WORKERS_START_MS;
 	int ready = 0, st;
 	char buf[ROCKD_MAX_WORKERS];
 	ssize_t n;
@@ -473,26 +495,37 @@ wait_ready(struct master *m, int fd)
 		}
 		if (rockd_now_ms() > deadline) {
 			rlog_error(&m->d->log, "%d of %d workers started within "
-			    "%d s", ready, m->d->nworkers, WORKERS_START_MS / 1000);
+			    "%d s", ready, m->d->nworkers, ROCKD_WORKERS_START_MS / 1000);
 			return -1;
 		}
 		if (poll(&p, 1, 100) > 0 &&
 		    (n = read(fd, buf, sizeof(buf))) > 0)
 			ready += (int)n;
 	}
+	/* Not past it: a predecessor's workers wait for the commit no
+	 * longer than that (and a little). */
+	if (rockd_now_ms() > deadline) {
+		rlog_error(&m->d->log, "the workers started too late");
+		return -1;
+	}
 	return 0;
 }
 
-static int
-may_respawn(struct master *m)
+/* Worker k again, after a pause that grows while it keeps dying soon. */
+static void
+schedule_respawn(struct master *m, int k)
 {
-	int64_t now = rockd_now_ms(), oldest = m->respawn_ms[m->nrespawn %
-	    RESPAWN_MAX];
+	int64_t now = rockd_now_ms();
+	int64_t delay;
 
-	if (m->nrespawn >= RESPAWN_MAX && now - oldest < RESPAWN_WINDOW_MS)
-		return 0;
-	m->respawn_ms[m->nrespawn++ % RESPAWN_MAX] = now;
-	return 1;
+	m->quick[k] = now - m->born_ms[k] < RESPAWN_QUICK_MS ? m->quick[k] + 1 : 0;
+	delay = m->quick[k] <= 1 ? RESPAWN_FIRST_MS :
+	    (int64_t)1000 << (m->quick[k] < 7 ? m->quick[k] - 2 : 5);
+	if (delay > RESPAWN_MAX_MS)
+		delay = RESPAWN_MAX_MS;
+	m->respawn_at[k] = now + delay;
+	rlog_info(&m->d->log, "worker %d: starting another in %lld ms", k,
+	    (long long)delay);
 }
 
 static void
@@ -500,12 +533,15 @@ worker_gone(struct master *m, int k, pid_t pid, int st)
 {
 	m->pid[k] = 0;
 	m->alive--;
-	/* Its share is the successor's now (or it was stopping anyway). */
+	/* Its share is the successor's now: the hand-over is committed (the
+	 * successor's workers acknowledge all or none). */
 	if (m->heir > 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0) {
-		m->handed_over = 1;
+		if (!m->committed)
+			m->cut_at = rockd_now_ms() + CUT_LEFTOVERS_MS;
+		m->committed = 1;
 		return;
 	}
-	if (m->stopping) {
+	if (m->stopping || m->committed) {
 		if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
 			m->status = 1;
 		return;
@@ -516,20 +552,21 @@ worker_gone(struct master *m, int k, pid_t pid, int st)
 	else
 		rlog_error(&m->d->log, "worker %d (pid %ld) exited with %d; its "
 		    "sessions are gone", k, (long)pid, WEXITSTATUS(st));
-	if (!may_respawn(m)) {
-		rlog_error(&m->d->log, "%d workers died within %d s: stopping",
-		    RESPAWN_MAX, RESPAWN_WINDOW_MS / 1000);
-		m->status = 1;
-		m->stopping = 1;
-		signal_all(m, SIGTERM);
-		return;
-	}
+	schedule_respawn(m, k);
+}
+
+static void
+respawn(struct master *m, int k)
+{
+	m->respawn_at[k] = 0;
+	m->born_ms[k] = rockd_now_ms();
 	if ((m->pid[k] = spawn(m, k, -1)) > 0) {
 		m->alive++;
 		rlog_info(&m->d->log, "worker %d restarted (pid %ld)", k,
 		    (long)m->pid[k]);
 	} else {
 		m->pid[k] = 0;
+		schedule_respawn(m, k);
 	}
 }
 
@@ -581,15 +618,23 @@ hand_over(struct master *m)
 static void
 heir_gone(struct master *m, int st)
 {
-	if (!m->handed_over)
-		rlog_error(&m->d->log, "hand-over: the successor (pid %ld) %s %d; "
-		    "still serving", (long)m->heir, WIFEXITED(st) ?
-		    "exited with" : "ended by signal", WIFEXITED(st) ?
-		    WEXITSTATUS(st) : WTERMSIG(st));
+	int k;
+
+	rlog_error(&m->d->log, "hand-over: the successor (pid %ld) %s %d%s",
+	    (long)m->heir, WIFEXITED(st) ? "exited with" : "ended by signal",
+	    WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st), m->committed ?
+	    " after it took over: its sessions are gone; starting workers "
+	    "afresh" : "; still serving");
 	m->heir = 0;
+	if (m->committed) {
+		m->committed = 0;
+		m->cut_at = 0;
+		for (k = 0; k < m->d->nworkers; k++)
+			if (m->pid[k] <= 0)
+				m->respawn_at[k] = rockd_now_ms();
+	}
 	/* It may have written its pid before it gave up. */
-	if (!m->handed_over)
-		(void)rockd_pidfile_write(m->d);
+	(void)rockd_pidfile_write(m->d);
 }
 
 static void
@@ -623,21 +668,71 @@ on_signal(struct master *m, int sig)
 	}
 }
 
+/* The next timer (a respawn, the cut after a commit): ms from now, or
+ * -1 for none. */
+static int64_t
+next_timer(const struct master *m)
+{
+	int64_t next = m->cut_at, now = rockd_now_ms();
+	int k;
+
+	for (k = 0; k < m->d->nworkers; k++)
+		if (m->respawn_at[k] > 0 && (next == 0 || m->respawn_at[k] < next))
+			next = m->respawn_at[k];
+	return next == 0 ? -1 : next > now ? next - now : 0;
+}
+
+static void
+run_timers(struct master *m)
+{
+	int64_t now = rockd_now_ms();
+	int k;
+
+	for (k = 0; k < m->d->nworkers; k++) {
+		if (m->respawn_at[k] == 0 || m->respawn_at[k] > now)
+			continue;
+		if (m->stopping || m->committed)
+			m->respawn_at[k] = 0;
+		else
+			respawn(m, k);
+	}
+	if (m->cut_at > 0 && m->cut_at <= now) {
+		m->cut_at = 0;
+		rlog_error(&m->d->log, "hand-over: %d of our workers still run "
+		    "after the others handed over: cutting their sessions",
+		    m->alive);
+		signal_all(m, SIGTERM);	/* a second one cuts at once */
+		signal_all(m, SIGTERM);
+	}
+}
+
 /* The master has no event loop: it waits for its signals (blocked since
- * before the first fork, so none is lost) until no worker is left. */
+ * before the first fork, so none is lost) and its timers until no worker
+ * is left or due. */
 static void
 master_loop(struct master *m)
 {
+	struct timespec ts;
+	int64_t wait;
 	int sig;
 
 	on_signal(m, SIGCHLD);	/* a worker that died before we waited */
-	while (m->alive > 0) {
-		if ((sig = sigwaitinfo(&m->sigs, NULL)) < 0) {
-			if (errno != EINTR)
-				break;
-			continue;
+	while (m->alive > 0 ||
+	    (!m->stopping && !m->committed && next_timer(m) >= 0)) {
+		if ((wait = next_timer(m)) < 0) {
+			sig = sigwaitinfo(&m->sigs, NULL);
+		} else {
+			ts.tv_sec = wait / 1000;
+			ts.tv_nsec = (wait % 1000) * 1000000;
+			sig = sigtimedwait(&m->sigs, NULL, &ts);
 		}
-		on_signal(m, sig);
+		if (sig > 0)
+			on_signal(m, sig);
+		else if (errno != EAGAIN && errno != EINTR)
+			break;
+		run_timers(m);
+		if (m->stopping && m->alive == 0)
+			break;
 	}
 }
 
@@ -744,6 +839,7 @@ rockd_workers_run(struct rockd *d, int foreground, int successor,
 		d->commit_fd = commit[0];
 	}
 	for (k = 0; k < d->nworkers; k++) {
+		m.born_ms[k] = rockd_now_ms();
 		if ((m.pid[k] = spawn(&m, k, ready[1])) <= 0) {
 			m.pid[k] = 0;
 			goto out;
@@ -752,6 +848,13 @@ rockd_workers_run(struct rockd *d, int foreground, int successor,
 	}
 	close(ready[1]);
 	ready[1] = -1;
+	/* The successor's channels are the workers' now: an old worker must
+	 * see its counterpart's end when that one dies. */
+	for (k = 0; k < d->ntakeover; k++)
+		if (d->takeover_fds[k] >= 0) {
+			close(d->takeover_fds[k]);
+			d->takeover_fds[k] = -1;
+		}
 	if (commit[0] >= 0)
 		close(commit[0]);
 	commit[0] = d->commit_fd = -1;
@@ -778,7 +881,7 @@ rockd_workers_run(struct rockd *d, int foreground, int successor,
 		to_devnull();
 	m.status = 0;
 	master_loop(&m);
-	if (m.handed_over) {
+	if (m.committed) {
 		rlog_info(&d->log, "handed over; exiting");
 	} else {
 		rlog_info(&d->log, "workers stopped");

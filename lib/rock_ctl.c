@@ -452,7 +452,9 @@ rock_ctl_continue(struct rock_ctl *c, int fd, const char *req,
 		conn_free(k);
 		return;
 	}
+	rock_engine_enter(c->e);
 	answer(c, k, k->req, k->out);
+	rock_engine_leave(c->e);
 	/* A kill the first worker passed on is ours by now. */
 	if (strncmp(k->req, "kill ", 5) == 0)
 		k->pass_to = -1;

@@ -351,12 +351,15 @@ rock_engine_import(struct rock_engine *e, const uint8_t *p, size_t n)
 		k->born_ms = (int64_t)rock_rec_get(&r, 8);
 		k->retired_ms = (int64_t)rock_rec_get(&r, 8);
 	}
-	rock_ticket_keys_adopted(e);
 	count = rock_rec_get_max(&r, 4, MAX_FAREWELLS);
 	for (i = 0; i < count && r.err == 0; i++)
 		if ((err = rock_farewell_get(e, &r)) != 0)
 			return err;
-	return rock_rec_close(&r);
+	if ((err = rock_rec_close(&r)) != 0)
+		return err;
+	/* Only a whole record's keys go into the workers' store. */
+	rock_ticket_keys_adopted(e);
+	return 0;
 }
 
 int

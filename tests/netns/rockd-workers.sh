@@ -183,7 +183,7 @@ t_eq "worker 0's $((N - made1)) rocks echo on" \
 t_eq "worker 1's $on1 rocks: ECONNRESET" \
 	"$(grep -c "round 4 conn [0-9]* error ECONNRESET" "$t_tmp/rounds.out")" "$on1"
 t_check "no MISMATCH and no eof" eval '! grep -Eq "MISMATCH|eof" "$t_tmp/rounds.out"'
-new1=$(sed -n 's/.* rockd\[\([0-9]*\)\]: info: worker_gone: worker 1 restarted (pid \([0-9]*\)).*/\2/p' "$log")
+new1=$(sed -n 's/.* rockd\[\([0-9]*\)\]: info: respawn: worker 1 restarted (pid \([0-9]*\)).*/\2/p' "$log")
 t_check "the new worker 1 has a pid ($new1)" test -n "$new1"
 t_check "the new worker 1 listens on 7000" eval \
 	"nn_s ss -Hltnp 'sport = :7000' | grep -q 'pid=${new1:-none},'"
