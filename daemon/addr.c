@@ -79,12 +79,21 @@ rockd_parse_addr(const char *spec, int passive, struct sockaddr_storage *ss,
 	return 0;
 }
 
-static int
-port_of(const struct sockaddr_storage *a)
+int
+rockd_addr_port(const struct sockaddr_storage *a)
 {
 	return a->ss_family == AF_INET6 ?
 	    ntohs(((const struct sockaddr_in6 *)a)->sin6_port) :
 	    ntohs(((const struct sockaddr_in *)a)->sin_port);
+}
+
+void
+rockd_addr_set_port(struct sockaddr_storage *a, int port)
+{
+	if (a->ss_family == AF_INET6)
+		((struct sockaddr_in6 *)a)->sin6_port = htons((uint16_t)port);
+	else
+		((struct sockaddr_in *)a)->sin_port = htons((uint16_t)port);
 }
 
 /* The IPv4 address a listener takes: its own, or one mapped into IPv6
@@ -123,7 +132,7 @@ rockd_addr_overlap(const struct sockaddr_storage *a,
 	struct in_addr a4, b4;
 	int av4, bv4;
 
-	if (port_of(a) != port_of(b))
+	if (rockd_addr_port(a) != rockd_addr_port(b))
 		return 0;
 	if (v6_wildcard(a) || v6_wildcard(b))
 		return 1;

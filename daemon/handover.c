@@ -226,7 +226,7 @@ hand_over(struct rockd *d, size_t pending)
 {
 	struct rockd_handover *ho = d->ho;
 	unsigned n = 0, rocks = 0, relays = 0, left = 0;
-	char why[512];
+	char why[512], to[48];
 
 	if (send_listeners(d, ho->chan, &n) != 0 ||
 	    send_engine(d, ho->chan, &n) != 0 ||
@@ -245,14 +245,12 @@ hand_over(struct rockd *d, size_t pending)
 		return;
 	}
 	if (ho->pid > 0)
-		rlog_info(&d->log, "handed over to pid %ld: %u rocks, %u relays%s; "
-		    "exiting", (long)ho->pid, rocks, relays, pending > 0 ?
-		    " (connections still in their first exchange are dropped)" : "");
+		snprintf(to, sizeof(to), "pid %ld", (long)ho->pid);
 	else
-		rlog_info(&d->log, "worker %d handed over to its successor: %u "
-		    "rocks, %u relays%s; exiting", d->worker, rocks, relays,
-		    pending > 0 ? " (connections still in their first exchange "
-		    "are dropped)" : "");
+		snprintf(to, sizeof(to), "worker %d's successor", d->worker);
+	rlog_info(&d->log, "handed over to %s: %u rocks, %u relays%s; exiting",
+	    to, rocks, relays, pending > 0 ?
+	    " (connections still in their first exchange are dropped)" : "");
 	ho_free(d);
 	rockd_rocks_release(d);
 	rockd_relays_release(d);

@@ -266,12 +266,10 @@ metrics_option(struct rockd_config *cfg, const char *spec, char *err,
 	return rockd_config_metrics_check(cfg, err, errlen);
 }
 
-static unsigned port_of(const struct sockaddr_storage *ss);
-
-/* Workers: the option's, else the file's, else one. What they do not
- * cover yet (one metrics endpoint and one control socket over all of
- * them, a session's single port) is a configuration error, not a
- * surprise at run time. */
+/* Workers: the option's, else the file's, else one. What they cannot
+ * do (a session's single port, a control channel past port 65535, a
+ * hand-over to another count) is a configuration error, not a surprise
+ * at run time. */
 static int
 workers_check(const struct options *o, struct rockd *d)
 {
@@ -293,7 +291,7 @@ workers_check(const struct options *o, struct rockd *d)
 	if (o->session)
 		what = "--session is one process";
 	else if (cfg->services != NULL &&
-	    port_of(&cfg->services->listen_addr) + d->nworkers - 1 > 65535)
+	    rockd_addr_port(&cfg->services->listen_addr) + d->nworkers - 1 > 65535)
 		what = "the last worker's control channel (UDP port + N - 1) "
 		    "is past 65535";
 	if (what == NULL)
@@ -569,23 +567,6 @@ setup_log(struct rockd *d, const struct options *o)
 		openlog("rockd", LOG_PID, LOG_DAEMON);
 }
 
-static unsigned
-port_of(const struct sockaddr_storage *ss)
-{
-	return ntohs(ss->ss_family == AF_INET6 ?
-	    ((const struct sockaddr_in6 *)ss)->sin6_port :
-	    ((const struct sockaddr_in *)ss)->sin_port);
-}
-
-static void
-set_port(struct sockaddr_storage *ss, unsigned port)
-{
-	if (ss->ss_family == AF_INET6)
-		((struct sockaddr_in6 *)ss)->sin6_port = htons((uint16_t)port);
-	else
-		((struct sockaddr_in *)ss)->sin_port = htons((uint16_t)port);
-}
-
 /* One engine, its control channel on the first service's address and port
  * (UDP and TCP port numbers are separate: the same number is the obvious
  * thing to open in a firewall); worker k's on that port + k. */
@@ -613,7 +594,7 @@ rockd_engine_start(struct rockd *d, int udp_fd)
 		d->engine_cfg.worker = d->worker;
 		d->engine_cfg.announce_random = rockd_workers_announcement(d);
 		d->engine_cfg.ticket_store = d->tickets;
-		set_port(&bind_to, port_of(&bind_to) + d->worker);
+		rockd_addr_set_port(&bind_to, rockd_addr_port(&bind_to) + d->worker);
 	}
 	/* A successor keeps the control socket its rocks know. */
 	if (udp_fd >= 0)
@@ -731,13 +712,14 @@ run_worker(struct rockd *d, void *arg)
 	struct options *o = arg;
 	int k;
 
-	for (k = 0; k < o->ntakeover; k++)
-		if ((k != d->worker || d->ready_fd < 0) && o->takeover_fds[k] >= 0)
-			close(o->takeover_fds[k]);
+	/* The master's copies, -1 once it has closed them. */
+	for (k = 0; k < d->ntakeover; k++)
+		if ((k != d->worker || d->ready_fd < 0) && d->takeover_fds[k] >= 0)
+			close(d->takeover_fds[k]);
 	/* One started later (ready_fd -1: the master replaces a dead one)
 	 * starts afresh: its channel is long gone. */
-	if (o->ntakeover > 0)
-		o->takeover = d->ready_fd >= 0 ? o->takeover_fds[d->worker] : -1;
+	if (d->ntakeover > 0)
+		o->takeover = d->ready_fd >= 0 ? d->takeover_fds[d->worker] : -1;
 	return run(d, o);
 }
 

@@ -349,6 +349,9 @@ void rockd_no_delay(evutil_socket_t fd);
 int rockd_parse_addr(const char *spec, int passive, struct sockaddr_storage *ss,
     socklen_t *len, char *err, size_t errlen);
 /* Two listen addresses that bind(2) would not both take. */
+/* An address's port, host order; and a new one into it. */
+int rockd_addr_port(const struct sockaddr_storage *a);
+void rockd_addr_set_port(struct sockaddr_storage *a, int port);
 int rockd_addr_overlap(const struct sockaddr_storage *a,
     const struct sockaddr_storage *b);
 

@@ -40,7 +40,6 @@ struct master {
 	int report, ready_rx;		/* the master's own: not a worker's */
 	int commit_tx;			/* a successor's: the workers' verdict */
 	pid_t heir;			/* USR2: the successor master; 0: none */
-
 	rockd_worker_fn run;
 	void *arg;
 	int64_t born_ms[ROCKD_MAX_WORKERS];	/* when each was started */
@@ -243,7 +242,7 @@ on_inbox(evutil_socket_t fd, short what, void *arg)
 		    (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) ||
 		    m.len > sizeof(m.body)) {
 			rlog_limited(&d->log, &d->inbox_log, ROCK_LOG_WARN,
-			    "worker %d: a reconnect passed to it was lost "
+			    "worker %d: a connection passed to it was lost "
 			    "(%s)", d->worker, conn < 0 ? "no descriptor left" :
 			    "truncated");
 			if (conn >= 0)
@@ -280,7 +279,7 @@ rockd_worker_inbox_start(struct rockd *d)
 {
 	const struct timeval every = { 0, PUBLISH_MS * 1000 };
 
-	d->inbox_log.what = "lost or unpassed reconnect";
+	d->inbox_log.what = "lost or unpassed connection";
 	d->publish = event_new(d->base, -1, EV_PERSIST, publish, d);
 	if (d->publish == NULL || event_add(d->publish, &every) != 0) {
 		rlog_error(&d->log, "worker %d: cannot publish its figures",

@@ -455,9 +455,6 @@ rock_ctl_continue(struct rock_ctl *c, int fd, const char *req,
 	rock_engine_enter(c->e);
 	answer(c, k, k->req, k->out);
 	rock_engine_leave(c->e);
-	/* A kill the first worker passed on is ours by now. */
-	if (strncmp(k->req, "kill ", 5) == 0)
-		k->pass_to = -1;
 	if (conn_arm(k, EV_WRITE) != 0)
 		conn_free(k);
 }

@@ -27,9 +27,6 @@ rock_engine_config_defaults(struct rock_engine_config *cfg)
 	cfg->ack_every = 256 * 1024;
 	cfg->refusal_signs_per_s = 1000;
 	cfg->workers = 1;
-	cfg->worker = 0;
-	cfg->announce_random = NULL;
-	cfg->ticket_store = NULL;
 }
 
 static void

@@ -99,19 +99,25 @@ rock_ticket_store_free(struct rock_ticket_store *st)
  * cannot happen short of a corrupted store) leaves the engine its own
  * keys: 1, and keys_out does nothing. */
 static int
+store_lock(struct rock_ticket_store *st)
+{
+	int r = pthread_mutex_lock(&st->lock);
+
+	if (r == EOWNERDEAD) {
+		rock_wipe(st->keys, sizeof(st->keys));
+		pthread_mutex_consistent(&st->lock);
+		r = 0;
+	}
+	return r;
+}
+
+static int
 keys_in(struct rock_engine *e)
 {
 	struct rock_ticket_store *st = e->cfg.ticket_store;
-	int r;
 
-	if (st == NULL)
+	if (st == NULL || store_lock(st) != 0)
 		return 1;
-	if ((r = pthread_mutex_lock(&st->lock)) == EOWNERDEAD) {
-		rock_wipe(st->keys, sizeof(st->keys));
-		pthread_mutex_consistent(&st->lock);
-	} else if (r != 0) {
-		return 1;
-	}
 	memcpy(e->ticket_keys, st->keys, sizeof(st->keys));
 	return 0;
 }
@@ -133,16 +139,10 @@ void
 rock_ticket_keys_get(const struct rock_engine *e, struct rock_ticket_key out[2])
 {
 	struct rock_ticket_store *st = e->cfg.ticket_store;
-	int r;
 
-	if (st == NULL || ((r = pthread_mutex_lock(&st->lock)) != 0 &&
-	    r != EOWNERDEAD)) {
+	if (st == NULL || store_lock(st) != 0) {
 		memcpy(out, e->ticket_keys, 2 * sizeof(*out));
 		return;
-	}
-	if (r == EOWNERDEAD) {
-		rock_wipe(st->keys, sizeof(st->keys));
-		pthread_mutex_consistent(&st->lock);
 	}
 	memcpy(out, st->keys, 2 * sizeof(*out));
 	pthread_mutex_unlock(&st->lock);
