@@ -112,6 +112,7 @@ struct rockd {
 	struct rock_engine_config engine_cfg;
 	int stopping;
 	int fast_open_told;		/* the host's Fast Open setting, logged */
+	int steer_told;			/* the steering program refused, logged */
 	struct rock_identity ident;	/* from the key file, until the engine has it */
 	struct event *sig_term, *sig_int, *sig_hup, *sig_usr2;
 	struct event *drain;		/* SIGTERM: cuts what is left, in time */
@@ -212,6 +213,9 @@ int rockd_key_load(struct rockd *d, const char *path, int test);
 
 /* Listeners: start every service, or move live ones over to a new config. */
 int rockd_services_start(struct rockd *d, struct rockd_config *cfg);
+/* On a listener of a group of nworkers (SO_REUSEPORT): each client
+ * address's connections to one of them (steer.c); 0 or -errno. */
+int rockd_steer_attach(int fd, int nworkers);
 void rockd_services_stop(struct rockd_config *cfg);
 int rockd_services_reload(struct rockd *d, struct rockd_config *next);
 

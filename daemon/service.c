@@ -79,6 +79,23 @@ fast_open(struct rockd *d, evutil_socket_t fd)
 		    "more; sysctl net.ipv4.tcp_fastopen=3 turns it on", mode);
 }
 
+/* Workers: a client's connections to one worker, not spread by the
+ * kernel's hash of the ports: its rocks then share a control group (one
+ * heartbeat), and its reconnects need no passing on. Without the
+ * program, every worker still serves: said once. */
+static void
+steer(struct rockd *d, struct rockd_service *s)
+{
+	int r = rockd_steer_attach(evconnlistener_get_fd(s->listener),
+	    d->nworkers);
+
+	if (r != 0 && !d->steer_told++)
+		rlog_warn(&d->log, "%s: cannot steer clients to workers by "
+		    "address (%s): the kernel's hash spreads them, and a "
+		    "client's idle rocks cost a heartbeat per worker",
+		    s->listen_spec, strerror(-r));
+}
+
 static int
 start_one(struct rockd *d, struct rockd_service *s)
 {
@@ -96,6 +113,8 @@ start_one(struct rockd *d, struct rockd_service *s)
 	}
 	evconnlistener_set_error_cb(s->listener, accept_error_cb);
 	fast_open(d, evconnlistener_get_fd(s->listener));
+	if (d->nworkers > 1)
+		steer(d, s);
 	rlog_info(&d->log, "listening on %s, backend %s", s->listen_spec,
 	    s->backend.spec);
 	return 0;

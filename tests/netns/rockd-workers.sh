@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# rockd-workers.sh: rockd with 2 workers: 16 rocks spread over both, a blackhole and a new client address make them reconnect wherever the kernel's hash sends them, and each resumes in the worker that holds it (passed over when needed), byte-exact; one metrics endpoint and one control socket (rock ls, rock kill) cover both; USR2 hands every worker's rocks to a new master's; a killed worker's rocks end with ECONNRESET, the others echo on; SIGTERM stops all.
+# rockd-workers.sh: rockd with 2 workers: 16 rocks from two client addresses, each address's on one worker (steered by address); a blackhole keeps them on their worker, a new client address sends them to the other, which passes them to the one holding them, byte-exact; one metrics endpoint and one control socket (rock ls, rock kill) cover both; USR2 hands every worker's rocks to a new master's; a killed worker's rocks end with ECONNRESET, the others echo on; SIGTERM stops all.
 # shellcheck source-path=SCRIPTDIR
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -41,21 +41,45 @@ t_check "worker 0's control channel: UDP 7000" eval \
 t_check "worker 1's control channel: UDP 7001" eval \
 	"nn_s ss -Hlunp 'sport = :7001' | grep -q 'pid=$w1,'"
 
-mkfifo "$t_tmp/rounds.in"
-exec {rounds_fd}<>"$t_tmp/rounds.in"
+# Two clients of N/2 rocks each: A in the client namespace, whose path
+# the faults and the profile act on, and B in the router, whose own
+# traffic they do not touch. Their addresses, 198.51.100.2 and
+# 203.0.113.1, are even and odd: the steering (the source address mod
+# the workers) sends them to different listeners.
+mkfifo "$t_tmp/rounds.in" "$t_tmp/roundsb.in"
+exec {rounds_fd}<>"$t_tmp/rounds.in" {roundsb_fd}<>"$t_tmp/roundsb.in"
 ROCK_DEBUG=1 ROCK_LOG="$t_tmp/client.log" t_foreign nn_c "$ROCK" "$TRAFFIC" rounds \
-	"$NN_S_ADDR" 7000 "$N" 8192 <"$t_tmp/rounds.in" >"$t_tmp/rounds.out" \
+	"$NN_S_ADDR" 7000 $((N / 2)) 8192 <"$t_tmp/rounds.in" >"$t_tmp/rounds.out" \
 	2>"$t_tmp/rounds.err" &
 pids+=($!)
-answers() { [ "$(grep -c . "$t_tmp/rounds.out")" -ge "$1" ]; }
-# SECONDS [ANSWERS]: a round: one line in, ANSWERS (N) out.
+ROCK_DEBUG=1 ROCK_LOG="$t_tmp/clientb.log" t_foreign nn_r "$ROCK" "$TRAFFIC" rounds \
+	"$NN_S_ADDR" 7000 $((N / 2)) 8192 <"$t_tmp/roundsb.in" >"$t_tmp/roundsb.out" \
+	2>"$t_tmp/roundsb.err" &
+pids+=($!)
+outs() { cat "$t_tmp/rounds.out" "$t_tmp/roundsb.out"; }
+answers() { [ "$(outs | grep -c .)" -ge "$1" ]; }
+# SECONDS [ANSWERS]: a round: one line in to each client, ANSWERS (N) out.
 round() {
-	local want=$(($(grep -c . "$t_tmp/rounds.out") + ${2:-N}))
+	local want=$(($(outs | grep -c .) + ${2:-N}))
 	echo go >&"$rounds_fd"
+	echo go >&"$roundsb_fd"
 	wait_for "$1" answers "$want"
 }
 round 60
-t_eq "$N rocks echo a round" "$(grep -c "round 0 conn [0-9]* ok" "$t_tmp/rounds.out")" "$N"
+t_eq "$N rocks echo a round" "$(outs | grep -c "round 0 conn [0-9]* ok")" "$N"
+# PEER PID of each connection rockd holds on port 7000 (an IPv6 listener
+# shows IPv4 peers as [::ffff:A]).
+conns() {
+	nn_s ss -Htnp state established '( sport = :7000 )' |
+		sed -n 's/.* \[*\(::ffff:\)*\([0-9.]*\)\]*:[0-9]* *users:((".*",pid=\([0-9]*\),.*/\2 \3/p'
+}
+conns >"$t_tmp/conns"
+t_eq "steering: each client address's rocks on one worker, the two on different workers" \
+	"$(sort -u "$t_tmp/conns" | awk '{ print $1 }' | tr '\n' ' ')/$(awk '{ print $2 }' "$t_tmp/conns" | sort -u | wc -l)" \
+	"$NN_C_ADDR 203.0.113.1 /2"
+t_eq "steering: $((N / 2)) rocks from each address" \
+	"$(awk '{ print $1 }' "$t_tmp/conns" | sort | uniq -c | awk '{ print $1 }' | tr '\n' ' ')" \
+	"$((N / 2)) $((N / 2)) "
 
 # Each rock's name is its id's first 4 bytes in hex; the second byte is
 # its worker's number. PID NAME per rock, from "client connected".
@@ -70,17 +94,19 @@ t_eq "each rock's id names the worker that made it" "$(owners | awk -v w0="$w0" 
 nn_blackhole both
 nap 4
 nn_restore
-wait_for 60 eval '[ "$(grep -c "client reconnected" "$log")" -ge "$N" ]' ||
-	t_bad "all rocks reconnected after the blackhole"
+wait_for 60 eval '[ "$(grep -c "client reconnected" "$log")" -ge $((N / 2)) ]' ||
+	t_bad "A's rocks reconnected after the blackhole"
+t_eq "from an unchanged address, every reconnect reached its own worker: none passed" \
+	"$(grep -c 'reconnect for worker [01]: passed to it' "$log")" 0
 nn_change_client_addr >/dev/null
-wait_for 60 eval '[ "$(grep -c "client reconnected" "$log")" -ge $((2 * N)) ]' ||
-	t_bad "all rocks reconnected after the address change"
+wait_for 60 eval '[ "$(grep -c "client reconnected" "$log")" -ge "$N" ]' ||
+	t_bad "A's rocks reconnected after the address change"
 round 60
 t_eq "$N rocks echo after a blackhole and a new address" \
-	"$(grep -c "round 1 conn [0-9]* ok" "$t_tmp/rounds.out")" "$N"
+	"$(outs | grep -c "round 1 conn [0-9]* ok")" "$N"
 passed=$(grep -c 'reconnect for worker [01]: passed to it' "$log")
-t_check "reconnects landed on the other worker and were passed to theirs ($passed)" \
-	test "$passed" -gt 0
+t_check "from the new address ($NN_C_ADDR, odd), A's reconnects reached the other worker and were passed to theirs ($passed)" \
+	test "$passed" -ge $((N / 2))
 # PID NAME of every "client reconnected" line: the pid that made NAME.
 t_eq "every reconnect resumed in the worker that holds its rock" "$(
 	sed -n 's/.* rockd\[\([0-9]*\)\]: info: [a-z_]*: rock \([0-9a-f]*\): client reconnected.*/\1 \2/p' "$log" |
@@ -103,8 +129,8 @@ t_eq "metrics: each family once, samples of both workers" "$(awk '
 	END { for (t in types) if (types[t] != 1 || !(t in w0) || !(t in w1)) bad++; print length(types), bad + 0 }' "$t_tmp/metrics")" "15 0"
 t_eq "metrics: $N connected sessions over both workers" "$(msum rockd_sessions 'state="connected"')" "$N"
 t_eq "metrics: the routed reconnects, as logged" "$(msum rockd_reconnects_routed_total)" "$passed"
-t_check "metrics: at least $((2 * N)) reconnects taken over" \
-	test "$(msum rockd_reconnects_total)" -ge "$((2 * N))"
+t_check "metrics: at least $N reconnects taken over" \
+	test "$(msum rockd_reconnects_total)" -ge "$N"
 
 # ---- rock ls and rock kill: worker 0's control socket answers for both ----
 # ID PID STATE of rockd's sessions, sorted.
@@ -128,8 +154,9 @@ t_check "worker 1 ends it" wait_for 5 \
 	grep -q "rockd\[$w1\]: info: [a-z_]*: rock $victim: ended (killed (rock kill))" "$log"
 round 60
 t_eq "the killed rock's next call: ECONNRESET" \
-	"$(grep -c "round 2 conn [0-9]* error ECONNRESET" "$t_tmp/rounds.out")" 1
-t_eq "the other $((N - 1)) echo on" "$(grep -c "round 2 conn [0-9]* ok" "$t_tmp/rounds.out")" "$((N - 1))"
+	"$(outs | grep -c "round 2 conn [0-9]* error ECONNRESET")" 1
+t_eq "the other $((N - 1)) echo on" "$(outs | grep -c "round 2 conn [0-9]* ok")" "$((N - 1))"
+live_a=$(grep -c "round 2 conn [0-9]* ok" "$t_tmp/rounds.out")
 t_eq "rock kill of an id no worker holds fails" \
 	"$(XDG_RUNTIME_DIR="$t_tmp/none" "$ROCK" kill --rockd "$CTL" "$victim" 2>&1; echo "rc=$?")" \
 	"rock kill: no rock $victim here nor at rockd
@@ -149,19 +176,20 @@ t_check "USR2: new workers ($w0 $w1), not the old ($old0 $old1)" \
 t_eq "USR2: the new workers took over the $((N - 1)) rocks" "$(sed -n \
 	"s/.* rockd\[\($w0\|$w1\)\]: info: rockd_takeover: took over \([0-9]*\) rocks.*/\2/p" "$log" |
 	awk '{ n += $1 } END { print n + 0 }')" "$((N - 1))"
-# A round sent into a blackhole: every rock reconnects to the new
-# workers, passed on to the one holding it as before.
+# A round sent into a blackhole: each of A's rocks reconnects to the
+# new workers, passed on to the one holding it as before.
 before=$(grep -c "client reconnected" "$log")
-want=$(($(grep -c . "$t_tmp/rounds.out") + N - 1))
+want=$(($(outs | grep -c .) + N - 1))
 nn_blackhole both
 echo go >&"$rounds_fd"
+echo go >&"$roundsb_fd"
 nap 4
 nn_restore
 wait_for 60 answers "$want" || t_bad "USR2, then a blackhole: the round is answered"
-t_check "USR2, then a blackhole: every rock reconnected to the new workers" \
-	test "$(grep -c "client reconnected" "$log")" -ge $((before + N - 1))
+t_check "USR2, then a blackhole: A's $live_a rocks reconnected to the new workers" \
+	test "$(grep -c "client reconnected" "$log")" -ge $((before + live_a))
 t_eq "USR2, then a blackhole: the $((N - 1)) rocks echo on, exact" \
-	"$(grep -c "round 3 conn [0-9]* ok" "$t_tmp/rounds.out")" "$((N - 1))"
+	"$(outs | grep -c "round 3 conn [0-9]* ok")" "$((N - 1))"
 t_check "USR2, then a blackhole: the new workers passed reconnects to each other" \
 	grep -Eq "rockd\[($w0|$w1)\]: debug: route: reconnect for worker [01]: passed to it" "$log"
 ls_rockd >"$t_tmp/ls2"
@@ -179,10 +207,10 @@ wait_for 10 grep -q "worker 1 restarted" "$log" || t_bad "the master restarted w
 # fails there with ECONNRESET, and goes on everywhere else.
 round 60 "$((N - 1))"
 t_eq "worker 0's $((N - made1)) rocks echo on" \
-	"$(grep -c "round 4 conn [0-9]* ok" "$t_tmp/rounds.out")" "$((N - made1))"
+	"$(outs | grep -c "round 4 conn [0-9]* ok")" "$((N - made1))"
 t_eq "worker 1's $on1 rocks: ECONNRESET" \
-	"$(grep -c "round 4 conn [0-9]* error ECONNRESET" "$t_tmp/rounds.out")" "$on1"
-t_check "no MISMATCH and no eof" eval '! grep -Eq "MISMATCH|eof" "$t_tmp/rounds.out"'
+	"$(outs | grep -c "round 4 conn [0-9]* error ECONNRESET")" "$on1"
+t_check "no MISMATCH and no eof" eval '! outs | grep -Eq "MISMATCH|eof"'
 new1=$(sed -n 's/.* rockd\[\([0-9]*\)\]: info: respawn: worker 1 restarted (pid \([0-9]*\)).*/\2/p' "$log")
 t_check "the new worker 1 has a pid ($new1)" test -n "$new1"
 t_check "the new worker 1 listens on 7000" eval \
@@ -192,13 +220,13 @@ kill -USR2 "$w0"
 wait_for 5 grep -q "SIGUSR2 to worker 0: ignored" "$log" || t_bad "worker 0 logs an ignored USR2"
 round 60 "$((N - made1))"
 t_eq "after a USR2 to a worker, worker 0's rocks echo on" \
-	"$(grep -c "round 5 conn [0-9]* ok" "$t_tmp/rounds.out")" "$((N - made1))"
+	"$(outs | grep -c "round 5 conn [0-9]* ok")" "$((N - made1))"
 t_eq "rock ls: worker 0's rocks, none of the dead worker's" "$(ls_rockd | awk '{ print $2 }' | sort | uniq -c | awk '{ print $1, $2 }')" \
 	"$((N - made1)) $w0"
 t_check "no hand-over started" eval "! grep -q 'rockd\[$w0\]: .*SIGUSR2: started' '$log'"
 
 # ---- SIGTERM: the master and both workers stop; the pidfile goes ----
-exec {rounds_fd}>&-
+exec {rounds_fd}>&- {roundsb_fd}>&-
 kill -TERM "$master"
 if wait_for 40 eval "! kill -0 $master 2>/dev/null"; then
 	t_ok "SIGTERM: the master exits"

@@ -16,5 +16,6 @@ Suite *handover_suite(void);
 Suite *identity_suite(void);
 Suite *stream_suite(void);
 Suite *names_suite(void);
+Suite *steer_suite(void);
 
 #endif
