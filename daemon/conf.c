@@ -107,6 +107,35 @@ rockd_session_config(struct rockd_config *cfg, const char *backend,
 	return 0;
 }
 
+/* "auto" (0: one per CPU) or 1 to ROCKD_MAX_WORKERS. */
+int
+rockd_parse_workers(const char *s, long *out)
+{
+	long long v;
+
+	if (strcmp(s, "auto") == 0) {
+		*out = 0;
+		return 0;
+	}
+	if (rock_parse_ll(s, 1, ROCKD_MAX_WORKERS, &v) != 0)
+		return -1;
+	*out = (long)v;
+	return 0;
+}
+
+/* "address" or "connection" (enum rockd_spread). */
+int
+rockd_parse_spread(const char *s, int *out)
+{
+	if (strcmp(s, "address") == 0)
+		*out = ROCKD_SPREAD_ADDRESS;
+	else if (strcmp(s, "connection") == 0)
+		*out = ROCKD_SPREAD_CONNECTION;
+	else
+		return -1;
+	return 0;
+}
+
 /* "listen SPEC backend SPEC [sniff-ms N]" */
 static int
 parse_service(struct rockd_config *cfg, char **tok, int n, char *err,
@@ -234,14 +263,19 @@ parse_line(struct rockd_config *cfg, char *line, char *err, size_t errlen)
 		return 0;
 	}
 	if (strcmp(tok[0], "workers") == 0) {
-		long long v;
-
-		if (n != 2 || rock_parse_ll(tok[1], 1, ROCKD_MAX_WORKERS, &v) != 0) {
-			snprintf(err, errlen, "expected: workers N (1 to %d)",
-			    ROCKD_MAX_WORKERS);
+		if (n != 2 || rockd_parse_workers(tok[1], &cfg->workers) != 0) {
+			snprintf(err, errlen, "expected: workers N (1 to %d) "
+			    "or workers auto", ROCKD_MAX_WORKERS);
 			return -1;
 		}
-		cfg->workers = (long)v;
+		return 0;
+	}
+	if (strcmp(tok[0], "spread") == 0) {
+		if (n != 2 || rockd_parse_spread(tok[1], &cfg->spread) != 0) {
+			snprintf(err, errlen, "expected: spread address or "
+			    "spread connection");
+			return -1;
+		}
 		return 0;
 	}
 	if (strcmp(tok[0], "drain-timeout") == 0) {
@@ -302,7 +336,7 @@ rockd_config_read(struct rockd_config *cfg, FILE *f, const char *path,
 			cfg->metrics_line = lineno;
 		if (r == 0 && cfg->control[0] != '\0' && cfg->control_line == 0)
 			cfg->control_line = lineno;
-		if (r == 0 && cfg->workers > 0 && cfg->workers_line == 0)
+		if (r == 0 && cfg->workers != -1 && cfg->workers_line == 0)
 			cfg->workers_line = lineno;
 	}
 	/* A read error (a directory, an I/O error mid-file) must not pass

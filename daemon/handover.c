@@ -80,6 +80,7 @@ send_u32(int chan, uint32_t type, uint32_t v)
 static void
 reap(struct rockd *d, pid_t pid)
 {
+	char how[96];
 	int st, i;
 
 	if (pid <= 0)		/* a worker's: the master started it */
@@ -93,14 +94,23 @@ reap(struct rockd *d, pid_t pid)
 		kill(pid, SIGKILL);
 		(void)waitpid(pid, &st, 0);
 		rlog_error(&d->log, "hand-over: successor %ld killed", (long)pid);
-	} else if (WIFEXITED(st)) {
-		rlog_error(&d->log, "hand-over: successor %ld exited with status "
-		    "%d%s", (long)pid, WEXITSTATUS(st), WEXITSTATUS(st) == 2 ?
-		    " (its configuration is bad: see its message)" : "");
 	} else {
-		rlog_error(&d->log, "hand-over: successor %ld ended by signal %d",
-		    (long)pid, WTERMSIG(st));
+		rlog_error(&d->log, "hand-over: successor %ld %s", (long)pid,
+		    rockd_handover_ended(st, how, sizeof(how)));
 	}
+}
+
+/* How a successor ended, from its wait status, for the log. */
+const char *
+rockd_handover_ended(int st, char *buf, size_t len)
+{
+	if (WIFEXITED(st))
+		snprintf(buf, len, "exited with status %d%s", WEXITSTATUS(st),
+		    WEXITSTATUS(st) == 2 ?
+		    " (its configuration is bad: see its message)" : "");
+	else
+		snprintf(buf, len, "ended by signal %d", WTERMSIG(st));
+	return buf;
 }
 
 static void

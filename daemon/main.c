@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,9 +29,10 @@ usage(FILE *f)
 {
 	fprintf(f,
 	    "usage: rockd [-F] [-v] [-p PIDFILE] [-k KEY] [--drain-timeout S] [--metrics ADDR:PORT]\n"
-	    "             [--control PATH] [--workers N] [--listen [ADDR:]PORT --backend HOST:PORT]...\n"
+	    "             [--control PATH] [--workers N|auto] [--spread HOW]\n"
+	    "             [--listen [ADDR:]PORT --backend HOST:PORT]...\n"
 	    "       rockd [-F] [-v] [-p PIDFILE] [-k KEY] [--drain-timeout S] [--metrics ADDR:PORT]\n"
-	    "             [--control PATH] [--workers N] -f CONFIG\n"
+	    "             [--control PATH] [--workers N|auto] [--spread HOW] -f CONFIG\n"
 	    "       rockd -t [-k KEY] [--metrics ADDR:PORT] [--control PATH]\n"
 	    "             [-f CONFIG | --listen ... --backend ...]\n"
 	    "       rockd --session [-F] [-v] [-p PIDFILE] [-k KEY] [--control PATH]\n"
@@ -52,7 +54,10 @@ usage(FILE *f)
 	    "      --persist S            --session: stay S s after the last session for\n"
 	    "                             the next to come (0, the default: exit with it)\n"
 	    "      --control PATH         answer rock ls and rock kill on this unix socket\n"
-	    "      --workers N            N event loops, one process each (1 to 64; 1)\n"
+	    "      --workers N|auto       N event loops, one process each (1 to 64);\n"
+	    "                             auto, the default: one per CPU\n"
+	    "      --spread address|connection  workers: a client address's\n"
+	    "                             connections to one (default), or each anywhere\n"
 	    "  -v, --verbose              debug log\n"
 	    "  -h, --help, -V, --version\n");
 }
@@ -74,7 +79,9 @@ struct options {
 	const char *session_backend;	/* --backend without --listen */
 	long idle_timeout_s;	/* --idle-timeout */
 	long persist_s;		/* --persist; -1: not given */
-	long workers;		/* --workers; 0: the file's, else 1 */
+	long workers;		/* --workers (0: auto), if workers_set */
+	int workers_set;
+	int spread, spread_set;	/* --spread, enum rockd_spread */
 };
 
 static int session_options(struct options *o, struct rockd_config *cfg);
@@ -98,6 +105,7 @@ parse_options(int argc, char **argv, struct options *o, struct rockd_config *cfg
 		{ "persist", required_argument, NULL, 'P' },
 		{ "control", required_argument, NULL, 'C' },
 		{ "workers", required_argument, NULL, 'W' },
+		{ "spread", required_argument, NULL, 'A' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 }
@@ -180,12 +188,20 @@ parse_options(int argc, char **argv, struct options *o, struct rockd_config *cfg
 			o->control = optarg;
 			break;
 		case 'W':
-			if (rock_parse_ll(optarg, 1, ROCKD_MAX_WORKERS, &v) != 0) {
+			if (rockd_parse_workers(optarg, &o->workers) != 0) {
 				fprintf(stderr, "rockd: --workers needs a number, "
-				    "1 to %d\n", ROCKD_MAX_WORKERS);
+				    "1 to %d, or auto\n", ROCKD_MAX_WORKERS);
 				return 2;
 			}
-			o->workers = (long)v;
+			o->workers_set = 1;
+			break;
+		case 'A':
+			if (rockd_parse_spread(optarg, &o->spread) != 0) {
+				fprintf(stderr, "rockd: --spread needs address "
+				    "or connection\n");
+				return 2;
+			}
+			o->spread_set = 1;
 			break;
 		case 'h': usage(stdout); return -1;
 		case 'V': printf("rockd (%s) %s\n", PACKAGE_NAME, PACKAGE_VERSION); return -1;
@@ -266,19 +282,54 @@ metrics_option(struct rockd_config *cfg, const char *spec, char *err,
 	return rockd_config_metrics_check(cfg, err, errlen);
 }
 
-/* Workers: the option's, else the file's, else one. What they cannot
- * do (a session's single port, a control channel past port 65535, a
- * hand-over to another count) is a configuration error, not a surprise
- * at run time. */
+/* The CPUs this process may run on (its affinity: a cpuset or taskset
+ * is honoured), at most ROCKD_MAX_WORKERS. */
+static int
+cpus(void)
+{
+	cpu_set_t set;
+	long n = 0;
+
+	if (sched_getaffinity(0, sizeof(set), &set) == 0)
+		n = CPU_COUNT(&set);
+	if (n <= 0)
+		n = sysconf(_SC_NPROCESSORS_ONLN);
+	return n < 1 ? 1 : n > ROCKD_MAX_WORKERS ? ROCKD_MAX_WORKERS : (int)n;
+}
+
+/* workers auto: a hand-over keeps the running count (the sessions' ids
+ * name their workers); a session rockd is one process; else one per
+ * CPU, as many as have a control port below 65536. */
+static int
+workers_auto(const struct options *o, const struct rockd_config *cfg)
+{
+	int n, room;
+
+	if (o->ntakeover > 0)
+		return o->ntakeover;
+	if (o->session)
+		return 1;
+	n = cpus();
+	if (cfg->services != NULL &&
+	    (room = 65536 - rockd_addr_port(&cfg->services->listen_addr)) < n)
+		n = room < 1 ? 1 : room;
+	return n;
+}
+
+/* Workers: the option's, else the file's, else one per CPU. What an
+ * explicit count cannot do (a session's single port, a control channel
+ * past port 65535, a hand-over to another count) is a configuration
+ * error, not a surprise at run time. */
 static int
 workers_check(const struct options *o, struct rockd *d)
 {
 	const struct rockd_config *cfg = &d->cfg;
 	const char *what = NULL;
 	char where[PATH_MAX + 16] = "rockd";
+	long want = o->workers_set ? o->workers : cfg->workers;
 
-	d->nworkers = o->workers > 0 ? (int)o->workers :
-	    cfg->workers > 0 ? (int)cfg->workers : 1;
+	d->nworkers = want > 0 ? (int)want : workers_auto(o, cfg);
+	d->spread = o->spread_set ? o->spread : cfg->spread;
 	/* The sessions' ids name their workers: a hand-over keeps them. */
 	if (o->ntakeover > 0 && o->ntakeover != d->nworkers) {
 		fprintf(stderr, "rockd: workers %d, but the running rockd has %d: "
@@ -296,7 +347,7 @@ workers_check(const struct options *o, struct rockd *d)
 		    "is past 65535";
 	if (what == NULL)
 		return 0;
-	if (o->workers <= 0 && d->config_path != NULL)
+	if (!o->workers_set && d->config_path != NULL)
 		snprintf(where, sizeof(where), "rockd: %s:%d", d->config_path,
 		    cfg->workers_line);
 	fprintf(stderr, "%s: workers %d: %s; use workers 1\n", where,

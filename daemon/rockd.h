@@ -63,9 +63,15 @@ struct rockd_config {
 	/* rock ls and rock kill's socket; "": none. Read at start. */
 	char control[108];
 	int control_line;		/* where the file set it */
-	long workers;			/* event loops (processes); -1: not set */
+	long workers;			/* event loops (processes); 0: one per
+					 * CPU (auto); -1: not set (auto) */
 	int workers_line;		/* where the file set it */
+	int spread;			/* enum rockd_spread; read at start */
 };
+
+/* How the workers' listeners share new connections: a client address's
+ * to one worker (the default), or each by the kernel's hash. */
+enum rockd_spread { ROCKD_SPREAD_ADDRESS, ROCKD_SPREAD_CONNECTION };
 
 /* Half-open handshakes cost memory: beyond this many, new ones are
  * refused (and routed reconnects reset). */
@@ -113,6 +119,7 @@ struct rockd {
 	int stopping;
 	int fast_open_told;		/* the host's Fast Open setting, logged */
 	int steer_told;			/* the steering program refused, logged */
+	int spread;			/* enum rockd_spread, from the start */
 	struct rock_identity ident;	/* from the key file, until the engine has it */
 	struct event *sig_term, *sig_int, *sig_hup, *sig_usr2;
 	struct event *drain;		/* SIGTERM: cuts what is left, in time */
@@ -350,6 +357,12 @@ void rockd_session_free(struct rockd *d);
 void rockd_no_delay(evutil_socket_t fd);
 
 /* Address text "[ADDR:]PORT" or "HOST:PORT" into a sockaddr; -1 + err. */
+/* "auto" (*out 0) or a number of workers; 0 or -1. */
+int rockd_parse_workers(const char *s, long *out);
+/* How a hand-over's successor ended (its wait status), into buf. */
+const char *rockd_handover_ended(int st, char *buf, size_t len);
+/* "address" or "connection" into *out (enum rockd_spread); 0 or -1. */
+int rockd_parse_spread(const char *s, int *out);
 int rockd_parse_addr(const char *spec, int passive, struct sockaddr_storage *ss,
     socklen_t *len, char *err, size_t errlen);
 /* Two listen addresses that bind(2) would not both take. */

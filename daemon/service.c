@@ -113,7 +113,7 @@ start_one(struct rockd *d, struct rockd_service *s)
 	}
 	evconnlistener_set_error_cb(s->listener, accept_error_cb);
 	fast_open(d, evconnlistener_get_fd(s->listener));
-	if (d->nworkers > 1)
+	if (d->nworkers > 1 && d->spread == ROCKD_SPREAD_ADDRESS)
 		steer(d, s);
 	rlog_info(&d->log, "listening on %s, backend %s", s->listen_spec,
 	    s->backend.spec);

@@ -365,9 +365,11 @@ become_worker(struct master *m, int k, int ready, pid_t master)
 
 	d->sigmask = m->old;
 	(void)setpgid(0, 0);
-	/* A master killed outright (SIGKILL) leaves no orphans serving;
-	 * one gone already before the request counts too. */
-	(void)prctl(PR_SET_PDEATHSIG, SIGTERM);
+	/* A master killed outright (SIGKILL, a crash) is rockd killed
+	 * outright, as a lone rockd would be: no orphan drains on for
+	 * 30 s holding the ports a restart needs. One gone already before
+	 * the request counts too. */
+	(void)prctl(PR_SET_PDEATHSIG, SIGKILL);
 	if (getppid() != master)
 		_exit(1);
 	if (m->report >= 0)
@@ -617,11 +619,12 @@ hand_over(struct master *m)
 static void
 heir_gone(struct master *m, int st)
 {
+	char how[96];
 	int k;
 
-	rlog_error(&m->d->log, "hand-over: the successor (pid %ld) %s %d%s",
-	    (long)m->heir, WIFEXITED(st) ? "exited with" : "ended by signal",
-	    WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st), m->committed ?
+
+	rlog_error(&m->d->log, "hand-over: successor %ld %s%s", (long)m->heir,
+	    rockd_handover_ended(st, how, sizeof(how)), m->committed ?
 	    " after it took over: its sessions are gone; starting workers "
 	    "afresh" : "; still serving");
 	m->heir = 0;

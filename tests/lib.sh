@@ -75,12 +75,15 @@ listening() { ss -Htln "sport = :$1" | grep -q .; }
 rockd_started() {
 	local i
 	for ((i = 0; i < ${3:-20} * 20; i++)); do
-		grep -q ' started$' "$1" && return 0
+		rockd_up "$1" && return 0
 		kill -0 "$2" 2>/dev/null || break
 		sleep 0.05
 	done
-	grep -q ' started$' "$1"
+	rockd_up "$1"
 }
+# rockd_up LOG: rockd has started, every worker of it: a lone rockd's
+# "rocks V started", or the master's "N workers started" once all listen.
+rockd_up() { grep -Eq ': info: [a-z_]+: ([^ ]+ [^ ]+|[0-9]+ workers) started$' "$1"; }
 
 # t_fail_all REASON: a failure that ends the test at once (a daemon that
 # did not start is broken, not missing); its logs are kept.

@@ -70,7 +70,7 @@ until_true() {
 }
 
 # shellcheck disable=SC2317 # run by until_true or t_check
-started() { grep -q ': info: run: .* started$' "$1"; }
+started() { rockd_up "$1"; }
 
 # The echo backend: socat, one cat per connection; port in $bport.
 start_backend() {
@@ -100,7 +100,9 @@ start_rockd() {
 	local try
 	for try in 1 2 3 4 5; do
 		read -r new_port < <(free_ports 1)
-		spawn with_nofile "$2" "$ROCKD" -F -v \
+		# One worker: the attacks aim at one engine (its control port,
+		# its memory, its log budget); each worker is a whole one.
+		spawn with_nofile "$2" "$ROCKD" -F -v --workers 1 \
 			--listen "127.0.0.1:$new_port" --backend "127.0.0.1:$bport" 2>"$1"
 		new_pid=$spawned
 		until_true 10 started "$1" && return 0

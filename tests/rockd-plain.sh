@@ -318,7 +318,7 @@ start_rockd() {
 	spawn "$ROCKD" -F "$@" 2>"$log"
 	rockd_pid=$spawned
 	for ((i = 0; i < 200; i++)); do
-		grep -q ': info: run: .* started$' "$log" && return 0
+		rockd_up "$log" && return 0
 		kill -0 "$rockd_pid" 2>/dev/null || return 1
 		sleep 0.05
 	done
@@ -433,15 +433,28 @@ conf empty '# nothing here' 'pidfile /run/rockd.pid'
 tcheck "no service" 2 "rockd: $cf: no service (a \"listen ... backend ...\" line) configured" -f "$cf"
 for v in 0 65 abc ''; do
 	conf workers "listen 127.0.0.1:7001 $svc" "workers $v"
-	tcheck "workers '$v'" 2 "rockd: $cf:2: expected: workers N (1 to 64)" -f "$cf"
+	tcheck "workers '$v'" 2 "rockd: $cf:2: expected: workers N (1 to 64) or workers auto" -f "$cf"
 done
+conf workersauto "listen 127.0.0.1:7001 $svc" 'workers auto'
+tcheck "workers auto" 0 "" -f "$cf"
+# auto (the default) fits the control ports it has: one worker here.
+conf autoport "listen 127.0.0.1:65535 $svc"
+tcheck "no workers line on port 65535" 0 "" -f "$cf"
+tcheck "--workers auto on port 65535" 0 "" --workers auto -f "$cf"
 conf workersmetrics "listen 127.0.0.1:7001 $svc" 'metrics 127.0.0.1:7009' '' "control $t_tmp/ctl" 'workers 2'
 tcheck "workers 2 with metrics and control" 0 "" -f "$cf"
 conf workersport "listen 127.0.0.1:65535 $svc" 'workers 2'
 tcheck "workers 2 on port 65535" 2 "rockd: $cf:2: workers 2: the last worker's control channel (UDP port + N - 1) is past 65535; use workers 1" -f "$cf"
 tcheck "--workers 2 on port 65535" 2 "rockd: workers 2: the last worker's control channel (UDP port + N - 1) is past 65535; use workers 1" \
 	--workers 2 -f "$cf"
-tcheck "--workers 65" 2 "rockd: --workers needs a number, 1 to 64" --workers 65 -f "$cf"
+tcheck "--workers 65" 2 "rockd: --workers needs a number, 1 to 64, or auto" --workers 65 -f "$cf"
+for v in sideways '' 'address connection'; do
+	conf spread "listen 127.0.0.1:7001 $svc" "spread $v"
+	tcheck "spread '$v'" 2 "rockd: $cf:2: expected: spread address or spread connection" -f "$cf"
+done
+conf spreadok "listen 127.0.0.1:7001 $svc" 'workers 2' 'spread connection'
+tcheck "spread connection" 0 "" -f "$cf"
+tcheck "--spread hash" 2 "rockd: --spread needs address or connection" --spread hash -f "$cf"
 "$ROCKD" --session --workers 2 >"$t_tmp/out" 2>"$t_tmp/err"
 t_eq "--session --workers 2: exit 2, says why" "$? $(cat "$t_tmp/err")" \
 	"2 rockd: workers 2: --session is one process; use workers 1"
@@ -743,6 +756,21 @@ t_eq "workers 2 in the background: the pid file's process has 2 children" \
 t_eq "workers 2 in the background: 2 listeners" "$(ss -Htln "sport = :$wport" | wc -l)" 2
 t_eq "workers 2 in the background: plain clients are relayed" \
 	"$(echo hello | timeout 5 socat -t 2 - "TCP4:127.0.0.1:$wport")" hello
+# holders PORT: 24 connections from 127.0.0.1 held open; the pids of the
+# workers holding them, one line each, once all 24 are accepted.
+holders() {
+	local fd i
+	for fd in $(seq 20 43); do eval "exec $fd<>/dev/tcp/127.0.0.1/$1"; done
+	for i in $(seq 100); do
+		[ "$(ss -Htnp state established "( sport = :$1 )" | grep -c 'pid=')" -ge 24 ] && break
+		sleep 0.05
+	done
+	ss -Htnp state established "( sport = :$1 )" | sed -n 's/.*pid=\([0-9]*\),.*/\1/p' | sort | uniq -c |
+		awk '{ print $1 }' | sort -n | tr '\n' ' '
+	for fd in $(seq 20 43); do eval "exec $fd>&-"; done
+}
+t_eq "workers 2, spread address (the default): one address's 24 connections on one worker" \
+	"$(holders "$wport")" "24 "
 # The port held by the first: a second rockd with workers cannot listen.
 "$ROCKD" --workers 2 -k "$t_tmp/w.key" --listen "127.0.0.1:$wport" \
 	--backend "127.0.0.1:$wbe" >"$t_tmp/w2.out" 2>&1
@@ -751,6 +779,17 @@ kill "$wmaster"
 for _ in $(seq 100); do kill -0 "$wmaster" 2>/dev/null || break; sleep 0.05; done
 t_check "workers 2: SIGTERM stops the master" bash -c "! kill -0 $wmaster 2>/dev/null"
 t_check "workers 2: and its pid file goes" test ! -e "$t_tmp/w.pid"
+
+# spread connection: the kernel's hash spreads one address's connections.
+sport=$(free_port)
+"$ROCKD" --workers 2 --spread connection -p "$t_tmp/ws.pid" -k "$t_tmp/w.key" \
+	--listen "127.0.0.1:$sport" --backend "127.0.0.1:$wbe" >"$t_tmp/ws.out" 2>"$t_tmp/ws.err"
+t_eq "workers 2, spread connection: started" $? 0
+wsmaster=$(cat "$t_tmp/ws.pid" 2>/dev/null)
+pids+=("$wsmaster")
+t_eq "workers 2, spread connection: one address's 24 connections on both workers" \
+	"$(holders "$sport" | wc -w)" 2
+kill "$wsmaster"
 
 # A hand-over cannot change the number of workers: refused, the running
 # rockd serves on.
@@ -764,7 +803,7 @@ kill -USR2 "$w3"
 for _ in $(seq 200); do grep -q 'still serving' "$t_tmp/w3.log" && break; sleep 0.05; done
 t_check "USR2 to workers 2 with workers 3 in the file: the successor says why" \
 	grep -q "rockd: workers 3, but the running rockd has 2: a change of workers takes a restart" "$t_tmp/w3.log"
-t_check "and the running master serves on" grep -q "hand-over: the successor (pid [0-9]*) exited with 2; still serving" "$t_tmp/w3.log"
+t_check "and the running master serves on" grep -q "hand-over: successor [0-9]* exited with status 2 (its configuration is bad: see its message); still serving" "$t_tmp/w3.log"
 t_eq "and relays" "$(echo again | timeout 5 socat -t 2 - "TCP4:127.0.0.1:$wport")" again
 t_eq "and keeps the pid file" "$(cat "$t_tmp/w3.pid")" "$w3"
 kill "$w3"

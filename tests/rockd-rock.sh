@@ -14,7 +14,7 @@ start_rockd() {
 	"$ROCKD" -F -v -f "$2" 2>"$1" &
 	rockd_pid=$!
 	pids+=("$rockd_pid")
-	for _ in $(seq 100); do grep -q 'started' "$1" && return 0; sleep 0.05; done
+	for _ in $(seq 100); do rockd_up "$1" && return 0; sleep 0.05; done
 	return 1
 }
 

@@ -55,7 +55,12 @@ rockd_restart() {
 	idle_rockd
 }
 
-ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+# CPU ticks of a process and its children (rockd's workers).
+ticks() {
+	local p
+	for p in "$1" $(pgrep -P "$1"); do cat "/proc/$p/stat"; done 2>/dev/null |
+		awk '{ s += $14 + $15 } END { print s + 0 }'
+}
 
 table() {
 	local n dir rss rss1 plain plain1 drss0 drss dt0 dt1

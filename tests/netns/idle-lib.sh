@@ -95,4 +95,9 @@ idle_window() {
 }
 
 # RSS of a process, KiB.
-idle_rss() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status"; }
+# (with its children: rockd's workers, one per CPU by default)
+idle_rss() {
+	local p
+	for p in "$1" $(pgrep -P "$1"); do cat "/proc/$p/status"; done 2>/dev/null |
+		awk '/^VmRSS:/ { s += $2 } END { print s + 0 }'
+}

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# rock-idle-many.sh: 10,000 idle rocks (or the most one rockd holds under the hard descriptor limit) from one client process through one rockd cost what one rock does: at most 2 control packets/s and 300 B/s each way, no TCP segment, none suspended.
+# rock-idle-many.sh: 10,000 idle rocks (or the most one rockd worker holds under the hard descriptor limit) from one client process through one rockd (one worker per CPU) cost what one rock does: at most 2 control packets/s and 300 B/s each way, no TCP segment, none suspended.
 # shellcheck source-path=SCRIPTDIR
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -18,6 +18,13 @@ WINDOW=4
 rock_netns_up
 idle_echod || t_skip_all "the echo backend did not start"
 idle_rockd || t_fail_all "rockd did not start"
+# rockd as configured by default: one worker per CPU. The client's rocks
+# are steered to one of them, so one heartbeat covers them all.
+cpus=$(nproc)
+[ "$cpus" -le 64 ] || cpus=64
+[ "$cpus" -eq 1 ] || wait_for 10 grep -q " $cpus workers started\$" "$t_tmp/rockd-$IDLE_PORT.log"
+t_eq "rockd runs one worker per CPU" \
+	"$(grep -c ': info: run: .* started$' "$t_tmp/rockd-$IDLE_PORT.log")" "$cpus"
 idle_counters || t_skip_all "no iptables counters in the client namespace"
 
 dir="$t_tmp/many"

@@ -22,7 +22,8 @@ pids+=($!)
 nn_wait_port "$NN_S" "$NN_S_ADDR" 7001 20 || t_fail_all "rockd did not listen"
 t_eq "rockd's control socket is owner-only" "$(stat -c %a "$CTL")" 600
 # A second rockd at the same control socket: refused, the first keeps it.
-nn_s timeout 5 "$ROCKD" -F --control "$CTL" --listen 7002 --backend 127.0.0.1:9000 2>"$t_tmp/second.log"
+# (on 7101: the first's workers hold UDP 7001 up, one port each)
+nn_s timeout 5 "$ROCKD" -F --control "$CTL" --listen 7101 --backend 127.0.0.1:9000 2>"$t_tmp/second.log"
 t_eq "a second rockd at a live control socket: exit 1" $? 1
 t_check "and says why" grep -q "control $CTL: in use by another process\$" "$t_tmp/second.log"
 t_check "the first one's socket is still there" test -S "$CTL"

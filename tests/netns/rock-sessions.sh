@@ -16,8 +16,12 @@ drop_udp_loss() { nn_r iptables -w -D FORWARD -p udp -m statistic --mode random 
 nn_on_cleanup drop_udp_loss
 
 ROCKS=300
-echo "max-rocks 20" >"$t_tmp/small.conf"
-echo "listen 7002 backend 127.0.0.1:9000" >>"$t_tmp/small.conf"
+# Part 2 is one engine's eviction: max-rocks is each worker's, and the
+# strangers (from the router) and the user (from the client) would be
+# steered to different workers.
+printf 'max-rocks 20\nworkers 1\n' >"$t_tmp/small.conf"
+# (on 7101: the first rockd's workers hold UDP 7001 up while they stop)
+echo "listen 7101 backend 127.0.0.1:9000" >>"$t_tmp/small.conf"
 nn_s socat -t 60 "TCP4-LISTEN:9000,bind=127.0.0.1,reuseaddr,fork,backlog=512" EXEC:cat 2>/dev/null &
 pids+=($!)
 nn_wait_port "$NN_S" 127.0.0.1 9000 5 || t_skip_all "the echo backend did not start"
@@ -33,7 +37,12 @@ start_rockd() {
 }
 # PORT: data connections rockd still holds on PORT (its rocks' sockets;
 # a closed rock's are gone, TIME_WAIT has no owner; not the listener).
-held() { nn_s ss -Htnp state connected "( sport = :$1 )" | grep -c "pid=$rockd_pid,"; }
+# rockd's pids: its workers' too (one per CPU by default).
+held() {
+	local p re="pid=($rockd_pid"
+	for p in $(pgrep -P "$rockd_pid"); do re="$re|$p"; done
+	nn_s ss -Htnp state connected "( sport = :$1 )" | grep -Ec "$re),"
+}
 
 # ---- 1. 300 rocks close at once, one UDP datagram in five lost ------------
 start_rockd rockd --listen 7001 --backend 127.0.0.1:9000
@@ -73,10 +82,10 @@ nn_s socat -t 60 "TCP4-LISTEN:9000,bind=127.0.0.1,reuseaddr,fork" EXEC:cat 2>/de
 pids+=($!)
 nn_wait_port "$NN_S" 127.0.0.1 9000 5 || t_skip_all "the echo backend did not start"
 start_rockd small -f "$t_tmp/small.conf"
-nn_wait_port "$NN_S" "$NN_S_ADDR" 7002 20 || t_fail_all "rockd did not listen"
+nn_wait_port "$NN_S" "$NN_S_ADDR" 7101 20 || t_fail_all "rockd did not listen"
 mkfifo "$t_tmp/bursts.in"
 exec {bursts_fd}<>"$t_tmp/bursts.in"
-ROCK_DEBUG=1 ROCK_LOG="$t_tmp/user.log" t_foreign nn_c "$ROCK" "$TRAFFIC" bursts "$NN_S_ADDR" 7002 4096 \
+ROCK_DEBUG=1 ROCK_LOG="$t_tmp/user.log" t_foreign nn_c "$ROCK" "$TRAFFIC" bursts "$NN_S_ADDR" 7101 4096 \
 	<"$t_tmp/bursts.in" >"$t_tmp/bursts.out" 2>&1 &
 user_pid=$! pids+=($!)
 echo go >&"$bursts_fd"
@@ -88,7 +97,7 @@ nn_blackhole both
 wait_for 10 grep -q "rock $user: CONNECTED -> SUSPENDED" "$t_tmp/small.log"
 t_check "the user's rock $user is suspended in rockd" grep -q "rock $user: CONNECTED -> SUSPENDED" "$t_tmp/small.log"
 # From the router, which the blackhole does not touch: hello, then gone.
-nn_r "$HOSTILE" abandon "$NN_S_ADDR" 7002 400 >"$t_tmp/abandon.out" 2>&1
+nn_r "$HOSTILE" abandon "$NN_S_ADDR" 7101 400 >"$t_tmp/abandon.out" 2>&1
 rc=$?
 t_eq "400 anonymous handshakes, all taken ($(cat "$t_tmp/abandon.out"))" "$rc" 0
 t_eq "none pushed out the user's rock" "$(grep -c "rock $user: closed" "$t_tmp/small.log")" 0
@@ -100,8 +109,8 @@ t_check "the user's rock came back and echoed byte-exact ($(tail -n 1 "$t_tmp/bu
 t_eq "it was not reset" "$(grep -c -i 'reset\|MISMATCH\|end of stream' "$t_tmp/bursts.out")" 0
 # The strangers' rocks are suspended once their FIN is seen (no end of
 # stream) and expire 10 s later.
-wait_for 20 test "$(held 7002)" -le 1
-t_eq "the strangers' rocks expired on their own; rockd holds the user's only" "$(held 7002)" 1
+wait_for 20 test "$(held 7101)" -le 1
+t_eq "the strangers' rocks expired on their own; rockd holds the user's only" "$(held 7101)" 1
 echo "measured: 400 anonymous handshakes at max-rocks 20: $(grep -c 'closing one its client never proved' "$t_tmp/small.log") strangers evicted, $(grep -c 'closed: never proven by its client' "$t_tmp/small.log") expired, the user's rock kept"
 exec {bursts_fd}>&-
 t_done
