@@ -347,7 +347,7 @@ workers_check(const struct options *o, struct rockd *d)
 		    "is past 65535";
 	if (what == NULL)
 		return 0;
-	if (!o->workers_set && d->config_path != NULL)
+	if (!o->workers_set && d->config_path != NULL && cfg->workers_line > 0)
 		snprintf(where, sizeof(where), "rockd: %s:%d", d->config_path,
 		    cfg->workers_line);
 	fprintf(stderr, "%s: workers %d: %s; use workers 1\n", where,
@@ -612,7 +612,10 @@ setup_log(struct rockd *d, const struct options *o)
 	d->log_cfg.log_sink = o->foreground ? ROCK_LOG_STDERR : ROCK_LOG_SYSLOG;
 	d->log_cfg.debug = o->verbose;
 	rock_log_configure(&d->log, &d->log_cfg, "rockd");
-	d->log.warn_to_stderr = 0;
+	/* Until a daemon has detached, its warnings and errors also go to
+	 * the terminal that started it: a start that fails says why there,
+	 * not only in syslog. */
+	d->log.warn_to_stderr = !o->foreground;
 	d->log.facility = LOG_DAEMON;
 	if (!o->foreground)
 		openlog("rockd", LOG_PID, LOG_DAEMON);
@@ -733,6 +736,8 @@ run(struct rockd *d, const struct options *o)
 		rlog_error(&d->log, "daemon: %s", strerror(errno));
 		goto out;
 	}
+	if (!worker)
+		d->log.warn_to_stderr = 0;	/* detached, or a successor */
 	d->log.pid = getpid();
 	/* A successor wrote it before its predecessor could exit. */
 	if (o->takeover < 0 && !worker && rockd_pidfile_write(d) != 0)

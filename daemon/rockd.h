@@ -220,9 +220,14 @@ int rockd_key_load(struct rockd *d, const char *path, int test);
 
 /* Listeners: start every service, or move live ones over to a new config. */
 int rockd_services_start(struct rockd *d, struct rockd_config *cfg);
+/* Workers' master: 0, or -1 (logged) where another process listens on a
+ * service's address. */
+int rockd_services_unclaimed(struct rockd *d, const struct rockd_config *cfg);
 /* On a listener of a group of nworkers (SO_REUSEPORT): each client
  * address's connections to one of them (steer.c); 0 or -errno. */
 int rockd_steer_attach(int fd, int nworkers);
+/* The group's program removed, if it has one; 0 or -errno. */
+int rockd_steer_detach(int fd);
 void rockd_services_stop(struct rockd_config *cfg);
 int rockd_services_reload(struct rockd *d, struct rockd_config *next);
 
@@ -356,13 +361,13 @@ void rockd_session_free(struct rockd *d);
  * endpoints, whose own settings rockd cannot see. */
 void rockd_no_delay(evutil_socket_t fd);
 
-/* Address text "[ADDR:]PORT" or "HOST:PORT" into a sockaddr; -1 + err. */
 /* "auto" (*out 0) or a number of workers; 0 or -1. */
 int rockd_parse_workers(const char *s, long *out);
 /* How a hand-over's successor ended (its wait status), into buf. */
 const char *rockd_handover_ended(int st, char *buf, size_t len);
 /* "address" or "connection" into *out (enum rockd_spread); 0 or -1. */
 int rockd_parse_spread(const char *s, int *out);
+/* Address text "[ADDR:]PORT" or "HOST:PORT" into a sockaddr; -1 + err. */
 int rockd_parse_addr(const char *spec, int passive, struct sockaddr_storage *ss,
     socklen_t *len, char *err, size_t errlen);
 /* Two listen addresses that bind(2) would not both take. */

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <unistd.h>
 
 #include "rockd.h"
 
@@ -79,29 +80,36 @@ fast_open(struct rockd *d, evutil_socket_t fd)
 		    "more; sysctl net.ipv4.tcp_fastopen=3 turns it on", mode);
 }
 
-/* Workers: a client's connections to one worker, not spread by the
- * kernel's hash of the ports: its rocks then share a control group (one
- * heartbeat), and its reconnects need no passing on. Without the
- * program, every worker still serves: said once. */
+/* Workers, spread address: a client's connections to one worker, not
+ * spread by the kernel's hash of the ports: its rocks then share a
+ * control group (one heartbeat), and its reconnects need no passing on.
+ * Without the program, every worker still serves: said once a worker.
+ * Set on a listener started or taken over (a predecessor may have
+ * spread otherwise), and after a respawn, for the group. */
 static void
 steer(struct rockd *d, struct rockd_service *s)
 {
-	int r = rockd_steer_attach(evconnlistener_get_fd(s->listener),
-	    d->nworkers);
+	int fd = evconnlistener_get_fd(s->listener), r;
 
+	if (d->nworkers <= 1)
+		return;
+	r = d->spread == ROCKD_SPREAD_ADDRESS ?
+	    rockd_steer_attach(fd, d->nworkers) : rockd_steer_detach(fd);
 	if (r != 0 && !d->steer_told++)
-		rlog_warn(&d->log, "%s: cannot steer clients to workers by "
-		    "address (%s): the kernel's hash spreads them, and a "
-		    "client's idle rocks cost a heartbeat per worker",
-		    s->listen_spec, strerror(-r));
+		rlog_warn(&d->log, "%s: cannot %s (%s): %s", s->listen_spec,
+		    d->spread == ROCKD_SPREAD_ADDRESS ? "steer clients to "
+		    "workers by address" : "remove the steering program",
+		    strerror(-r), d->spread == ROCKD_SPREAD_ADDRESS ? "the "
+		    "kernel's hash spreads them, and a client's idle rocks "
+		    "cost a heartbeat per worker" : "clients stay steered by "
+		    "address");
 }
 
 static int
 start_one(struct rockd *d, struct rockd_service *s)
 {
 	s->daemon = d;
-	/* Workers: each its own listener on the address; the kernel spreads
-	 * connections over them. */
+	/* Workers: each its own listener on the address (steer()). */
 	s->listener = evconnlistener_new_bind(d->base, accept_cb, s,
 	    LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_EXEC |
 	    (d->nworkers > 1 ? LEV_OPT_REUSEABLE_PORT : 0),
@@ -113,11 +121,38 @@ start_one(struct rockd *d, struct rockd_service *s)
 	}
 	evconnlistener_set_error_cb(s->listener, accept_error_cb);
 	fast_open(d, evconnlistener_get_fd(s->listener));
-	if (d->nworkers > 1 && d->spread == ROCKD_SPREAD_ADDRESS)
-		steer(d, s);
+	steer(d, s);
 	rlog_info(&d->log, "listening on %s, backend %s", s->listen_spec,
 	    s->backend.spec);
 	return 0;
+}
+
+/* Workers share each address (SO_REUSEPORT), and so would another
+ * rockd of this user's on it: it would join the group, and a program it
+ * set would stay with it. The master first binds each address alone, as
+ * a lone rockd would, and fails where another process listens. */
+int
+rockd_services_unclaimed(struct rockd *d, const struct rockd_config *cfg)
+{
+	const struct rockd_service *s;
+	int fd, one = 1, r = 0;
+
+	for (s = cfg->services; s != NULL && r == 0; s = s->next) {
+		fd = socket(s->listen_addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC,
+		    0);
+		if (fd < 0)
+			continue;	/* the workers' own bind says why */
+		(void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one,
+		    sizeof(one));
+		if (bind(fd, (const struct sockaddr *)&s->listen_addr,
+		    s->listen_len) != 0 && errno == EADDRINUSE) {
+			rlog_error(&d->log, "%s: cannot listen: %s", s->listen_spec,
+			    strerror(errno));
+			r = -1;
+		}
+		close(fd);
+	}
+	return r;
 }
 
 int
@@ -215,6 +250,7 @@ adopt_one(struct rockd *d, struct rockd_service *s, struct rockd_msg *l)
 	}
 	l->fds[0] = -1;
 	evconnlistener_set_error_cb(s->listener, accept_error_cb);
+	steer(d, s);
 	rlog_info(&d->log, "listening on %s (taken over), backend %s",
 	    s->listen_spec, s->backend.spec);
 	return 0;

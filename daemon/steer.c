@@ -10,6 +10,9 @@
 #ifndef SO_ATTACH_REUSEPORT_CBPF
 #define SO_ATTACH_REUSEPORT_CBPF 51
 #endif
+#ifndef SO_DETACH_REUSEPORT_BPF
+#define SO_DETACH_REUSEPORT_BPF 68
+#endif
 
 /* Offsets from the IP header (SKF_NET_OFF): a listener's program runs
  * with the packet at the TCP payload, so the addresses are reached
@@ -64,6 +67,20 @@ rockd_steer_attach(int fd, int nworkers)
 	code[STEER_LEN - 2].k = (__u32)nworkers;
 	if (setsockopt(fd, SOL_SOCKET, SO_ATTACH_REUSEPORT_CBPF, &prog,
 	    sizeof(prog)) != 0)
+		return -errno;
+	return 0;
+}
+
+/* The program belongs to the listener's whole group and outlives the
+ * socket that set it: a group taken over from a rockd that spread
+ * otherwise loses it. */
+int
+rockd_steer_detach(int fd)
+{
+	int unused = 0;
+
+	if (setsockopt(fd, SOL_SOCKET, SO_DETACH_REUSEPORT_BPF, &unused,
+	    sizeof(unused)) != 0 && errno != ENOENT)
 		return -errno;
 	return 0;
 }

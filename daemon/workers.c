@@ -352,6 +352,7 @@ rockd_worker_ready(struct rockd *d)
 	d->ready_fd = -1;
 	if (d->detached)
 		to_devnull();
+	d->log.warn_to_stderr = 0;
 }
 
 /* In the child. The signals the master waits for stay blocked until the
@@ -831,6 +832,8 @@ rockd_workers_run(struct rockd *d, int foreground, int successor,
 		goto out;
 	}
 	m.ready_rx = ready[0];
+	if (!successor && rockd_services_unclaimed(d, &d->cfg) != 0)
+		goto out;
 	/* A successor's workers take over all or none (rockd_worker_commit). */
 	if (successor) {
 		if (pipe2(commit, O_CLOEXEC) != 0) {
@@ -881,6 +884,7 @@ rockd_workers_run(struct rockd *d, int foreground, int successor,
 	m.report = -1;
 	if (!foreground)
 		to_devnull();
+	d->log.warn_to_stderr = 0;
 	m.status = 0;
 	master_loop(&m);
 	if (m.committed) {

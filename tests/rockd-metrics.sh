@@ -79,7 +79,8 @@ families() {
 	    END { print bad ? "bad" : n }' "$1"
 }
 t_eq "15 families, each with HELP and TYPE, every sample with its worker" "$(families "$t_tmp/m0")" 15
-cpus=$(nproc)
+# (rockd counts its affinity; nproc would heed OMP_NUM_THREADS too)
+cpus=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)
 [ "$cpus" -le 64 ] || cpus=64
 t_eq "no workers line: one worker per CPU ($cpus), each with its samples" \
 	"$(grep -o 'worker="[0-9]*"' "$t_tmp/m0" | sort -u | wc -l)" "$cpus"

@@ -771,23 +771,47 @@ holders() {
 }
 t_eq "workers 2, spread address (the default): one address's 24 connections on one worker" \
 	"$(holders "$wport")" "24 "
-# The port held by the first: a second rockd with workers cannot listen.
-"$ROCKD" --workers 2 -k "$t_tmp/w.key" --listen "127.0.0.1:$wport" \
+# The port held by the first: a second rockd with workers cannot listen,
+# nor join the first's group (its own steering program would stay).
+"$ROCKD" --workers 3 -k "$t_tmp/w.key" --listen "127.0.0.1:$wport" \
 	--backend "127.0.0.1:$wbe" >"$t_tmp/w2.out" 2>&1
-t_eq "workers 2 on a port another rockd's workers hold: exit 1" $? 1
+t_eq "workers 3 on a port another rockd's workers hold: exit 1" $? 1
+t_check "and says why" grep -q "127.0.0.1:$wport: cannot listen: Address already in use" "$t_tmp/w2.out"
+t_eq "and the first's steering holds: 24 connections on one worker" "$(holders "$wport")" "24 "
 kill "$wmaster"
 for _ in $(seq 100); do kill -0 "$wmaster" 2>/dev/null || break; sleep 0.05; done
 t_check "workers 2: SIGTERM stops the master" bash -c "! kill -0 $wmaster 2>/dev/null"
 t_check "workers 2: and its pid file goes" test ! -e "$t_tmp/w.pid"
 
-# spread connection: the kernel's hash spreads one address's connections.
+# spread connection: the kernel's hash spreads one address's connections;
+# a hand-over to another spread sets or removes the listeners' program.
 sport=$(free_port)
-"$ROCKD" --workers 2 --spread connection -p "$t_tmp/ws.pid" -k "$t_tmp/w.key" \
-	--listen "127.0.0.1:$sport" --backend "127.0.0.1:$wbe" >"$t_tmp/ws.out" 2>"$t_tmp/ws.err"
+printf 'listen 127.0.0.1:%s backend 127.0.0.1:%s\nworkers 2\nspread connection\n' \
+	"$sport" "$wbe" >"$t_tmp/ws.conf"
+"$ROCKD" -f "$t_tmp/ws.conf" -p "$t_tmp/ws.pid" -k "$t_tmp/w.key" >"$t_tmp/ws.out" 2>"$t_tmp/ws.err"
 t_eq "workers 2, spread connection: started" $? 0
 wsmaster=$(cat "$t_tmp/ws.pid" 2>/dev/null)
 pids+=("$wsmaster")
 t_eq "workers 2, spread connection: one address's 24 connections on both workers" \
+	"$(holders "$sport" | wc -w)" 2
+# USR2 WANT: a hand-over with spread WANT in the file; the new master.
+usr2_spread() {
+	local i
+	sed -i "s/^spread .*/spread $1/" "$t_tmp/ws.conf"
+	kill -USR2 "$wsmaster"
+	for ((i = 0; i < 200; i++)); do
+		[ "$(cat "$t_tmp/ws.pid" 2>/dev/null)" != "$wsmaster" ] &&
+			! kill -0 "$wsmaster" 2>/dev/null && break
+		sleep 0.05
+	done
+	wsmaster=$(cat "$t_tmp/ws.pid")
+	pids+=("$wsmaster")
+}
+usr2_spread address
+t_eq "USR2 to spread address: the taken-over listeners steer (24 on one worker)" \
+	"$(holders "$sport")" "24 "
+usr2_spread connection
+t_eq "USR2 back to spread connection: the program is gone (both workers)" \
 	"$(holders "$sport" | wc -w)" 2
 kill "$wsmaster"
 

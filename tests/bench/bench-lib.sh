@@ -65,6 +65,14 @@ start_rockd() {
 	die "rockd did not start: $(tail -n 3 "$tmp/rockd.log")"
 }
 
+# ticks PID: user + system clock ticks so far of a process and its
+# children (rockd's workers, one per CPU by default)
+ticks() {
+	local p
+	for p in "$1" $(pgrep -P "$1"); do cat "/proc/$p/stat"; done 2>/dev/null |
+		awk '{ s += $14 + $15 } END { print s + 0 }'
+}
+
 # median NUMBER...: to one decimal
 median() {
 	printf '%s\n' "$@" | sort -g | awk '

@@ -34,7 +34,6 @@ start_rockd "$port" "$echo_port"
 # The client's files: its own, so the first connect is a first contact.
 export ROCK_KNOWN_SERVERS=$tmp/known ROCK_PROBE_CACHE=$tmp/probes
 chmod 700 "$tmp"
-ticks() { awk '{ print $14 + $15 }' "/proc/$rockd_pid/stat"; }
 hz=$(getconf CLK_TCK)
 
 # measure: "LATENCY_US FIRST_US" of a legitimate rock now
@@ -51,7 +50,7 @@ q_lat=() q_fst=() f_lat=() f_fst=() cpu=() answered=() unanswered=()
 for ((r = 1; r <= rounds; r++)); do
 	read -r l f <<<"$(measure)"
 	q_lat+=("$l") q_fst+=("$f")
-	t0=$(ticks)
+	t0=$(ticks "$rockd_pid")
 	: >"$tmp/forge.out"
 	# Floods of 10,000 back to back, for as long as the measuring lasts.
 	(while :; do
@@ -62,7 +61,7 @@ for ((r = 1; r <= rounds; r++)); do
 	f_lat+=("$l") f_fst+=("$f")
 	kill "$forge_pid" 2>/dev/null
 	wait "$forge_pid" 2>/dev/null
-	t1=$(ticks)
+	t1=$(ticks "$rockd_pid")
 	read -r n a u s <<<"$(awk '$1 == "forge" { n += $2; a += $3; u += $4; s += $5 }
 		END { printf "%d %d %d %.2f\n", n, a, u, s }' "$tmp/forge.out")"
 	[ "$n" -gt 0 ] || die "no flood was sent: $(tail -n 2 "$tmp/client.err")"

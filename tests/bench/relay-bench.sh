@@ -47,11 +47,6 @@ front=$("$bench" freeport | awk '{ print $2 }')
 start_rockd "$front" "$echo_port"
 hz=$(getconf CLK_TCK)
 
-# ticks PID: user + system clock ticks of a process so far
-ticks() {
-	awk '{ print $14 + $15 }' "/proc/$1/stat"
-}
-
 # run KIND: "TRIPS_PER_S CLIENT_US ECHOD_US ROCKD_US" per round trip
 run() {
 	local -a pre=()

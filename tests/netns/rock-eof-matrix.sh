@@ -64,9 +64,17 @@ start_rockd() {
 }
 stop_rockd() {
 	[ -n "${rockd_pid:-}" ] || return 0
-	kill -KILL "$rockd_pid" 2>/dev/null
-	wait_for 5 eval '! kill -0 "$rockd_pid" 2>/dev/null'
+	kill9_rockd
 	rockd_pid=
+}
+# kill -9 of rockd's pid, as a user would; its workers (one per CPU) go
+# with it, and are waited for too: a restart needs their ports.
+kill9_rockd() {
+	local procs
+	procs="$rockd_pid $(pgrep -P "$rockd_pid" | tr '\n' ' ')"
+	kill -KILL "$rockd_pid" 2>/dev/null
+	# shellcheck disable=SC2086 # a list of pids
+	wait_for 5 eval "! kill -0 $procs 2>/dev/null"
 }
 rockd_gone() { ! kill -0 "$rockd_pid" 2>/dev/null; }
 
@@ -156,7 +164,7 @@ inject() {
 	local id
 	case $1 in
 	kill9-0.1 | kill9-2)
-		kill -KILL "$rockd_pid"
+		kill9_rockd
 		nap "${1#kill9-}"
 		start_rockd "$t_tmp/key" ;;
 	term-drain)
@@ -171,7 +179,7 @@ for r in json.load(sys.stdin):
 			"$ROCK" kill --rockd "$CTL" "$id" >>"$t_tmp/kill.log" 2>&1
 		done ;;
 	other-key)
-		kill -KILL "$rockd_pid"
+		kill9_rockd
 		start_rockd "$t_tmp/key2" ;;
 	backend-reset)
 		touch "$t_tmp/reset" ;;

@@ -21,8 +21,9 @@ pids+=($!)
 nn_s "$ROCKD" -F -v --listen 7301 --backend 127.0.0.1:9301 \
 	--listen 7302 --backend 127.0.0.1:9302 2>"$t_tmp/rockd.log" &
 pids+=($!)
-nn_wait_port "$NN_S" 127.0.0.1 9301 5 && nn_wait_port "$NN_S" 127.0.0.1 9302 5 &&
-	nn_wait_port "$NN_S" "$NN_S_ADDR" 7302 5 || t_skip_all "servers did not start"
+nn_wait_port "$NN_S" 127.0.0.1 9301 5 && nn_wait_port "$NN_S" 127.0.0.1 9302 5 ||
+	t_skip_all "the echo backends did not start"
+nn_wait_port "$NN_S" "$NN_S_ADDR" 7302 20 || t_fail_all "rockd did not start (log: $(tail -n 3 "$t_tmp/rockd.log"))"
 
 # The client's first two FINs to PORT are dropped (each rule drops the
 # first packet it sees, then lets every other pass): the probe's end

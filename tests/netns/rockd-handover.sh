@@ -186,12 +186,12 @@ usr2 "second USR2" "$pid2"
 pid3=$next
 # Each socket once: a second copy (inherited across exec) would keep the
 # successor's closes and resets from ever reaching that peer.
-# Each TCP socket (ss lists every descriptor of it, in any process: the
-# master's, a worker's) held once; unix sockets between the master and
-# its workers are shared by design.
-nn_s ss -Htanp | grep 'rockd' >"$t_tmp/held3"
-t_check "the successor holds TCP sockets ($(grep -c . "$t_tmp/held3"))" test "$(grep -c . "$t_tmp/held3")" -gt 8
-t_eq "the successor holds each TCP socket once" "$(grep -c 'fd=.*fd=' "$t_tmp/held3")" 0
+# Each TCP and UDP socket (ss lists every descriptor of it, in any
+# process: the master's, a worker's) held once; unix sockets between the
+# master and its workers are shared by design.
+nn_s ss -Htuanp | grep 'rockd' >"$t_tmp/held3"
+t_check "the successor holds TCP and UDP sockets ($(grep -c . "$t_tmp/held3"))" test "$(grep -c . "$t_tmp/held3")" -gt 8
+t_eq "the successor holds each TCP and UDP socket once" "$(grep -c 'fd=.*fd=' "$t_tmp/held3")" 0
 
 for n in i1 i2 i3; do touch "$t_tmp/$n.go"; done
 # The spliced relay's pipes held bytes each way at the first hand-over
