@@ -140,6 +140,7 @@ rockd_handover_abort(struct rockd *d, const char *why)
 		(void)rockd_pidfile_write(d);
 	ho_free(d);
 	rockd_services_pause(&d->cfg, 0);
+	rockd_services_steer(d);
 }
 
 /* The metrics endpoint's listener goes as one more listener: the

@@ -13,6 +13,7 @@
 #include <sys/resource.h>
 #include <syslog.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "rock_err.h"
@@ -605,6 +606,21 @@ setup_signals(struct rockd *d)
 	    event_add(d->sig_hup, NULL) | event_add(d->sig_usr2, NULL);
 }
 
+/* stderr is systemd's journal stream, which syslog reaches already. */
+static int
+stderr_is_journal(void)
+{
+	const char *v = getenv(ROCKD_JOURNAL_STREAM_ENV);
+	unsigned long long dev, ino;
+	struct stat st;
+
+	if (v == NULL || sscanf(v, "%llu:%llu", &dev, &ino) != 2 ||
+	    fstat(STDERR_FILENO, &st) != 0)
+		return 0;
+	return (unsigned long long)st.st_dev == dev &&
+	    (unsigned long long)st.st_ino == ino;
+}
+
 static void
 setup_log(struct rockd *d, const struct options *o)
 {
@@ -614,8 +630,8 @@ setup_log(struct rockd *d, const struct options *o)
 	rock_log_configure(&d->log, &d->log_cfg, "rockd");
 	/* Until a daemon has detached, its warnings and errors also go to
 	 * the terminal that started it: a start that fails says why there,
-	 * not only in syslog. */
-	d->log.warn_to_stderr = !o->foreground;
+	 * not only in syslog (under systemd, once in the journal). */
+	d->log.warn_to_stderr = !o->foreground && !stderr_is_journal();
 	d->log.facility = LOG_DAEMON;
 	if (!o->foreground)
 		openlog("rockd", LOG_PID, LOG_DAEMON);

@@ -25,6 +25,8 @@
 #define ROCKD_MAX_DRAIN_S 86400
 /* USR2: the successor finds its end of the hand-over channel here. */
 #define ROCKD_HANDOVER_ENV "ROCKD_HANDOVER_FD"
+/* systemd's: "DEV:INODE" of the journal stream it gave as stdout/stderr. */
+#define ROCKD_JOURNAL_STREAM_ENV "JOURNAL_STREAM"
 
 /* Where a service relays to; copied into each connection, so a reload
  * can free the service while its connections live on. */
@@ -228,6 +230,8 @@ int rockd_services_unclaimed(struct rockd *d, const struct rockd_config *cfg);
 int rockd_steer_attach(int fd, int nworkers);
 /* The group's program removed, if it has one; 0 or -errno. */
 int rockd_steer_detach(int fd);
+/* Our steering (spread) set again on every listener (service.c). */
+void rockd_services_steer(struct rockd *d);
 void rockd_services_stop(struct rockd_config *cfg);
 int rockd_services_reload(struct rockd *d, struct rockd_config *next);
 

@@ -84,25 +84,41 @@ fast_open(struct rockd *d, evutil_socket_t fd)
  * spread by the kernel's hash of the ports: its rocks then share a
  * control group (one heartbeat), and its reconnects need no passing on.
  * Without the program, every worker still serves: said once a worker.
- * Set on a listener started or taken over (a predecessor may have
- * spread otherwise), and after a respawn, for the group. */
+ * The program belongs to the listener's whole group and outlives the
+ * socket that set it, so a listener taken over, or kept after a failed
+ * hand-over, gets ours set or removed (`adopted`); a new one needs only
+ * the attach (removal is not on kernels before 5.3). */
 static void
-steer(struct rockd *d, struct rockd_service *s)
+steer(struct rockd *d, struct rockd_service *s, int adopted)
 {
-	int fd = evconnlistener_get_fd(s->listener), r;
+	int fd = evconnlistener_get_fd(s->listener), r = 0;
+	const char *what = "steer clients to workers by address";
 
 	if (d->nworkers <= 1)
 		return;
-	r = d->spread == ROCKD_SPREAD_ADDRESS ?
-	    rockd_steer_attach(fd, d->nworkers) : rockd_steer_detach(fd);
+	if (d->spread == ROCKD_SPREAD_ADDRESS) {
+		r = rockd_steer_attach(fd, d->nworkers);
+	} else if (adopted) {
+		r = rockd_steer_detach(fd);
+		what = "remove the steering program";
+	}
 	if (r != 0 && !d->steer_told++)
 		rlog_warn(&d->log, "%s: cannot %s (%s): %s", s->listen_spec,
-		    d->spread == ROCKD_SPREAD_ADDRESS ? "steer clients to "
-		    "workers by address" : "remove the steering program",
-		    strerror(-r), d->spread == ROCKD_SPREAD_ADDRESS ? "the "
-		    "kernel's hash spreads them, and a client's idle rocks "
-		    "cost a heartbeat per worker" : "clients stay steered by "
-		    "address");
+		    what, strerror(-r), d->spread == ROCKD_SPREAD_ADDRESS ?
+		    "the kernel's hash spreads them, and a client's idle rocks "
+		    "cost a heartbeat per worker" : "a predecessor's steering "
+		    "by address stays");
+}
+
+/* After a hand-over that failed: the successor may have set its own. */
+void
+rockd_services_steer(struct rockd *d)
+{
+	struct rockd_service *s;
+
+	for (s = d->cfg.services; s != NULL; s = s->next)
+		if (s->listener != NULL)
+			steer(d, s, 1);
 }
 
 static int
@@ -121,7 +137,7 @@ start_one(struct rockd *d, struct rockd_service *s)
 	}
 	evconnlistener_set_error_cb(s->listener, accept_error_cb);
 	fast_open(d, evconnlistener_get_fd(s->listener));
-	steer(d, s);
+	steer(d, s, 0);
 	rlog_info(&d->log, "listening on %s, backend %s", s->listen_spec,
 	    s->backend.spec);
 	return 0;
@@ -129,8 +145,9 @@ start_one(struct rockd *d, struct rockd_service *s)
 
 /* Workers share each address (SO_REUSEPORT), and so would another
  * rockd of this user's on it: it would join the group, and a program it
- * set would stay with it. The master first binds each address alone, as
- * a lone rockd would, and fails where another process listens. */
+ * set would stay with it. At a start, the master first binds each
+ * address alone, as a lone rockd would, and fails where it cannot (one
+ * line, not one a worker). */
 int
 rockd_services_unclaimed(struct rockd *d, const struct rockd_config *cfg)
 {
@@ -145,7 +162,7 @@ rockd_services_unclaimed(struct rockd *d, const struct rockd_config *cfg)
 		(void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one,
 		    sizeof(one));
 		if (bind(fd, (const struct sockaddr *)&s->listen_addr,
-		    s->listen_len) != 0 && errno == EADDRINUSE) {
+		    s->listen_len) != 0) {
 			rlog_error(&d->log, "%s: cannot listen: %s", s->listen_spec,
 			    strerror(errno));
 			r = -1;
@@ -250,7 +267,7 @@ adopt_one(struct rockd *d, struct rockd_service *s, struct rockd_msg *l)
 	}
 	l->fds[0] = -1;
 	evconnlistener_set_error_cb(s->listener, accept_error_cb);
-	steer(d, s);
+	steer(d, s, 1);
 	rlog_info(&d->log, "listening on %s (taken over), backend %s",
 	    s->listen_spec, s->backend.spec);
 	return 0;

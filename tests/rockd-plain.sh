@@ -796,16 +796,18 @@ t_eq "workers 2, spread connection: one address's 24 connections on both workers
 	"$(holders "$sport" | wc -w)" 2
 # USR2 WANT: a hand-over with spread WANT in the file; the new master.
 usr2_spread() {
-	local i
+	local i old=$wsmaster
 	sed -i "s/^spread .*/spread $1/" "$t_tmp/ws.conf"
 	kill -USR2 "$wsmaster"
 	for ((i = 0; i < 200; i++)); do
-		[ "$(cat "$t_tmp/ws.pid" 2>/dev/null)" != "$wsmaster" ] &&
-			! kill -0 "$wsmaster" 2>/dev/null && break
+		[ "$(cat "$t_tmp/ws.pid" 2>/dev/null)" != "$old" ] &&
+			! kill -0 "$old" 2>/dev/null && break
 		sleep 0.05
 	done
 	wsmaster=$(cat "$t_tmp/ws.pid")
 	pids+=("$wsmaster")
+	t_check "USR2 to spread $1: a new master ($wsmaster) took over from $old" \
+		test "$wsmaster" != "$old" -a ! -d "/proc/$old"
 }
 usr2_spread address
 t_eq "USR2 to spread address: the taken-over listeners steer (24 on one worker)" \
