@@ -8,7 +8,8 @@
 #   raw      straight to the backend
 #   haproxy  through HAProxy (mode tcp, nbthread PB_THREADS, default 1)
 #   plain    through rockd's plain relay (an ordinary TCP client), rockd
-#            with PB_WORKERS workers (default: PB_THREADS)
+#            with PB_WORKERS workers (default: PB_THREADS), spread
+#            PB_SPREAD (address, rockd's default, or connection)
 #   rock     the same client under tools/rock, through rockd (a rock)
 # Backends: rock-bench's echo and source, tests/echod (request/response).
 # One HAProxy and one rockd front all three for the whole run.
@@ -35,7 +36,7 @@
 # The last column is each figure over HAProxy's, with the issue's target
 # beside the rows it names ("met" or "NOT MET": a label, not a verdict).
 #
-# Environment: BUILDDIR (default two levels above), PB_THREADS, PB_WORKERS, PB_SECONDS,
+# Environment: BUILDDIR (default two levels above), PB_THREADS, PB_WORKERS, PB_SPREAD, PB_SECONDS,
 # PB_MB, HAPROXY (path). Exit status 0 unless something failed to run.
 
 set -u
@@ -47,6 +48,7 @@ secs=${PB_SECONDS:-2}
 mb=${PB_MB:-200}
 threads=${PB_THREADS:-1}
 workers=${PB_WORKERS:-$threads}
+spread=${PB_SPREAD:-address}
 case "$rounds$conns$threads$workers" in *[!0-9]*) echo "usage: $me [ROUNDS] [CONNS]" >&2; exit 2 ;; esac
 
 # shellcheck source=bench-lib.sh
@@ -110,7 +112,7 @@ pids+=("$haproxy_pid")
 "$rockd" -F --listen "127.0.0.1:${port[plain:echo]}" --backend "127.0.0.1:$echo_port" \
 	--listen "127.0.0.1:${port[plain:source]}" --backend "127.0.0.1:$source_port" \
 	--listen "127.0.0.1:${port[plain:echod]}" --backend "127.0.0.1:$echod_port" \
-	--workers "$workers" 2>"$tmp/rockd.log" &
+	--workers "$workers" --spread "$spread" 2>"$tmp/rockd.log" &
 rockd_pid=$!
 pids+=("$rockd_pid")
 for k in haproxy plain; do
@@ -229,7 +231,7 @@ proxy_syscalls() {
 	awk -F, '/sys_enter/ { printf "%.1f", $1 / 1000 }' "$tmp/proxy-perf"
 }
 
-echo "$me: loopback; HAProxy $("$haproxy" -v | awk 'NR == 1 { print $3 }') nbthread $threads, rockd workers $workers;" \
+echo "$me: loopback; HAProxy $("$haproxy" -v | awk 'NR == 1 { print $3 }') nbthread $threads, rockd workers $workers (spread $spread);" \
 	"medians of $rounds rounds; ratio: over HAProxy"
 printf '%-16s %10s %10s %10s %10s %9s %9s  %s\n' "" raw haproxy plain rock "plain/hp" "rock/hp" target
 # row NAME KEY FORMAT [WHO OP LIMIT]: medians per column, plain and rock
