@@ -674,9 +674,9 @@ rockd_engine_start(struct rockd *d, int udp_fd)
 		r = rock_engine_new(&d->engine, d->base, &d->log, &d->engine_cfg,
 		    (const struct sockaddr *)&bind_to, first->listen_len);
 	if (r != 0) {
-		rlog_error(&d->log, "%s: control channel (UDP): %s",
-		    first->listen_spec, r == ROCK_ERR_SYSTEM ? strerror(errno) :
-		    rock_err(r));
+		rlog_error(&d->log, "%s: control channel (UDP port %d): %s",
+		    first->listen_spec, rockd_addr_port(&bind_to),
+		    r == ROCK_ERR_SYSTEM ? strerror(errno) : rock_err(r));
 		return r;
 	}
 	rock_engine_set_identity(d->engine, &d->ident);

@@ -146,13 +146,35 @@ start_one(struct rockd *d, struct rockd_service *s)
 /* Workers share each address (SO_REUSEPORT), and so would another
  * rockd of this user's on it: it would join the group, and a program it
  * set would stay with it. At a start, the master first binds each
- * address alone, as a lone rockd would, and fails where it cannot (one
- * line, not one a worker). */
+ * address alone, as a lone rockd would, and each worker's UDP port, and
+ * fails where it cannot (one line, not one a worker). */
+/* Worker k's control channel, UDP on the first service's port + k: a
+ * port taken there is said once, by its number, before any worker
+ * starts (workers auto grows the range with the CPUs). */
+static int
+udp_unclaimed(struct rockd *d, const struct rockd_service *first, int k)
+{
+	struct sockaddr_storage a = first->listen_addr;
+	int fd, port = rockd_addr_port(&a) + k, r = 0;
+
+	rockd_addr_set_port(&a, port);
+	if ((fd = socket(a.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0)) < 0)
+		return 0;	/* the worker's own bind says why */
+	if (bind(fd, (const struct sockaddr *)&a, first->listen_len) != 0) {
+		rlog_error(&d->log, "%s: UDP port %d, worker %d's control "
+		    "channel (the port + %d): %s; free it, or set workers",
+		    first->listen_spec, port, k, k, strerror(errno));
+		r = -1;
+	}
+	close(fd);
+	return r;
+}
+
 int
 rockd_services_unclaimed(struct rockd *d, const struct rockd_config *cfg)
 {
 	const struct rockd_service *s;
-	int fd, one = 1, r = 0;
+	int fd, one = 1, r = 0, k;
 
 	for (s = cfg->services; s != NULL && r == 0; s = s->next) {
 		fd = socket(s->listen_addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC,
@@ -169,6 +191,8 @@ rockd_services_unclaimed(struct rockd *d, const struct rockd_config *cfg)
 		}
 		close(fd);
 	}
+	for (k = 0; r == 0 && cfg->services != NULL && k < d->nworkers; k++)
+		r = udp_unclaimed(d, cfg->services, k);
 	return r;
 }
 

@@ -778,6 +778,21 @@ t_eq "workers 2, spread address (the default): one address's 24 connections on o
 t_eq "workers 3 on a port another rockd's workers hold: exit 1" $? 1
 t_check "and says why" grep -q "127.0.0.1:$wport: cannot listen: Address already in use" "$t_tmp/w2.out"
 t_eq "and the first's steering holds: 24 connections on one worker" "$(holders "$wport")" "24 "
+# Worker 1's control channel is UDP port + 1: taken, the start fails
+# once, naming the port, before any worker starts.
+uport=$(free_port)
+python3 -c 'import socket, sys, time
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.bind(("127.0.0.1", int(sys.argv[1]) + 1))
+time.sleep(30)' "$uport" &
+upid=$!
+pids+=("$upid")
+for _ in $(seq 100); do ss -Huln "sport = :$((uport + 1))" | grep -q . && break; sleep 0.05; done
+"$ROCKD" --workers 2 -k "$t_tmp/w.key" --listen "127.0.0.1:$uport" \
+	--backend "127.0.0.1:$wbe" >"$t_tmp/wu.out" 2>&1
+t_eq "workers 2 with UDP port + 1 taken: exit 1, one line naming it" "$? $(sed 's/^[^ ]* rockd\[[0-9]*\]: //' "$t_tmp/wu.out")" \
+	"1 error: udp_unclaimed: 127.0.0.1:$uport: UDP port $((uport + 1)), worker 1's control channel (the port + 1): Address already in use; free it, or set workers"
+kill "$upid"
 kill "$wmaster"
 for _ in $(seq 100); do kill -0 "$wmaster" 2>/dev/null || break; sleep 0.05; done
 t_check "workers 2: SIGTERM stops the master" bash -c "! kill -0 $wmaster 2>/dev/null"
