@@ -222,8 +222,8 @@ int rockd_key_load(struct rockd *d, const char *path, int test);
 
 /* Listeners: start every service, or move live ones over to a new config. */
 int rockd_services_start(struct rockd *d, struct rockd_config *cfg);
-/* Workers' master: 0, or -1 (logged) where another process listens on a
- * service's address. */
+/* Workers' master, at a start: 0, or -1 (logged) where a service's
+ * address or a worker's UDP port cannot be bound alone. */
 int rockd_services_unclaimed(struct rockd *d, const struct rockd_config *cfg);
 /* On a listener of a group of nworkers (SO_REUSEPORT): each client
  * address's connections to one of them (steer.c); 0 or -errno. */
@@ -374,10 +374,10 @@ int rockd_parse_spread(const char *s, int *out);
 /* Address text "[ADDR:]PORT" or "HOST:PORT" into a sockaddr; -1 + err. */
 int rockd_parse_addr(const char *spec, int passive, struct sockaddr_storage *ss,
     socklen_t *len, char *err, size_t errlen);
-/* Two listen addresses that bind(2) would not both take. */
 /* An address's port, host order; and a new one into it. */
 int rockd_addr_port(const struct sockaddr_storage *a);
 void rockd_addr_set_port(struct sockaddr_storage *a, int port);
+/* Two listen addresses that bind(2) would not both take. */
 int rockd_addr_overlap(const struct sockaddr_storage *a,
     const struct sockaddr_storage *b);
 

@@ -143,57 +143,57 @@ start_one(struct rockd *d, struct rockd_service *s)
 	return 0;
 }
 
+/* bind(2) of ADDR alone, as a lone rockd's socket would (TCP with
+ * SO_REUSEADDR, UDP bare): 0 or an errno; a socket that cannot be made
+ * is left to the worker's own bind to report. */
+static int
+bind_alone(int type, const struct sockaddr_storage *addr, socklen_t len)
+{
+	int fd = socket(addr->ss_family, type | SOCK_CLOEXEC, 0), one = 1;
+	int err = 0;
+
+	if (fd < 0)
+		return 0;
+	if (type == SOCK_STREAM)
+		(void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(fd, (const struct sockaddr *)addr, len) != 0)
+		err = errno;
+	close(fd);
+	return err;
+}
+
 /* Workers share each address (SO_REUSEPORT), and so would another
  * rockd of this user's on it: it would join the group, and a program it
  * set would stay with it. At a start, the master first binds each
- * address alone, as a lone rockd would, and each worker's UDP port, and
- * fails where it cannot (one line, not one a worker). */
-/* Worker k's control channel, UDP on the first service's port + k: a
- * port taken there is said once, by its number, before any worker
- * starts (workers auto grows the range with the CPUs). */
-static int
-udp_unclaimed(struct rockd *d, const struct rockd_service *first, int k)
-{
-	struct sockaddr_storage a = first->listen_addr;
-	int fd, port = rockd_addr_port(&a) + k, r = 0;
-
-	rockd_addr_set_port(&a, port);
-	if ((fd = socket(a.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0)) < 0)
-		return 0;	/* the worker's own bind says why */
-	if (bind(fd, (const struct sockaddr *)&a, first->listen_len) != 0) {
-		rlog_error(&d->log, "%s: UDP port %d, worker %d's control "
-		    "channel (the port + %d): %s; free it, or set workers",
-		    first->listen_spec, port, k, k, strerror(errno));
-		r = -1;
-	}
-	close(fd);
-	return r;
-}
-
+ * address alone, and each worker's UDP port (the first service's port
+ * + k, a range workers auto grows with the CPUs), and fails where it
+ * cannot: one line, not one a worker. */
 int
 rockd_services_unclaimed(struct rockd *d, const struct rockd_config *cfg)
 {
-	const struct rockd_service *s;
-	int fd, one = 1, r = 0, k;
+	const struct rockd_service *s, *first = cfg->services;
+	struct sockaddr_storage udp;
+	int err, k, port;
 
-	for (s = cfg->services; s != NULL && r == 0; s = s->next) {
-		fd = socket(s->listen_addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC,
-		    0);
-		if (fd < 0)
-			continue;	/* the workers' own bind says why */
-		(void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one,
-		    sizeof(one));
-		if (bind(fd, (const struct sockaddr *)&s->listen_addr,
-		    s->listen_len) != 0) {
-			rlog_error(&d->log, "%s: cannot listen: %s", s->listen_spec,
-			    strerror(errno));
-			r = -1;
+	for (s = cfg->services; s != NULL; s = s->next)
+		if ((err = bind_alone(SOCK_STREAM, &s->listen_addr,
+		    s->listen_len)) != 0) {
+			rlog_error(&d->log, "%s: cannot listen: %s",
+			    s->listen_spec, strerror(err));
+			return -1;
 		}
-		close(fd);
+	for (k = 0; first != NULL && k < d->nworkers; k++) {
+		udp = first->listen_addr;
+		port = rockd_addr_port(&udp) + k;
+		rockd_addr_set_port(&udp, port);
+		if ((err = bind_alone(SOCK_DGRAM, &udp, first->listen_len)) != 0) {
+			rlog_error(&d->log, "%s: UDP port %d, worker %d's control "
+			    "channel (the port + %d): %s; free it, or set workers",
+			    first->listen_spec, port, k, k, strerror(err));
+			return -1;
+		}
 	}
-	for (k = 0; r == 0 && cfg->services != NULL && k < d->nworkers; k++)
-		r = udp_unclaimed(d, cfg->services, k);
-	return r;
+	return 0;
 }
 
 int

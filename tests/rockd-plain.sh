@@ -791,7 +791,7 @@ for _ in $(seq 100); do ss -Huln "sport = :$((uport + 1))" | grep -q . && break;
 "$ROCKD" --workers 2 -k "$t_tmp/w.key" --listen "127.0.0.1:$uport" \
 	--backend "127.0.0.1:$wbe" >"$t_tmp/wu.out" 2>&1
 t_eq "workers 2 with UDP port + 1 taken: exit 1, one line naming it" "$? $(sed 's/^[^ ]* rockd\[[0-9]*\]: //' "$t_tmp/wu.out")" \
-	"1 error: udp_unclaimed: 127.0.0.1:$uport: UDP port $((uport + 1)), worker 1's control channel (the port + 1): Address already in use; free it, or set workers"
+	"1 error: rockd_services_unclaimed: 127.0.0.1:$uport: UDP port $((uport + 1)), worker 1's control channel (the port + 1): Address already in use; free it, or set workers"
 kill "$upid"
 kill "$wmaster"
 for _ in $(seq 100); do kill -0 "$wmaster" 2>/dev/null || break; sleep 0.05; done
