@@ -37,7 +37,7 @@ struct rockd_metrics {
 /* Label values of enum rock_hs_fail, in its order. */
 static const char *const hs_fail_names[ROCK_HS_FAIL_KINDS] = {
 	"timeout", "closed", "stale", "malformed", "version", "busy",
-	"backend", "error", "ticket"
+	"backend", "error", "ticket", "finished"
 };
 
 static void

@@ -44,6 +44,7 @@ struct rockd_rock {
 	int dialing;			/* inside bufferevent_socket_connect() */
 	int dial_failed;
 	int closing;			/* session over; flushing to the backend */
+	int proven;			/* its client proved its keys (FINISHED) */
 	struct rockd_rock *prev, *next;
 };
 
@@ -139,6 +140,15 @@ on_rock_state(struct rock_session *s, enum rock_state from, enum rock_state to,
 {
 	struct rockd_rock *rr = arg;
 
+	/* One whose client never proved its keys is a stranger's: debug. */
+	if (rock_session_unproven(s) && !rr->d->log.debug)
+		return;
+	if (to == ROCK_ST_CONNECTED && !rr->proven) {
+		rr->proven = 1;
+		rlog_info(&rr->d->log, "rock %s: client connected, backend %s",
+		    rock_session_name(s), rr->backend.spec);
+		return;
+	}
 	rlog_info(&rr->d->log, "rock %s: %s -> %s (%s)", rock_session_name(s),
 	    rock_state_name(from), rock_state_name(to), rock_session_state_why(s));
 }
@@ -160,8 +170,12 @@ on_rock_closed(struct rock_session *s, int err, void *arg)
 
 	if (err != 0) {
 		/* A reset is the peer's or a local kill: the session says
-		 * which. Other ends keep their error's text. */
-		rlog_info(&rr->d->log, "rock %s: ended (%s); %s its backend "
+		 * which. Other ends keep their error's text. One whose client
+		 * never proved its keys was logged by the engine, within its
+		 * budget for strangers. */
+		rock_log_emit(&rr->d->log, rock_session_unproven(s) ?
+		    ROCK_LOG_DEBUG : ROCK_LOG_INFO, __func__,
+		    "rock %s: ended (%s); %s its backend "
 		    "connection", rock_session_name(s),
 		    err == ROCK_ERR_RESET && why[0] != '\0' ? why : rock_err(err),
 		    err == ROCK_ERR_RESET ? "resetting" : "closing");
@@ -246,7 +260,9 @@ be_connected(struct rockd_rock *rr)
 		rock_free(rr);
 		return;
 	}
-	rlog_info(&rr->d->log, "rock %s: client connected, backend %s",
+	/* Logged at info once its client proves its keys (on_rock_state):
+	 * a replayed first flight gets this far and no further. */
+	rlog_debug(&rr->d->log, "rock %s: answered, backend %s",
 	    rock_session_name(rr->s), rr->backend.spec);
 	rr->be_rd = event_new(rr->d->base, bufferevent_getfd(rr->be),
 	    EV_READ | EV_PERSIST, be_readable, rr);
@@ -517,6 +533,7 @@ rockd_rock_import(struct rockd *d, struct rockd_msg *m)
 	rr->rock_eof = (f.bits & 2) != 0;
 	rr->be_shut = (f.bits & 4) != 0;
 	rr->closing = (f.bits & 8) != 0;
+	rr->proven = 1;		/* a session still unproven is not handed over */
 	rock_link(d, rr);
 	if ((rr->be = rockd_bufferevent(d->base, m->fds[0])) == NULL) {
 		rock_free(rr);

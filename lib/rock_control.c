@@ -754,7 +754,9 @@ check_session(struct rock_session *s, int64_t now)
 	    now - s->suspended_at_ms >= (int64_t)limit * 1000) {
 		rock_session_close(s, ROCK_ERR_TIMEOUT, "suspend timeout");
 	} else if (s->state == ROCK_ST_SUSPENDED && s->role == ROCK_ROLE_SERVER &&
-	    !s->proven && now - s->suspended_at_ms >= ROCK_UNPROVEN_MS) {
+	    !s->proven && !rock_finish_pending(s) &&
+	    now - s->suspended_at_ms >= ROCK_UNPROVEN_MS) {
+		/* (A new rock waiting for its FINISHED has its own deadline.) */
 		rock_session_close(s, ROCK_ERR_TIMEOUT, "never proven by its "
 		    "client, suspended: expired");
 	}

@@ -20,6 +20,7 @@
 #define LABEL_RESUME_KEYS "rocks resume keys v6"
 #define LABEL_RESUME "rocks server resume v6"
 #define LABEL_TICKET "rocks ticket v6"
+#define LABEL_FINISHED "rocks client finished v7"
 #define DIGEST_LEN 32
 
 int
@@ -202,6 +203,17 @@ rock_resume_tag(uint8_t out[ROCK_TAG_LEN], const uint8_t rms[ROCK_KEY_LEN],
 	const struct span s[] = { { sent, nsent }, { msg, nmsg } };
 
 	tag_spans(out, rms, LABEL_RESUME, s, 2);
+}
+
+void
+rock_finished_encode(uint8_t out[ROCK_FINISHED_LEN],
+    const uint8_t k_cs[ROCK_KEY_LEN], const uint8_t *flight, size_t nflight,
+    const uint8_t *answer, size_t nanswer)
+{
+	const struct span s[] = { { flight, nflight }, { answer, nanswer } };
+
+	out[0] = ROCK_MSG_CLIENT_FINISHED;
+	tag_spans(out + 1, k_cs, LABEL_FINISHED, s, 2);
 }
 
 /* The sealed part's associated data: the label and the key id. */

@@ -78,6 +78,11 @@ void rock_resume_keys(struct rock_keys *k, int client,
  * before the tag. */
 void rock_resume_tag(uint8_t out[ROCK_TAG_LEN], const uint8_t rms[ROCK_KEY_LEN],
     const uint8_t *sent, size_t nsent, const uint8_t *msg, size_t nmsg);
+/* CLIENT_FINISHED: its type, then a tag under K_cs over the first flight
+ * and the whole answer (with its TICKET) as they went on the wire. */
+void rock_finished_encode(uint8_t out[ROCK_FINISHED_LEN],
+    const uint8_t k_cs[ROCK_KEY_LEN], const uint8_t *flight, size_t nflight,
+    const uint8_t *answer, size_t nanswer);
 /* A ticket sealed under a server's ticket key: when it was issued, when
  * its chain's full handshake was (both the server's clock, ms), the
  * secret. Opened: 0, or ROCK_ERR_AUTH (another key, or bytes changed). */

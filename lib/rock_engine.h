@@ -166,6 +166,7 @@ enum rock_hs_fail {
 	ROCK_HS_BACKEND,	/* the owner could not reach the backend */
 	ROCK_HS_ERROR,		/* a local failure: memory, a send */
 	ROCK_HS_TICKET,		/* a resumption ticket not ours, or expired */
+	ROCK_HS_FINISHED,	/* answered, but the client never proved its keys */
 	ROCK_HS_FAIL_KINDS
 };
 
@@ -426,6 +427,9 @@ void rock_session_kill(struct rock_session *s, const char *why);
 void rock_session_free(struct rock_session *s);
 
 enum rock_state rock_session_state(const struct rock_session *s);
+/* 1: a server's new rock whose client has not yet proved its keys
+ * (CLIENT_FINISHED): SUSPENDED, no byte either way until it has. */
+int rock_session_unproven(const struct rock_session *s);
 /* In on_state: why the state changed (for logs); in on_closed: why it
  * closed; "" elsewhere. */
 const char *rock_session_state_why(const struct rock_session *s);

@@ -76,6 +76,9 @@ struct rock_session {
 	uint64_t peer_end;		/* the peer's stream length, once WR_SHUT */
 	int64_t eof_unconfirmed_ms;	/* an EOF read, the peer's word not yet */
 	struct rock_status *status;	/* client: a status exchange in flight */
+	struct rock_finish *finish;	/* server: the client's FINISHED awaited */
+	int awaiting_finished;		/* server: keys not yet proved by it */
+	int close_quietly;		/* its end was logged as a stranger's */
 	int status_wanted;		/* one to send (again) from the loop */
 	uint32_t flags;			/* ROCK_FLAG_*: ours */
 	uint32_t peer_flags;
@@ -409,6 +412,13 @@ void rock_session_hold(struct rock_session *s);
 void rock_session_callback(struct rock_session *s,
     void (*fn)(struct rock_session *));
 int rock_session_release(struct rock_session *s);
+
+/* Server, a new rock: its connection is attached once the client's
+ * CLIENT_FINISHED (want) proves it holds the keys (rock_finish.c). */
+int rock_finish_wait(struct rock_session *s, int fd, int rtt_ms, int resumed,
+    uint16_t udp_port, const uint8_t want[ROCK_FINISHED_LEN]);
+int rock_finish_pending(const struct rock_session *s);
+void rock_finish_cancel(struct rock_session *s, int proven_by_reconnect);
 
 /* The data connection (rock_stream.c). */
 int rock_stream_attach(struct rock_session *s, int fd);

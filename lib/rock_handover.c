@@ -42,14 +42,14 @@ get_addr(struct rock_rec_in *r, struct sockaddr_storage *ss)
 }
 
 /* A session in the middle of something that lives in this process only
- * (a client's dial, a status exchange, an application's thread) cannot
- * move: rockd's server sessions between two callbacks never are. */
+ * (a client's dial, a status exchange, an application's thread, the wait
+ * for its client's FINISHED) cannot move: rockd's server sessions between two callbacks never are. */
 static int
 movable(const struct rock_session *s)
 {
 	return s->role == ROCK_ROLE_SERVER && !rock_is_direct(s) &&
 	    s->in_callback == 0 && s->dial == NULL && s->status == NULL &&
-	    s->replay_fd < 0 && s->direct_pending == 0 &&
+	    s->replay_fd < 0 && s->direct_pending == 0 && s->finish == NULL &&
 	    (s->state == ROCK_ST_CONNECTED) == (s->fd >= 0) &&
 	    s->state != ROCK_ST_CLOSED;
 }

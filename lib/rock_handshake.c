@@ -159,7 +159,7 @@ hello_complete(struct rock_handshake *hs)
 		stranger(e, ROCK_STRANGER_HANDSHAKE,
 		    "handshake: client asked for version %u; refused",
 		    hs->hello.version);
-		rock_handshake_reject(hs, ROCK_WERR_VERSION, "version 6 only");
+		rock_handshake_reject(hs, ROCK_WERR_VERSION, "version 7 only");
 		return;
 	}
 	/* The owner answers now (rockd dials its backend, with its own
@@ -370,12 +370,15 @@ answer_resumed(struct rock_handshake *hs, const uint8_t id[ROCK_ID_LEN],
 }
 
 /* The answer and its ticket in one segment (a second, small one could
- * wait on Nagle for the client's ACK). bufs: our SO_RCVBUF and SO_SNDBUF. */
+ * wait on Nagle for the client's ACK). bufs: our SO_RCVBUF and SO_SNDBUF.
+ * finished: the CLIENT_FINISHED that proves the client made these keys,
+ * over its first flight and this answer. */
 static int
 answer(struct rock_handshake *hs, const uint8_t id[ROCK_ID_LEN],
-    uint16_t features, const uint32_t bufs[2], struct rock_keys *keys)
+    uint16_t features, const uint32_t bufs[2], struct rock_keys *keys,
+    uint8_t finished[ROCK_FINISHED_LEN])
 {
-	uint8_t out[ROCK_SERVER_HELLO_LEN + ROCK_TICKET_MSG_LEN];
+	uint8_t out[ROCK_ANSWER_MAX];
 	size_t n;
 	int r;
 
@@ -388,6 +391,8 @@ answer(struct rock_handshake *hs, const uint8_t id[ROCK_ID_LEN],
 	}
 	if (r != 0)
 		return r;
+	rock_finished_encode(finished, keys->rx, hs->buf, hs->resume ?
+	    ROCK_RESUME_TOTAL : ROCK_HELLO_TOTAL, out, n);
 	return rock_sys.send(hs->fd, out, n, MSG_NOSIGNAL | MSG_DONTWAIT) ==
 	    (ssize_t)n ? 0 : ROCK_ERR_SYSTEM;
 }
@@ -404,6 +409,7 @@ rock_handshake_accept(struct rock_handshake *hs,
 {
 	uint16_t features = hs->hello.features & ROCK_FEAT_ALL;
 	const uint8_t *id = hs->fresh.id;
+	uint8_t finished[ROCK_FINISHED_LEN];
 	struct rock_keys keys;
 	struct rock_session *s = NULL;
 	uint32_t bufs[2];
@@ -417,10 +423,10 @@ rock_handshake_accept(struct rock_handshake *hs,
 	 * buffer can be on this host. */
 	if (hs->hello.rcvbuf > hs->e->rmem_max)
 		hs->hello.rcvbuf = hs->e->rmem_max;
-	/* The client's first bytes wait in the socket until the session
-	 * below reads them. */
+	/* The client's FINISHED and first bytes wait in the socket until
+	 * the session below reads them. */
 	memset(&keys, 0, sizeof(keys));
-	if ((r = answer(hs, id, features, bufs, &keys)) == 0 &&
+	if ((r = answer(hs, id, features, bufs, &keys, finished)) == 0 &&
 	    (r = rock_session_new(hs->e, ROCK_ROLE_SERVER, id, &keys,
 	    rock_ring_cap_for(hs->e, bufs[1], hs->hello.rcvbuf), cbs, arg, &s)) == 0) {
 		s->features = features;
@@ -429,13 +435,14 @@ rock_handshake_accept(struct rock_handshake *hs,
 		s->peer_len = hs->peer_len;
 		rock_path_init(s, hs->rtt_ms >= 0 ? hs->rtt_ms :
 		    rock_tcp_rtt_ms(hs->fd));
-		/* A first guess, so acks flow at once; the source of the
-		 * first authentic record (NAT) replaces it. */
-		rock_udp_peer_from_tcp(s, hs->hello.udp_port);
-		r = rock_is_direct(s) ? rock_direct_attach(s, hs->fd) :
-		    rock_stream_attach(s, hs->fd);
+		/* Its UDP peer is the client's port, a first guess so acks
+		 * flow at once (the source of the first authentic record
+		 * replaces it), once the FINISHED has come. */
+		r = rock_finish_wait(s, hs->fd, s->rtt_ms > 0 ? s->rtt_ms : -1,
+		    resumed, hs->hello.udp_port, finished);
 	}
 	rock_keys_wipe(&keys);
+	rock_wipe(finished, sizeof(finished));
 	if (r != 0) {
 		if (s != NULL) {
 			s->fd = -1;
@@ -447,8 +454,7 @@ rock_handshake_accept(struct rock_handshake *hs,
 	}
 	rlog_debug(s->e->log, "rock %s: connected as server%s, features %#x",
 	    s->name, resumed ? " (resumed)" : "", features);
-	s->e->stats.handshakes++;
-	s->e->stats.resumed += resumed;
+	/* Counted as made once the client's FINISHED proves it (rock_finish.c). */
 	handshake_free(hs, 0);
 	*out = s;
 	/* The next handshake's pair, made now that this one's answer is out. */

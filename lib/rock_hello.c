@@ -141,14 +141,15 @@ read_answer(struct rock_engine *e, int fd, const uint8_t *flight,
 static int
 hello_exchange(struct rock_engine *e, int fd, const uint8_t *hello,
     size_t sent, int64_t deadline, const uint8_t *known,
-    struct rock_server_hello *sh, struct rock_ticket_msg *tm)
+    struct rock_server_hello *sh, struct rock_ticket_msg *tm,
+    uint8_t in[ROCK_SERVER_HELLO_LEN + ROCK_TICKET_MSG_LEN])
 {
-	uint8_t in[ROCK_SERVER_HELLO_LEN + ROCK_TICKET_MSG_LEN];
 	uint8_t signed_part[ROCK_SERVER_HELLO_SIGNED + ROCK_TICKET_MSG_LEN];
 	int r, heard = 0;
 
 	if ((r = read_answer(e, fd, hello, ROCK_HELLO_TOTAL, sent, deadline,
-	    known, in, sizeof(in), &heard)) != 0)
+	    known, in, ROCK_SERVER_HELLO_LEN + ROCK_TICKET_MSG_LEN,
+	    &heard)) != 0)
 		return r;
 	if (rock_server_hello_decode(sh, in) != 0 || sh->version != ROCK_VERSION ||
 	    (sh->features & ~ROCK_FEAT_ALL) != 0 ||
@@ -162,6 +163,18 @@ hello_exchange(struct rock_engine *e, int fd, const uint8_t *hello,
 		return known != NULL ? ROCK_ERR_UNVERIFIED : ROCK_ERR_PROTOCOL;
 	}
 	return 0;
+}
+
+/* CLIENT_FINISHED, before any byte of ours: the server passes none on
+ * until it proves we made the keys of this exchange, not a recording. */
+static int
+send_finished(int fd, const struct rock_keys *keys, const uint8_t *flight,
+    size_t nflight, const uint8_t *answer, size_t nanswer, int64_t deadline)
+{
+	uint8_t fin[ROCK_FINISHED_LEN];
+
+	rock_finished_encode(fin, keys->tx, flight, nflight, answer, nanswer);
+	return rock_blocking_write(fd, fin, sizeof(fin), deadline);
 }
 
 static int
@@ -285,8 +298,9 @@ handshake_full(struct rock_engine *e, const struct sockaddr *addr,
     const uint8_t ann[ROCK_ANNOUNCE_LEN], int fastopen,
     const struct rock_session_cbs *cbs, void *arg, struct rock_session **out)
 {
+	uint8_t hello[ROCK_HELLO_TOTAL], in[ROCK_SERVER_HELLO_LEN +
+	    ROCK_TICKET_MSG_LEN];
 	struct rock_server_hello sh;
-	uint8_t hello[ROCK_HELLO_TOTAL];
 	struct rock_ticket_msg tm;
 	struct rock_keypair kp;
 	struct rock_keys keys;
@@ -302,10 +316,12 @@ handshake_full(struct rock_engine *e, const struct sockaddr *addr,
 		if ((r = dial(e, fd, addr, len, &deadline, hello, sizeof(hello),
 		    fastopen, &sent, &rtt)) == 0)
 			r = hello_exchange(e, fd, hello, sent, deadline, known,
-			    &sh, &tm);
+			    &sh, &tm, in);
 	}
 	if (r == 0 && (r = trusted(e, addr, len, known, sh.ident)) == 0 &&
-	    (r = rock_keys_client(&keys, &kp, sh.pk)) == 0) {
+	    (r = rock_keys_client(&keys, &kp, sh.pk)) == 0 &&
+	    (r = send_finished(fd, &keys, hello, sizeof(hello), in, sizeof(in),
+	    deadline)) == 0) {
 		rock_engine_enter(e);
 		if ((r = make_session(e, fd, rtt, addr, len, &sh, &keys, cbs, arg,
 		    out)) == 0)
@@ -325,16 +341,17 @@ static int
 resume_exchange(struct rock_engine *e, int fd, const uint8_t *flight,
     size_t sent, int64_t deadline, const struct rock_ticket_entry *tk,
     const uint8_t nonce[ROCK_NONCE_LEN], struct rock_server_hello *sh,
-    struct rock_keys *keys, struct rock_ticket_msg *tm, int *heard)
+    struct rock_keys *keys, struct rock_ticket_msg *tm,
+    uint8_t in[ROCK_SERVER_RESUME_LEN + ROCK_TICKET_MSG_LEN], int *heard)
 {
-	uint8_t in[ROCK_SERVER_RESUME_LEN + ROCK_TICKET_MSG_LEN];
 	uint8_t tagged[ROCK_SERVER_RESUME_TAGGED + ROCK_TICKET_MSG_LEN];
 	uint8_t tag[ROCK_TAG_LEN];
 	struct rock_server_resume sr;
 	int r;
 
 	if ((r = read_answer(e, fd, flight, ROCK_RESUME_TOTAL, sent, deadline,
-	    tk->ident, in, sizeof(in), heard)) != 0)
+	    tk->ident, in, ROCK_SERVER_RESUME_LEN + ROCK_TICKET_MSG_LEN,
+	    heard)) != 0)
 		return r;
 	if (rock_server_resume_decode(&sr, in) != 0 || sr.version != ROCK_VERSION ||
 	    (sr.features & ~ROCK_FEAT_ALL) != 0 ||
@@ -369,7 +386,8 @@ handshake_resumed(struct rock_engine *e, const struct sockaddr *addr,
     const struct rock_ticket_entry *tk, const struct rock_session_cbs *cbs,
     void *arg, struct rock_session **out, int *heard)
 {
-	uint8_t flight[ROCK_RESUME_TOTAL];
+	uint8_t flight[ROCK_RESUME_TOTAL], in[ROCK_SERVER_RESUME_LEN +
+	    ROCK_TICKET_MSG_LEN];
 	struct rock_client_resume cr;
 	struct rock_server_hello sh;
 	struct rock_ticket_msg tm;
@@ -390,12 +408,15 @@ handshake_resumed(struct rock_engine *e, const struct sockaddr *addr,
 		if ((r = dial(e, fd, addr, len, &deadline, flight, sizeof(flight),
 		    fastopen, &sent, &rtt)) == 0)
 			r = resume_exchange(e, fd, flight, sent, deadline, tk,
-			    cr.nonce, &sh, &keys, &tm, heard);
+			    cr.nonce, &sh, &keys, &tm, in, heard);
 	}
 	/* No key known for the destination (none pinned, no file): what
 	 * the ticket's handshake proved is recorded as a first contact's. */
 	if (r == 0 && known == NULL)
 		r = trusted(e, addr, len, NULL, sh.ident);
+	if (r == 0)
+		r = send_finished(fd, &keys, flight, sizeof(flight), in,
+		    sizeof(in), deadline);
 	if (r == 0) {
 		rock_engine_enter(e);
 		if ((r = make_session(e, fd, rtt, addr, len, &sh, &keys, cbs, arg,

@@ -264,11 +264,12 @@ rock_session_close(struct rock_session *s, int err, const char *why)
 	if (s->state == ROCK_ST_CLOSED)
 		return;
 	rock_dial_cancel(s);
+	rock_finish_cancel(s, 0);
 	rock_status_free(s);
 	rock_direct_stop(s);
 	rock_stream_detach(s);
 	close_data(s, err);
-	if (err != 0)
+	if (err != 0 && !s->close_quietly)
 		rlog_info(s->e->log, "rock %s: closed: %s", s->name, why);
 	rock_session_set_state(s, ROCK_ST_CLOSED, why);
 	if (s->cbs != NULL && s->cbs->on_closed != NULL) {
@@ -498,6 +499,7 @@ rock_session_free(struct rock_session *s)
 		return;
 	}
 	rock_dial_cancel(s);
+	rock_finish_cancel(s, 0);
 	rock_lookup_free(s);
 	rock_status_free(s);
 	rock_direct_stop(s);

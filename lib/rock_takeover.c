@@ -132,6 +132,9 @@ take_over(struct rock_session *s, struct reconnect *rc,
 	if (rock_sys.getpeername(fd, (struct sockaddr *)&s->peer, &s->peer_len) != 0)
 		s->peer_len = 0;
 	rock_session_hold(s);
+	/* Made with the session's keys: as good a proof as a FINISHED the
+	 * old connection may still owe. */
+	rock_finish_cancel(s, 1);
 	/* The client gave up on the old connection: so do we. */
 	rock_session_fail(s, "replaced by an authenticated reconnect");
 	/* The new connection's path, maybe not the old one's (0, a Fast Open

@@ -5,7 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define ROCK_VERSION		6
+#define ROCK_VERSION		7
 #define ROCK_MAGIC_LEN		8
 #define ROCK_ANNOUNCE_LEN	1024
 #define ROCK_ANNOUNCE_RANDOM	1012
@@ -29,6 +29,7 @@ enum rock_msg_type {
 	ROCK_MSG_CLIENT_RESUME = 0x06,
 	ROCK_MSG_SERVER_RESUME = 0x07,
 	ROCK_MSG_TICKET = 0x08,
+	ROCK_MSG_CLIENT_FINISHED = 0x09,
 	ROCK_MSG_ERROR = 0x7f
 };
 
@@ -71,6 +72,11 @@ enum rock_wire_error {
 #define ROCK_SERVER_RESUME_LEN	64
 #define ROCK_SERVER_RESUME_TAGGED (ROCK_SERVER_RESUME_LEN - ROCK_TAG_LEN)
 #define ROCK_TICKET_MSG_LEN	(5 + ROCK_TICKET_LEN)
+/* The client's proof that it holds the session's keys, after the answer
+ * and before any application byte (doc/PROTOCOL.md 2.8). */
+#define ROCK_FINISHED_LEN	(1 + ROCK_TAG_LEN)
+/* The longest answer to a first flight, with its TICKET. */
+#define ROCK_ANSWER_MAX		(ROCK_SERVER_HELLO_LEN + ROCK_TICKET_MSG_LEN)
 /* The longest first flight a client sends on a new connection. */
 #define ROCK_FIRST_FLIGHT_MAX	ROCK_RESUME_TOTAL
 /* SERVER_HELLO's bytes that its signature covers. */

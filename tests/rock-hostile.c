@@ -494,16 +494,17 @@ cmd_truncated_wait(const struct target *t, long min_ms, long max_ms)
  * now on. */
 static int
 read_server_hello(struct session *ss, const uint8_t *hello,
-    struct rock_server_hello *sh)
+    struct rock_server_hello *sh,
+    uint8_t in[ROCK_SERVER_HELLO_LEN + ROCK_TICKET_MSG_LEN])
 {
-	uint8_t in[ROCK_SERVER_HELLO_LEN + ROCK_TICKET_MSG_LEN];
 	uint8_t signed_part[ROCK_SERVER_HELLO_SIGNED + ROCK_TICKET_MSG_LEN];
 	struct rock_ticket_msg tm;
-	ssize_t n = recv_full(ss->fd, in, sizeof(in));
+	ssize_t n = recv_full(ss->fd, in, ROCK_SERVER_HELLO_LEN +
+	    ROCK_TICKET_MSG_LEN);
 
 	if (n > 0 && in[0] == ROCK_MSG_ERROR)
 		return failf("rockd answered ERROR %s", code_name(in[1]));
-	if (n != (ssize_t)sizeof(in))
+	if (n != ROCK_SERVER_HELLO_LEN + ROCK_TICKET_MSG_LEN)
 		return failf("SERVER_HELLO and TICKET: %s", n < 0 ? recv_error() :
 		    "end of file");
 	if (rock_server_hello_decode(sh, in) != 0 ||
@@ -525,11 +526,13 @@ read_server_hello(struct session *ss, const uint8_t *hello,
 	return 0;
 }
 
-/* Probe, announcement + CLIENT_HELLO, SERVER_HELLO, session keys. */
+/* Probe, announcement + CLIENT_HELLO, SERVER_HELLO, session keys, our
+ * CLIENT_FINISHED. */
 static int
 handshake(struct session *ss)
 {
-	uint8_t out[HELLO_TOTAL];
+	uint8_t out[HELLO_TOTAL], in[ROCK_SERVER_HELLO_LEN + ROCK_TICKET_MSG_LEN];
+	uint8_t fin[ROCK_FINISHED_LEN];
 	struct rock_server_hello sh;
 	struct rock_keypair kp;
 	int r;
@@ -542,11 +545,14 @@ handshake(struct session *ss)
 	rock_keypair_new(&kp);
 	hello_claim(out, ss->ann, &kp, ss->fd, ss->claim_rcvbuf);
 	if ((r = send_all(ss->fd, out, sizeof(out))) == 0 &&
-	    (r = read_server_hello(ss, out, &sh)) == 0 &&
+	    (r = read_server_hello(ss, out, &sh, in)) == 0 &&
 	    rock_keys_client(&ss->keys, &kp, sh.pk) != 0)
 		r = failf("the server's public key is rejected");
 	rock_keypair_wipe(&kp);
 	if (r != 0)
+		return r;
+	rock_finished_encode(fin, ss->keys.tx, out, sizeof(out), in, sizeof(in));
+	if ((r = send_all(ss->fd, fin, sizeof(fin))) != 0)
 		return r;
 	memcpy(ss->id, sh.id, ROCK_ID_LEN);
 	snprintf(ss->name, sizeof(ss->name), "%02x%02x%02x%02x", sh.id[0],

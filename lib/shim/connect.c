@@ -270,6 +270,7 @@ adopt(struct attempt *a)
 	shim_rock_install(r, a->fd, rock_direct_fd(r->s),
 	    shim_opts_copy_needed(a->entry));
 	shim_rock_bind(a->fd, r);
+	r->finished_sent = 1;
 	shim_rock_set_ready(r, 1);
 	rlog_debug(&shim_state()->log, "fd %d: a rock", a->fd);
 	shim_name_rock(a->fd, r->s, (struct sockaddr *)&a->addr, a->len);
@@ -359,6 +360,7 @@ connect_thread(void *arg)
 		shim_opts_capture(r, a->fd, a->entry);
 		shim_rock_install(r, a->fd, rock_direct_fd(r->s),
 		    shim_opts_copy_needed(a->entry));
+		r->finished_sent = 1;
 		shim_rock_set_ready(r, 1);
 		shim_epoll_resume(r);
 		rlog_debug(&shim_state()->log, "fd %d: a rock", a->fd);

@@ -405,6 +405,24 @@ writable(struct shim_rock *r, struct call *c)
 	return wait_rock(c) == 0 ? 0 : -1;
 }
 
+/* The program's first bytes go now, behind the handshake's last small
+ * segment, even where Nagle would wait for its ack: setting TCP_NODELAY
+ * pushes what waits, and the program's own setting is put back. */
+static void
+push_first(int fd)
+{
+	int nodelay = 0, one = 1;
+	socklen_t len = sizeof(nodelay);
+
+	if (shim_real.getsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &nodelay,
+	    &len) != 0 || nodelay)
+		return;
+	(void)shim_real.setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one,
+	    sizeof(one));
+	(void)shim_real.setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &nodelay,
+	    sizeof(nodelay));
+}
+
 /* One sendmsg of what fits the ring. >0 bytes sent; 0 go round; -1 errno. */
 static ssize_t
 send_once(struct shim_rock *r, struct call *c, const struct msghdr *m)
@@ -425,6 +443,10 @@ send_once(struct shim_rock *r, struct call *c, const struct msghdr *m)
 	n = kernel_send(c->fd, &mm, c->flags | MSG_DONTWAIT | MSG_NOSIGNAL);
 	err = errno;
 	shim_lock();
+	if (n > 0 && r->finished_sent) {
+		r->finished_sent = 0;
+		push_first(c->fd);
+	}
 	r->writer = 0;
 	leave_kernel(r);
 	if (r->s != NULL)

@@ -151,8 +151,9 @@ adopt(struct shim_rock *r, int lfd, int flags)
 	return pfd;
 }
 
-/* The engine reads the rest of the hello and answers it; the program's
- * accept() waits for that (the engine bounds it: handshake_timeout_ms). */
+/* The engine reads the rest of the hello, answers it and waits for the
+ * client's FINISHED; the program's accept() waits for that (the engine
+ * bounds each: handshake_timeout_ms). */
 static int
 handshake(struct serve *sv, int lfd, int flags)
 {
@@ -168,7 +169,10 @@ handshake(struct serve *sv, int lfd, int flags)
 	sv->call.fn = start_handshake;
 	sv->call.arg = sv;
 	shim_engine_call(&sv->call);
-	while (sv->done == 0)
+	/* Accepted, the rock waits for the client's FINISHED: the program
+	 * gets the connection once it carries the client's bytes. */
+	while (sv->done == 0 ||
+	    (sv->done > 0 && r->s != NULL && rock_session_unproven(r->s)))
 		(void)shim_wait(-1);
 	if (sv->done > 0 && r->s != NULL && (pfd = adopt(r, lfd, flags)) < 0) {
 		/* The client's rock never reached the program: a reset, not

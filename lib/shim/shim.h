@@ -225,6 +225,10 @@ struct shim_rock {
 	int kill_at_release;	/* its end is a reset, never the reliable close */
 	int relayed;		/* fork.c's: held by its relay, not the program */
 	int stdio_warned;	/* stdio.c said its bytes go uncounted */
+	/* A client's: the handshake's last segment (CLIENT_FINISHED) may be
+	 * unacknowledged when the program first writes; Nagle would hold a
+	 * small first write for that ack (a delayed ack: 40 ms). */
+	int finished_sent;
 	int nfds;
 	int fds[SHIM_ROCK_FDS];
 	struct shim_opts opts;

@@ -38,10 +38,14 @@ struct server {
 	int stop;
 };
 
+/* Every byte any server session's owner was given. */
+static unsigned long server_got;
+
 static void
 echo_data(struct rock_session *s, const uint8_t *p, size_t n, void *arg)
 {
 	(void)arg;
+	__atomic_add_fetch(&server_got, n, __ATOMIC_RELAXED);
 	rock_session_send(s, p, n);
 }
 
@@ -904,6 +908,240 @@ server_count(const unsigned long *counter, unsigned long want)
 	return __atomic_load_n(counter, __ATOMIC_RELAXED);
 }
 
+/* ---- a recording proxy: what clients send through it, per connection */
+
+#define TAPS 8
+struct tap {
+	int fd;
+	struct sockaddr_in to;
+	uint8_t up[8192];		/* the client's first bytes */
+	size_t nup;
+	int done;
+};
+
+static struct tap taps[TAPS];
+static int tap_stop;
+/* The client's bytes past the first tap_hold_at wait tap_hold_ms. */
+static size_t tap_hold_at;
+static int tap_hold_ms;
+
+static void
+tap_pass(int from, int to, struct tap *t, int record, int *open)
+{
+	uint8_t buf[4096];
+	ssize_t n = read(from, buf, sizeof(buf));
+
+	if (n <= 0) {
+		shutdown(to, SHUT_WR);
+		*open = 0;
+		return;
+	}
+	if (record && tap_hold_at > 0 && t->nup + (size_t)n > tap_hold_at) {
+		size_t first = tap_hold_at > t->nup ? tap_hold_at - t->nup : 0;
+
+		(void)send(to, buf, first, MSG_NOSIGNAL);
+		t->nup += first;	/* (not recorded: a held test replays none) */
+		usleep((useconds_t)tap_hold_ms * 1000);
+		memmove(buf, buf + first, (size_t)n - first);
+		n -= (ssize_t)first;
+		tap_hold_at = 0;
+	}
+	if (record && t->nup + (size_t)n <= sizeof(t->up)) {
+		memcpy(t->up + t->nup, buf, (size_t)n);
+		t->nup += (size_t)n;
+	}
+	(void)send(to, buf, (size_t)n, MSG_NOSIGNAL);
+}
+
+static void *
+tap_main(void *arg)
+{
+	struct tap *t = arg;
+	int up = socket(AF_INET, SOCK_STREAM, 0), open[2] = { 1, 1 };
+	struct pollfd p[2];
+
+	if (connect(up, (struct sockaddr *)&t->to, sizeof(t->to)) != 0)
+		open[0] = open[1] = 0;
+	while ((open[0] || open[1]) && !__atomic_load_n(&tap_stop,
+	    __ATOMIC_ACQUIRE)) {
+		p[0].fd = open[0] ? t->fd : -1;
+		p[1].fd = open[1] ? up : -1;
+		p[0].events = p[1].events = POLLIN;
+		if (poll(p, 2, 50) <= 0)
+			continue;
+		if (p[0].revents)
+			tap_pass(t->fd, up, t, 1, &open[0]);
+		if (p[1].revents)
+			tap_pass(up, t->fd, t, 0, &open[1]);
+	}
+	close(up);
+	close(t->fd);
+	__atomic_store_n(&t->done, 1, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+static void *
+tap_accept(void *arg)
+{
+	int lfd = *(int *)arg, i;
+	struct pollfd p = { lfd, POLLIN, 0 };
+	pthread_t th;
+
+	for (i = 0; i < TAPS && !__atomic_load_n(&tap_stop, __ATOMIC_ACQUIRE);)
+		if (poll(&p, 1, 50) == 1 && (taps[i].fd = accept(lfd, NULL,
+		    NULL)) >= 0) {
+			pthread_create(&th, NULL, tap_main, &taps[i++]);
+			pthread_detach(th);
+		}
+	return NULL;
+}
+
+/* The longest connection recorded since *from: the data connection (the
+ * probe sends nothing). */
+static struct tap *
+tap_longest(int from, int *next)
+{
+	struct tap *best = NULL;
+	int i;
+
+	for (i = from; i < TAPS && taps[i].fd != 0; i++)
+		if (best == NULL || taps[i].nup > best->nup)
+			best = &taps[i];
+	*next = i;
+	return best;
+}
+
+/* A tap in front of the server: *addr is where clients reach it. */
+static void
+tap_start(const struct server *sv, int *lfd, pthread_t *acc,
+    struct sockaddr_in *addr)
+{
+	socklen_t len = sizeof(*addr);
+	int i;
+
+	memset(taps, 0, sizeof(taps));
+	tap_stop = 0;
+	memset(addr, 0, sizeof(*addr));
+	addr->sin_family = AF_INET;
+	addr->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	*lfd = socket(AF_INET, SOCK_STREAM, 0);
+	ck_assert_int_eq(bind(*lfd, (struct sockaddr *)addr, sizeof(*addr)), 0);
+	ck_assert_int_eq(listen(*lfd, 8), 0);
+	ck_assert_int_eq(getsockname(*lfd, (struct sockaddr *)addr, &len), 0);
+	for (i = 0; i < TAPS; i++)
+		taps[i].to = sv->addr;
+	ck_assert_int_eq(pthread_create(acc, NULL, tap_accept, lfd), 0);
+}
+
+static void
+tap_end(int lfd, pthread_t acc)
+{
+	__atomic_store_n(&tap_stop, 1, __ATOMIC_RELEASE);
+	pthread_join(acc, NULL);
+	close(lfd);
+}
+
+/* What a recorded client stream, sent again on a new connection, gets
+ * back: bytes read until the server ends it. */
+static size_t
+replay(const struct server *sv, const struct tap *t, uint8_t *in, size_t nin)
+{
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	struct pollfd p;
+	size_t have = 0;
+	ssize_t n;
+
+	ck_assert_int_eq(connect(fd, (const struct sockaddr *)&sv->addr,
+	    sizeof(sv->addr)), 0);
+	ck_assert_int_eq(send(fd, t->up, t->nup, MSG_NOSIGNAL), (ssize_t)t->nup);
+	p.fd = fd;
+	p.events = POLLIN;
+	while (have < nin && poll(&p, 1, 5000) == 1 &&
+	    (n = recv(fd, in + have, nin - have, 0)) > 0)
+		have += (size_t)n;
+	close(fd);
+	return have;
+}
+
+/* A recorded first flight with its FINISHED and first bytes, replayed to
+ * the server, gets an answer (the server cannot tell yet) and nothing
+ * more: the recorded FINISHED does not prove the new exchange's keys, so
+ * the session ends and no byte reaches its owner. For a full handshake
+ * and a resumption alike. */
+START_TEST(test_replayed_flight)
+{
+	static const char msg[] = "GET /transfer?amount=100 HTTP/1.0\r\n\r\n";
+	struct sockaddr_in tapaddr;
+	uint8_t in[4096];
+	unsigned long got;
+	struct server sv;
+	struct tap *t;
+	pthread_t acc;
+	int lfd, round, next = 0;
+
+	server_start(&sv, ECHO);
+	client_engine(NULL);
+	tap_start(&sv, &lfd, &acc, &tapaddr);
+	for (round = 0; round < 2; round++) {
+		/* Through the tap: a full handshake, then a resumption. */
+		ck_assert_int_eq(rock_client_open(cl.e, (struct sockaddr *)&tapaddr,
+		    sizeof(tapaddr), 5000, &client_cbs, NULL, &cl.s), 0);
+		ck_assert_uint_eq(rock_engine_stats(cl.e)->resumed,
+		    (unsigned)round);
+		cl.ngot = 0;
+		ck_assert_int_eq(rock_session_send(cl.s, msg, sizeof(msg)), 0);
+		want_bytes = sizeof(msg);
+		ck_assert(run_until(got_all, 5000));
+		ck_assert_mem_eq(cl.got, msg, sizeof(msg));
+		t = tap_longest(next, &next);
+		ck_assert_ptr_nonnull(t);
+		ck_assert_uint_eq(t->nup, (round == 0 ? ROCK_HELLO_TOTAL :
+		    ROCK_RESUME_TOTAL) + ROCK_FINISHED_LEN + sizeof(msg));
+		got = __atomic_load_n(&server_got, __ATOMIC_RELAXED);
+		/* The answer, whole or cut by the reset; never the echo. */
+		ck_assert_uint_le(replay(&sv, t, in, sizeof(in)), round == 0 ?
+		    ROCK_SERVER_HELLO_LEN + ROCK_TICKET_MSG_LEN :
+		    ROCK_SERVER_RESUME_LEN + ROCK_TICKET_MSG_LEN);
+		ck_assert_uint_eq(server_count(&sv.e->stats.handshake_failed[
+		    ROCK_HS_FINISHED], (unsigned long)round + 1),
+		    (unsigned long)round + 1);
+		ck_assert_uint_eq(__atomic_load_n(&server_got, __ATOMIC_RELAXED),
+		    got);
+	}
+	tap_end(lfd, acc);
+	pair_down(&sv);
+}
+END_TEST
+
+/* A FINISHED that takes its time (a slow path, a loaded client) is
+ * waited for past the engine's ticks: the rock connects and carries the
+ * bytes. A FINISHED that never comes ends the session at the deadline. */
+START_TEST(test_finished_late)
+{
+	static const char msg[] = "late but proven";
+	struct sockaddr_in tapaddr;
+	struct server sv;
+	pthread_t acc;
+	int lfd;
+
+	server_start(&sv, ECHO);
+	client_engine(NULL);
+	tap_start(&sv, &lfd, &acc, &tapaddr);
+	tap_hold_at = ROCK_HELLO_TOTAL;
+	tap_hold_ms = 700;
+	ck_assert_int_eq(rock_client_open(cl.e, (struct sockaddr *)&tapaddr,
+	    sizeof(tapaddr), 5000, &client_cbs, NULL, &cl.s), 0);
+	ck_assert_int_eq(rock_session_send(cl.s, msg, sizeof(msg)), 0);
+	want_bytes = sizeof(msg);
+	ck_assert(run_until(got_all, 5000));
+	ck_assert_mem_eq(cl.got, msg, sizeof(msg));
+	ck_assert_uint_eq(sv.e->stats.handshake_failed[ROCK_HS_FINISHED], 0);
+	tap_end(lfd, acc);
+	tap_hold_at = 0;
+	pair_down(&sv);
+}
+END_TEST
+
 /* A second connect resumes by the ticket the first left (no key
  * exchange, no signature); the resumed keys carry the data and prove a
  * reconnect, and every byte arrives once, in order. */
@@ -982,7 +1220,8 @@ the_ticket(void)
 
 /* A SERVER_RESUME whose tag the client's secret does not give (here the
  * client's copy changed; on the wire, an answer from whoever does not
- * hold the ticket key) proves nothing: a full handshake follows. */
+ * hold the ticket key) proves nothing: a full handshake follows, and the
+ * server counts the resumption it answered as never proven. */
 START_TEST(test_resume_tag_checked)
 {
 	struct server sv;
@@ -993,8 +1232,12 @@ START_TEST(test_resume_tag_checked)
 	ck_assert_int_eq(client_connect(&sv), 0);
 	ck_assert_int_eq(rock_session_state(cl.s), ROCK_ST_CONNECTED);
 	ck_assert_uint_eq(rock_engine_stats(cl.e)->resumed, 0);
-	ck_assert_uint_eq(server_count(&sv.e->stats.resumed, 1), 1);
-	ck_assert_uint_eq(server_count(&sv.e->stats.handshakes, 3), 3);
+	/* The server answered the resumption; the client, finding the tag
+	 * wrong, never sent its FINISHED and left: no handshake made. */
+	ck_assert_uint_eq(server_count(&sv.e->stats.handshake_failed[
+	    ROCK_HS_FINISHED], 1), 1);
+	ck_assert_uint_eq(server_count(&sv.e->stats.handshakes, 2), 2);
+	ck_assert_uint_eq(sv.e->stats.resumed, 0);
 	pair_down(&sv);
 }
 END_TEST
@@ -1220,6 +1463,8 @@ session_suite(void)
 	tcase_add_test(tc, test_resumption);
 	tcase_add_test(tc, test_ticket_refused);
 	tcase_add_test(tc, test_resume_tag_checked);
+	tcase_add_test(tc, test_replayed_flight);
+	tcase_add_test(tc, test_finished_late);
 	tcase_add_test(tc, test_resume_refused);
 	tcase_add_test(tc, test_ticket_rotation);
 	tcase_add_test(tc, test_ticket_chain_bound);

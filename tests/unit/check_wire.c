@@ -135,8 +135,8 @@ START_TEST(test_decode_roundtrip)
 	uint8_t out[ROCK_ANNOUNCE_LEN];
 
 	ck_assert_int_eq(rock_announce_decode(&a, vec("announcement")->bytes), 0);
-	ck_assert_uint_eq(a.version_max, 6);
-	ck_assert_uint_eq(a.version_min, 6);
+	ck_assert_uint_eq(a.version_max, 7);
+	ck_assert_uint_eq(a.version_min, 7);
 	ck_assert_uint_eq(a.features, ROCK_FEAT_ALL);
 	rock_announce_encode(&a, out);
 	ck_assert_mem_eq(out, vec("announcement")->bytes, ROCK_ANNOUNCE_LEN);
@@ -486,10 +486,57 @@ START_TEST(test_hb_packet_check)
 	b[7] = 1;	/* reserved */
 	ck_assert_int_eq(rock_hb_packet_check(b, v->n, &n), ROCK_ERR_PROTOCOL);
 	b[7] = 0;
-	b[3] = 5;	/* version 5 of the channel */
+	b[3] = 6;	/* version 6 of the channel */
 	ck_assert_int_eq(rock_hb_packet_check(b, v->n, &n), ROCK_ERR_PROTOCOL);
-	b[3] = 6;
+	b[3] = 7;
 	ck_assert_int_eq(rock_hb_packet_check(b, v->n, &n), 0);
+}
+END_TEST
+
+/* CLIENT_FINISHED: made from the document's K_cs over the document's
+ * flight and answer, for both handshakes; a byte of either changed, or
+ * the other direction's key, makes another. */
+static void
+finished_check(const char *kcs, const char *name, const uint8_t *flight,
+    size_t nflight, uint8_t *answer, size_t nanswer)
+{
+	uint8_t fin[ROCK_FINISHED_LEN], key[ROCK_KEY_LEN];
+
+	memcpy(key, vec(kcs)->bytes, ROCK_KEY_LEN);
+	ck_assert_uint_eq(vec(name)->n, ROCK_FINISHED_LEN);
+	rock_finished_encode(fin, key, flight, nflight, answer, nanswer);
+	ck_assert_uint_eq(fin[0], ROCK_MSG_CLIENT_FINISHED);
+	ck_assert_mem_eq(fin, vec(name)->bytes, ROCK_FINISHED_LEN);
+	answer[nanswer - 1] ^= 1;
+	rock_finished_encode(fin, key, flight, nflight, answer, nanswer);
+	ck_assert_mem_ne(fin, vec(name)->bytes, ROCK_FINISHED_LEN);
+	answer[nanswer - 1] ^= 1;
+	key[0] ^= 1;
+	rock_finished_encode(fin, key, flight, nflight, answer, nanswer);
+	ck_assert_mem_ne(fin, vec(name)->bytes, ROCK_FINISHED_LEN);
+}
+
+START_TEST(test_finished)
+{
+	uint8_t flight[ROCK_RESUME_TOTAL];
+	uint8_t answer[ROCK_ANSWER_MAX];
+
+	memcpy(flight, vec("announcement")->bytes, ROCK_ANNOUNCE_LEN);
+	memcpy(flight + ROCK_ANNOUNCE_LEN, vec("client_hello")->bytes,
+	    ROCK_CLIENT_HELLO_LEN);
+	memcpy(answer, vec("server_hello")->bytes, ROCK_SERVER_HELLO_LEN);
+	memcpy(answer + ROCK_SERVER_HELLO_LEN, vec("ticket")->bytes,
+	    ROCK_TICKET_MSG_LEN);
+	finished_check("key_cs", "client_finished", flight, ROCK_HELLO_TOTAL,
+	    answer, ROCK_SERVER_HELLO_LEN + ROCK_TICKET_MSG_LEN);
+	memcpy(flight + ROCK_ANNOUNCE_LEN, vec("client_resume")->bytes,
+	    ROCK_CLIENT_RESUME_LEN);
+	memcpy(answer, vec("server_resume")->bytes, ROCK_SERVER_RESUME_LEN);
+	memcpy(answer + ROCK_SERVER_RESUME_LEN, vec("ticket_resumed")->bytes,
+	    ROCK_TICKET_MSG_LEN);
+	finished_check("resume_key_cs", "resume_finished", flight,
+	    ROCK_RESUME_TOTAL, answer, ROCK_SERVER_RESUME_LEN +
+	    ROCK_TICKET_MSG_LEN);
 }
 END_TEST
 
@@ -590,6 +637,7 @@ wire_suite(void)
 	tcase_add_unchecked_fixture(tc, setup_doc, NULL);
 	tcase_add_test(tc, test_decode_roundtrip);
 	tcase_add_test(tc, test_resume_codec);
+	tcase_add_test(tc, test_finished);
 	tcase_add_test(tc, test_keys_and_tags);
 	tcase_add_test(tc, test_reset_record);
 	tcase_add_test(tc, test_reconnect_tags);

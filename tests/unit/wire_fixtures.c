@@ -71,7 +71,8 @@ handshake_vectors(struct fixture *f, wire_vector_fn *emit, void *arg)
 	    131072, 16384, 4434, { 0 } };
 	struct rock_server_hello sh = { ROCK_VERSION, ROCK_FEAT_ALL, { 0 }, { 0 },
 	    131072, 87040, 4433, { 0 }, { 0 } };
-	uint8_t buf[ROCK_ANNOUNCE_LEN];
+	uint8_t buf[ROCK_ANNOUNCE_LEN], fin[ROCK_FINISHED_LEN];
+	uint8_t answer[ROCK_SERVER_HELLO_LEN + ROCK_TICKET_MSG_LEN];
 	size_t i;
 
 	for (i = 0; i < ROCK_ANNOUNCE_RANDOM; i++)
@@ -97,6 +98,12 @@ handshake_vectors(struct fixture *f, wire_vector_fn *emit, void *arg)
 	emit(arg, "server_hello", buf, ROCK_SERVER_HELLO_LEN);
 	emit(arg, "key_cs", f->ck.tx, ROCK_KEY_LEN);
 	emit(arg, "key_sc", f->ck.rx, ROCK_KEY_LEN);
+	/* The client's proof, over the flight and the answer with its TICKET. */
+	memcpy(answer, buf, ROCK_SERVER_HELLO_LEN);
+	memcpy(answer + ROCK_SERVER_HELLO_LEN, f->ticket, ROCK_TICKET_MSG_LEN);
+	rock_finished_encode(fin, f->ck.tx, f->hello, sizeof(f->hello), answer,
+	    sizeof(answer));
+	emit(arg, "client_finished", fin, sizeof(fin));
 }
 
 /* Resumption: the full handshake's secret and its TICKET, the
@@ -112,6 +119,7 @@ resume_vectors(const struct fixture *f, wire_vector_fn *emit, void *arg)
 	uint8_t flight[ROCK_RESUME_TOTAL], rms2[ROCK_KEY_LEN];
 	uint8_t buf[ROCK_SERVER_RESUME_LEN + ROCK_TICKET_MSG_LEN];
 	uint8_t tagged[ROCK_SERVER_RESUME_TAGGED + ROCK_TICKET_MSG_LEN];
+	uint8_t fin[ROCK_FINISHED_LEN];
 	struct rock_keys k;
 
 	emit(arg, "resumption_secret", f->rms, ROCK_KEY_LEN);
@@ -139,6 +147,9 @@ resume_vectors(const struct fixture *f, wire_vector_fn *emit, void *arg)
 	    ROCK_TICKET_MSG_LEN);
 	emit(arg, "resume_key_cs", k.tx, ROCK_KEY_LEN);
 	emit(arg, "resume_key_sc", k.rx, ROCK_KEY_LEN);
+	rock_finished_encode(fin, k.tx, flight, sizeof(flight), buf,
+	    sizeof(buf));
+	emit(arg, "resume_finished", fin, sizeof(fin));
 	rock_wipe(rms2, sizeof(rms2));
 }
 
