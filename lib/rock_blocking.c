@@ -39,31 +39,48 @@ rock_blocking_wait(int fd, short events, int64_t deadline)
 
 /* Connect fd within the deadline. With data and Fast Open: where the
  * kernel holds a cookie for the server, connect() only arms it and `data`
- * goes with the SYN (*sent says how much); where it holds none, the SYN
- * asks for one. Without data (the probe), no Fast Open: a SYN carrying a
- * cookie and nothing else would make the server accept before the
- * handshake, and time our first bytes from there. */
+ * goes with the SYN (*in_syn); where it holds none, the SYN asks for one.
+ * Without data (the probe), no Fast Open: a SYN carrying a cookie and
+ * nothing else would make the server accept before the handshake, and
+ * time our first bytes from there. *sent: how much of data went. */
 int
 rock_blocking_connect(int fd, const struct sockaddr *addr, socklen_t len,
     int64_t deadline, const uint8_t *data, size_t n, int fastopen,
-    size_t *sent)
+    size_t *sent, int *in_syn)
 {
 	int err = 0, one = 1, r;
 	socklen_t el = sizeof(err);
 	ssize_t w;
 
 	*sent = 0;
+	if (in_syn != NULL)
+		*in_syn = 0;
 	if (n > 0 && fastopen)
 		(void)rock_sys.setsockopt(fd, IPPROTO_TCP, TCP_FASTOPEN_CONNECT, &one,
 		    sizeof(one));
 	if (rock_sys.connect(fd, addr, len) == 0) {
 		w = rock_sys.send(fd, data, n, MSG_NOSIGNAL | MSG_DONTWAIT);
-		if (w > 0)
+		if (w > 0) {
 			*sent = (size_t)w;
-		else if (w < 0 && errno != EINPROGRESS && errno != EAGAIN)
+			if (in_syn != NULL)
+				*in_syn = 1;
+		} else if (w < 0 && errno != EINPROGRESS && errno != EAGAIN) {
 			return ROCK_ERR_SYSTEM;
+		}
 	} else if (errno != EINPROGRESS) {
 		return ROCK_ERR_SYSTEM;
+	} else if (n > 0) {
+		/* A short path (loopback, a LAN) is often connected by now:
+		 * the data goes at once, and the send says so, with no wait
+		 * for writability and no SO_ERROR read (EAGAIN: connecting;
+		 * a refusal or reset is the connect's error). */
+		w = rock_sys.send(fd, data, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (w > 0) {
+			*sent = (size_t)w;
+			return 0;
+		}
+		if (w < 0 && errno != EAGAIN)
+			return ROCK_ERR_SYSTEM;
 	}
 	if ((r = rock_blocking_wait(fd, POLLOUT, deadline)) != 0)
 		return r;
@@ -85,7 +102,7 @@ rock_blocking_dial(const struct sockaddr *addr, socklen_t len, int64_t deadline,
 	if (fd < 0)
 		return ROCK_ERR_SYSTEM;
 	if ((r = rock_blocking_connect(fd, addr, len, deadline, NULL, 0, 0,
-	    &sent)) != 0) {
+	    &sent, NULL)) != 0) {
 		err = errno;
 		rock_sys.close(fd);
 		errno = err;

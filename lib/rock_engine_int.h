@@ -505,11 +505,12 @@ int rock_path_close_owed(struct rock_session *s, int64_t now);
 /* The initial connection's blocking steps, bounded by a deadline
  * (rock_blocking.c): 0 or a ROCK_ERR_* code, errno kept for SYSTEM. */
 int rock_blocking_wait(int fd, short events, int64_t deadline);
-/* fastopen: data goes in the SYN where the kernel holds a cookie (else
- * the caller writes it after the connect; *sent says how much went). */
+/* fastopen: data goes in the SYN where the kernel holds a cookie (*in_syn,
+ * may be NULL); else at once if the connection is up by then; the caller
+ * writes the rest (*sent says how much went). */
 int rock_blocking_connect(int fd, const struct sockaddr *addr, socklen_t len,
     int64_t deadline, const uint8_t *data, size_t n, int fastopen,
-    size_t *sent);
+    size_t *sent, int *in_syn);
 int rock_blocking_dial(const struct sockaddr *addr, socklen_t len,
     int64_t deadline, int *out);
 int rock_blocking_write(int fd, const uint8_t *p, size_t n, int64_t deadline);

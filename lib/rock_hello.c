@@ -262,12 +262,12 @@ dial(struct rock_engine *e, int fd, const struct sockaddr *addr,
     int fastopen, size_t *sent, int *rtt)
 {
 	int64_t t0 = rock_now_ms(), bound;
-	int r;
+	int r, in_syn;
 
 	if ((r = rock_blocking_connect(fd, addr, len, *deadline, flight, nflight,
-	    fastopen != ROCK_FO_NO, sent)) != 0)
+	    fastopen != ROCK_FO_NO, sent, &in_syn)) != 0)
 		return r;
-	rock_probe_fastopen_note(e, addr, len, fastopen, *sent > 0);
+	rock_probe_fastopen_note(e, addr, len, fastopen, in_syn);
 	*rtt = (int)(rock_now_ms() - t0);
 	/* The path measured by the connect may be slower than the bound. */
 	bound = t0 + *rtt + rock_handshake_ms(e, *rtt);
