@@ -438,8 +438,8 @@ rock_handshake_accept(struct rock_handshake *hs,
 		/* Its UDP peer is the client's port, a first guess so acks
 		 * flow at once (the source of the first authentic record
 		 * replaces it), once the FINISHED has come. */
-		r = rock_finish_wait(s, hs->fd, s->rtt_ms > 0 ? s->rtt_ms : -1,
-		    resumed, hs->hello.udp_port, finished);
+		r = rock_finish_wait(s, hs->fd, s->rtt_ms, resumed,
+		    hs->hello.udp_port, finished);
 	}
 	rock_keys_wipe(&keys);
 	rock_wipe(finished, sizeof(finished));
