@@ -147,7 +147,6 @@ on_rock_state(struct rock_session *s, enum rock_state from, enum rock_state to,
 		rr->proven = 1;
 		rlog_info(&rr->d->log, "rock %s: client connected, backend %s",
 		    rock_session_name(s), rr->backend.spec);
-		return;
 	}
 	rlog_info(&rr->d->log, "rock %s: %s -> %s (%s)", rock_session_name(s),
 	    rock_state_name(from), rock_state_name(to), rock_session_state_why(s));

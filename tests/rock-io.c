@@ -425,12 +425,14 @@ run_stdio_tail(void)
  * writes until the rock holds the relay back: the server reads nothing
  * for a while), then a close with the server's greeting unread: a reset,
  * which may drop what was still on its way to the relay. The peer must
- * hear a reset, not an end. */
+ * hear a reset, not an end. The greeting is waited for (not read): a
+ * close before it came would be an ordinary end, as in TCP. */
 static void
 run_stdio_abort(void)
 {
 	uint8_t out[CHUNK];
 	int fd = dial(0), idle = 0;
+	struct pollfd pfd;
 	size_t sent = 0, n0;
 	ssize_t n;
 
@@ -454,6 +456,10 @@ run_stdio_abort(void)
 			die("write");
 		}
 	}
+	pfd.fd = fd;
+	pfd.events = POLLIN;
+	if (poll(&pfd, 1, 10000) != 1)
+		fail("no greeting from the server in 10 s");
 	close(fd);
 	total = sent;
 	sleep(1);

@@ -83,7 +83,7 @@ t_eq "steering: $((N / 2)) rocks from each address" \
 
 # Each rock's name is its id's first 4 bytes in hex; the second byte is
 # its worker's number. PID NAME per rock, from "client connected".
-owners() { sed -n 's/.* rockd\[\([0-9]*\)\]: info: be_connected: rock \([0-9a-f]*\): client connected.*/\1 \2/p' "$log"; }
+owners() { sed -n 's/.* rockd\[\([0-9]*\)\]: info: [a-z_]*: rock \([0-9a-f]*\): client connected.*/\1 \2/p' "$log"; }
 t_eq "$N rocks made" "$(owners | wc -l)" "$N"
 t_eq "both workers hold rocks" "$(owners | awk '{ print $1 }' | sort -u | wc -l)" 2
 t_eq "each rock's id names the worker that made it" "$(owners | awk -v w0="$w0" -v w1="$w1" '
