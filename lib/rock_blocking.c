@@ -48,7 +48,7 @@ rock_blocking_connect(int fd, const struct sockaddr *addr, socklen_t len,
     int64_t deadline, const uint8_t *data, size_t n, int fastopen,
     size_t *sent, int *in_syn)
 {
-	int err = 0, one = 1, r;
+	int err = 0, one = 1, armed = 0, r;
 	socklen_t el = sizeof(err);
 	ssize_t w;
 
@@ -58,29 +58,25 @@ rock_blocking_connect(int fd, const struct sockaddr *addr, socklen_t len,
 	if (n > 0 && fastopen)
 		(void)rock_sys.setsockopt(fd, IPPROTO_TCP, TCP_FASTOPEN_CONNECT, &one,
 		    sizeof(one));
-	if (rock_sys.connect(fd, addr, len) == 0) {
+	if (rock_sys.connect(fd, addr, len) == 0)
+		armed = 1;	/* Fast Open: the send below makes the SYN */
+	else if (errno != EINPROGRESS)
+		return ROCK_ERR_SYSTEM;
+	/* Else a short path (loopback, a LAN) is often connected by now: the
+	 * data goes at once, and a send that takes it says so, with no wait
+	 * for writability and no SO_ERROR read (EAGAIN: connecting still; a
+	 * refusal or reset is the connect's error). */
+	if (armed || n > 0) {
 		w = rock_sys.send(fd, data, n, MSG_NOSIGNAL | MSG_DONTWAIT);
 		if (w > 0) {
 			*sent = (size_t)w;
+			if (!armed)
+				return 0;
 			if (in_syn != NULL)
 				*in_syn = 1;
 		} else if (w < 0 && errno != EINPROGRESS && errno != EAGAIN) {
 			return ROCK_ERR_SYSTEM;
 		}
-	} else if (errno != EINPROGRESS) {
-		return ROCK_ERR_SYSTEM;
-	} else if (n > 0) {
-		/* A short path (loopback, a LAN) is often connected by now:
-		 * the data goes at once, and the send says so, with no wait
-		 * for writability and no SO_ERROR read (EAGAIN: connecting;
-		 * a refusal or reset is the connect's error). */
-		w = rock_sys.send(fd, data, n, MSG_NOSIGNAL | MSG_DONTWAIT);
-		if (w > 0) {
-			*sent = (size_t)w;
-			return 0;
-		}
-		if (w < 0 && errno != EAGAIN)
-			return ROCK_ERR_SYSTEM;
 	}
 	if ((r = rock_blocking_wait(fd, POLLOUT, deadline)) != 0)
 		return r;
