@@ -104,7 +104,7 @@ rock_control_adopt(struct rock_engine *e, int fd)
 	struct sockaddr_storage ss;
 	socklen_t sl = sizeof(ss);
 
-	if (getsockname(fd, (struct sockaddr *)&ss, &sl) != 0)
+	if (rock_sys.getsockname(fd, (struct sockaddr *)&ss, &sl) != 0)
 		return ROCK_ERR_SYSTEM;
 	if (ss.ss_family != AF_INET && ss.ss_family != AF_INET6)
 		return ROCK_ERR_INVALID;
@@ -123,7 +123,7 @@ rock_control_start(struct rock_engine *e)
 	int tick = e->cfg.hb_interval_ms / 2;
 	struct timeval tv = { tick / 1000, (tick % 1000) * 1000 };
 
-	if (getsockname(e->udp_fd, (struct sockaddr *)&ss, &sl) != 0)
+	if (rock_sys.getsockname(e->udp_fd, (struct sockaddr *)&ss, &sl) != 0)
 		return ROCK_ERR_SYSTEM;
 	e->udp_port = ntohs(ss.ss_family == AF_INET6 ?
 	    ((struct sockaddr_in6 *)&ss)->sin6_port :

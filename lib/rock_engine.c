@@ -188,6 +188,7 @@ rock_engine_free(struct rock_engine *e)
 		e->all->in_callback = 0;
 		rock_session_free(e->all);
 	}
+	rock_early_free_all(e);
 	rock_farewell_free_all(e);
 	rock_drain_free_all(e);
 	rock_netlink_close(e);
@@ -391,7 +392,7 @@ rock_engine_owns_fd(const struct rock_engine *e, int fd)
 	for (s = e->all; s != NULL; s = s->next)
 		if (session_owns_fd(s, fd))
 			return 1;
-	return rock_drain_owns_fd(e, fd);
+	return rock_drain_owns_fd(e, fd) || rock_early_owns_fd(e, fd);
 }
 
 void
@@ -408,6 +409,7 @@ rock_engine_close_fds(const struct rock_engine *e, int (*close_fn)(int))
 		for (n = session_fds(s, fds), i = 0; i < n; i++)
 			close_fn(fds[i]);
 	rock_drain_close_fds(e, close_fn);
+	rock_early_close_fds(e, close_fn);
 }
 
 const struct rock_engine_stats *

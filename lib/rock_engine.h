@@ -197,6 +197,27 @@ int rock_client_open(struct rock_engine *e, const struct sockaddr *addr,
     socklen_t len, int timeout_ms, const struct rock_session_cbs *cbs,
     void *arg, struct rock_session **out);
 
+/* Client, a connect that returns once TCP is up (rock_early.c): with the
+ * destination's announcement cached and a ticket for it, connect and send
+ * the resumption, then leave the answer to the engine's loop. Without the
+ * owner's lock. 0: started, *out set under the lock, and done(e, s, r,
+ * done_arg) comes once on the loop (once woken: rock_early_arm), the lock held: s a CONNECTED session
+ * (r 0), or NULL and why not (the caller then tries rock_client_open:
+ * nothing reached the server's backend). ROCK_ERR_NOT_ENHANCED: no
+ * cached announcement or no ticket (take rock_client_open); another
+ * error: the connect failed (errno kept for ROCK_ERR_SYSTEM). */
+struct rock_early;
+typedef void (*rock_early_done_fn)(struct rock_engine *e,
+    struct rock_session *s, int r, void *arg);
+int rock_early_start(struct rock_engine *e, const struct sockaddr *addr,
+    socklen_t len, const struct rock_session_cbs *cbs, void *arg,
+    rock_early_done_fn done, void *done_arg, struct rock_early **out);
+/* The owner's lock held: given up (its program went), done never called. */
+void rock_early_cancel(struct rock_early *x);
+/* The loop's thread, the owner's lock held, after a start: the owner
+ * wakes its loop to call this (libevent is the loop's alone). */
+void rock_early_arm(struct rock_engine *e);
+
 /* Client: the name the program looked the server up by (at most
  * ROCK_NAME_MAX bytes, rock_names.h). When redialing the server's address
  * goes unanswered, the engine looks the name up again, off its loop, and

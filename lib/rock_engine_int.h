@@ -279,6 +279,7 @@ struct rock_engine {
 	 * next handshake takes it (rock_engine_keypair_take). */
 	struct rock_keypair spare;
 	int spare_ready;
+	struct rock_early *early;	/* clients' resumptions being answered */
 	size_t nhandshakes;		/* server handshakes and reconnects in progress */
 	rock_route_fn route;		/* workers: another's reconnects; NULL: none */
 	void *route_arg;
@@ -475,6 +476,34 @@ int rock_exchange_ms(int rtt_ms);
 /* A handshake's bound: the configured one (10 s), or four exchanges on a
  * path slower than that allows. */
 int rock_handshake_ms(const struct rock_engine *e, int rtt_ms);
+
+/* The client's handshake on a new connection, in parts (rock_hello.c)
+ * that the early resumption (rock_early.c) shares. */
+int rock_hello_socket(const struct sockaddr *addr, int *fd);
+int rock_hello_dial(struct rock_engine *e, int fd, const struct sockaddr *addr,
+    socklen_t len, int64_t *deadline, const uint8_t *flight, size_t nflight,
+    int fastopen, size_t *sent, int *rtt);
+int rock_hello_trusted(struct rock_engine *e, const struct sockaddr *addr,
+    socklen_t len, const uint8_t *known, const uint8_t ident[ROCK_IDENT_LEN]);
+int rock_hello_session(struct rock_engine *e, int fd, int rtt_ms,
+    const struct sockaddr *addr, socklen_t len,
+    const struct rock_server_hello *sh, const struct rock_keys *keys,
+    const struct rock_session_cbs *cbs, void *arg, struct rock_session **out);
+void rock_hello_keep_ticket(struct rock_engine *e, const struct sockaddr *addr,
+    socklen_t len, const struct rock_ticket_msg *tm,
+    const struct rock_keys *keys, const uint8_t id[ROCK_ID_LEN],
+    const uint8_t ident[ROCK_IDENT_LEN], int64_t origin);
+void rock_resume_flight(struct rock_engine *e, int fd,
+    const uint8_t ann[ROCK_ANNOUNCE_LEN], const struct rock_ticket_entry *tk,
+    uint8_t nonce[ROCK_NONCE_LEN], uint8_t flight[ROCK_RESUME_TOTAL]);
+int rock_resume_answer_check(struct rock_engine *e, const uint8_t *flight,
+    const struct rock_ticket_entry *tk, const uint8_t nonce[ROCK_NONCE_LEN],
+    const uint8_t in[ROCK_SERVER_RESUME_LEN + ROCK_TICKET_MSG_LEN],
+    struct rock_server_hello *sh, struct rock_keys *keys,
+    struct rock_ticket_msg *tm);
+void rock_early_free_all(struct rock_engine *e);
+int rock_early_owns_fd(const struct rock_engine *e, int fd);
+void rock_early_close_fds(const struct rock_engine *e, int (*close_fn)(int));
 void rock_path_init(struct rock_session *s, int rtt_ms);
 /* A new data connection: its signs of life and progress start afresh. */
 void rock_path_new_connection(struct rock_session *s);
@@ -522,6 +551,8 @@ int rock_blocking_read(int fd, uint8_t *p, size_t n, int64_t deadline);
 #define ROCK_FO_NO	0	/* two brought nothing in the SYN: not tried */
 #define ROCK_FO_TRY	1
 #define ROCK_FO_MISSED	2	/* tried once for nothing (the cookie asked) */
+int rock_probe_cached(struct rock_engine *e, const struct sockaddr *addr,
+    socklen_t len, uint8_t ann[ROCK_ANNOUNCE_LEN], int *fastopen);
 int rock_probe_announcement(struct rock_engine *e, const struct sockaddr *addr,
     socklen_t len, int64_t deadline, uint8_t ann[ROCK_ANNOUNCE_LEN],
     int *cached, int *fastopen);

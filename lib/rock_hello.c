@@ -177,8 +177,8 @@ send_finished(int fd, const struct rock_keys *keys, const uint8_t *flight,
 	return rock_blocking_write(fd, fin, sizeof(fin), deadline);
 }
 
-static int
-make_session(struct rock_engine *e, int fd, int rtt_ms,
+int
+rock_hello_session(struct rock_engine *e, int fd, int rtt_ms,
     const struct sockaddr *addr, socklen_t len,
     const struct rock_server_hello *sh, const struct rock_keys *keys,
     const struct rock_session_cbs *cbs, void *arg, struct rock_session **out)
@@ -224,8 +224,8 @@ make_session(struct rock_engine *e, int fd, int rtt_ms,
 /* The key this connect read as known for the server (pinned or in the
  * file) is the one it proved: trusted, without reading the file again.
  * Else the file decides (first contact, a changed key). */
-static int
-trusted(struct rock_engine *e, const struct sockaddr *addr, socklen_t len,
+int
+rock_hello_trusted(struct rock_engine *e, const struct sockaddr *addr, socklen_t len,
     const uint8_t *known, const uint8_t ident[ROCK_IDENT_LEN])
 {
 	if (known != NULL && rock_equal(known, ident, ROCK_IDENT_LEN))
@@ -246,8 +246,8 @@ close_failed(int r, int fd)
 }
 
 /* The data connection's socket. */
-static int
-data_socket(const struct sockaddr *addr, int *fd)
+int
+rock_hello_socket(const struct sockaddr *addr, int *fd)
 {
 	*fd = rock_sys.socket(addr->sa_family, SOCK_STREAM | SOCK_NONBLOCK |
 	    SOCK_CLOEXEC, 0);
@@ -256,8 +256,8 @@ data_socket(const struct sockaddr *addr, int *fd)
 
 /* The connect, the first flight (announcement and hello) in the SYN with
  * Fast Open: *sent of it, and the round trip. */
-static int
-dial(struct rock_engine *e, int fd, const struct sockaddr *addr,
+int
+rock_hello_dial(struct rock_engine *e, int fd, const struct sockaddr *addr,
     socklen_t len, int64_t *deadline, const uint8_t *flight, size_t nflight,
     int fastopen, size_t *sent, int *rtt)
 {
@@ -279,8 +279,8 @@ dial(struct rock_engine *e, int fd, const struct sockaddr *addr,
 /* The ticket this session leaves for the next connection, with the
  * identity its handshake proved and when its chain began (a full
  * handshake's: now). Lock held. */
-static void
-keep_ticket(struct rock_engine *e, const struct sockaddr *addr, socklen_t len,
+void
+rock_hello_keep_ticket(struct rock_engine *e, const struct sockaddr *addr, socklen_t len,
     const struct rock_ticket_msg *tm, const struct rock_keys *keys,
     const uint8_t id[ROCK_ID_LEN], const uint8_t ident[ROCK_IDENT_LEN],
     int64_t origin)
@@ -311,21 +311,21 @@ handshake_full(struct rock_engine *e, const struct sockaddr *addr,
 	rock_engine_enter(e);
 	rock_engine_keypair_take(e, &kp);
 	rock_engine_leave(e);
-	if ((r = data_socket(addr, &fd)) == 0) {
+	if ((r = rock_hello_socket(addr, &fd)) == 0) {
 		build_hello(e, fd, ann, &kp, hello);
-		if ((r = dial(e, fd, addr, len, &deadline, hello, sizeof(hello),
+		if ((r = rock_hello_dial(e, fd, addr, len, &deadline, hello, sizeof(hello),
 		    fastopen, &sent, &rtt)) == 0)
 			r = hello_exchange(e, fd, hello, sent, deadline, known,
 			    &sh, &tm, in);
 	}
-	if (r == 0 && (r = trusted(e, addr, len, known, sh.ident)) == 0 &&
+	if (r == 0 && (r = rock_hello_trusted(e, addr, len, known, sh.ident)) == 0 &&
 	    (r = rock_keys_client(&keys, &kp, sh.pk)) == 0 &&
 	    (r = send_finished(fd, &keys, hello, sizeof(hello), in, sizeof(in),
 	    deadline)) == 0) {
 		rock_engine_enter(e);
-		if ((r = make_session(e, fd, rtt, addr, len, &sh, &keys, cbs, arg,
+		if ((r = rock_hello_session(e, fd, rtt, addr, len, &sh, &keys, cbs, arg,
 		    out)) == 0)
-			keep_ticket(e, addr, len, &tm, &keys, sh.id, sh.ident,
+			rock_hello_keep_ticket(e, addr, len, &tm, &keys, sh.id, sh.ident,
 			    rock_ticket_now_ms());
 		rock_engine_leave(e);
 	}
@@ -334,25 +334,20 @@ handshake_full(struct rock_engine *e, const struct sockaddr *addr,
 	return close_failed(r, fd);
 }
 
-/* SERVER_RESUME and its TICKET, checked by the ticket's secret, or a
- * refusal. *sh gets what make_session needs, the identity the ticket's
- * handshake proved. *heard: the server answered. */
-static int
-resume_exchange(struct rock_engine *e, int fd, const uint8_t *flight,
-    size_t sent, int64_t deadline, const struct rock_ticket_entry *tk,
-    const uint8_t nonce[ROCK_NONCE_LEN], struct rock_server_hello *sh,
-    struct rock_keys *keys, struct rock_ticket_msg *tm,
-    uint8_t in[ROCK_SERVER_RESUME_LEN + ROCK_TICKET_MSG_LEN], int *heard)
+/* SERVER_RESUME and its TICKET in in, checked by the ticket's secret.
+ * *sh gets what rock_hello_session needs, the identity the ticket's
+ * handshake proved; *keys the session's. */
+int
+rock_resume_answer_check(struct rock_engine *e, const uint8_t *flight,
+    const struct rock_ticket_entry *tk, const uint8_t nonce[ROCK_NONCE_LEN],
+    const uint8_t in[ROCK_SERVER_RESUME_LEN + ROCK_TICKET_MSG_LEN],
+    struct rock_server_hello *sh, struct rock_keys *keys,
+    struct rock_ticket_msg *tm)
 {
 	uint8_t tagged[ROCK_SERVER_RESUME_TAGGED + ROCK_TICKET_MSG_LEN];
 	uint8_t tag[ROCK_TAG_LEN];
 	struct rock_server_resume sr;
-	int r;
 
-	if ((r = read_answer(e, fd, flight, ROCK_RESUME_TOTAL, sent, deadline,
-	    tk->ident, in, ROCK_SERVER_RESUME_LEN + ROCK_TICKET_MSG_LEN,
-	    heard)) != 0)
-		return r;
 	if (rock_server_resume_decode(&sr, in) != 0 || sr.version != ROCK_VERSION ||
 	    (sr.features & ~ROCK_FEAT_ALL) != 0 ||
 	    rock_ticket_msg_decode(tm, in + ROCK_SERVER_RESUME_LEN) != 0)
@@ -377,6 +372,43 @@ resume_exchange(struct rock_engine *e, int fd, const uint8_t *flight,
 	return 0;
 }
 
+/* SERVER_RESUME and its TICKET, or a refusal. *heard: the server
+ * answered. */
+static int
+resume_exchange(struct rock_engine *e, int fd, const uint8_t *flight,
+    size_t sent, int64_t deadline, const struct rock_ticket_entry *tk,
+    const uint8_t nonce[ROCK_NONCE_LEN], struct rock_server_hello *sh,
+    struct rock_keys *keys, struct rock_ticket_msg *tm,
+    uint8_t in[ROCK_SERVER_RESUME_LEN + ROCK_TICKET_MSG_LEN], int *heard)
+{
+	int r;
+
+	if ((r = read_answer(e, fd, flight, ROCK_RESUME_TOTAL, sent, deadline,
+	    tk->ident, in, ROCK_SERVER_RESUME_LEN + ROCK_TICKET_MSG_LEN,
+	    heard)) != 0)
+		return r;
+	return rock_resume_answer_check(e, flight, tk, nonce, in, sh, keys, tm);
+}
+
+/* The announcement and CLIENT_RESUME, with the nonce made for it. */
+void
+rock_resume_flight(struct rock_engine *e, int fd,
+    const uint8_t ann[ROCK_ANNOUNCE_LEN], const struct rock_ticket_entry *tk,
+    uint8_t nonce[ROCK_NONCE_LEN], uint8_t flight[ROCK_RESUME_TOTAL])
+{
+	struct rock_client_resume cr;
+
+	cr.version = ROCK_VERSION;
+	cr.features = ROCK_FEAT_ALL;
+	cr.udp_port = e->udp_port;
+	rock_random(cr.nonce, ROCK_NONCE_LEN);
+	memcpy(nonce, cr.nonce, ROCK_NONCE_LEN);
+	memcpy(cr.ticket, tk->ticket, ROCK_TICKET_LEN);
+	rock_socket_buffers_new(e, fd, &cr.rcvbuf, &cr.sndbuf);
+	memcpy(flight, ann, ROCK_ANNOUNCE_LEN);
+	rock_client_resume_encode(&cr, flight + ROCK_ANNOUNCE_LEN);
+}
+
 /* A resumption by the ticket held for the destination: no key exchange,
  * no signature, on either side. *heard: as resume_exchange's. */
 static int
@@ -387,8 +419,7 @@ handshake_resumed(struct rock_engine *e, const struct sockaddr *addr,
     void *arg, struct rock_session **out, int *heard)
 {
 	uint8_t flight[ROCK_RESUME_TOTAL], in[ROCK_SERVER_RESUME_LEN +
-	    ROCK_TICKET_MSG_LEN];
-	struct rock_client_resume cr;
+	    ROCK_TICKET_MSG_LEN], nonce[ROCK_NONCE_LEN];
 	struct rock_server_hello sh;
 	struct rock_ticket_msg tm;
 	struct rock_keys keys;
@@ -396,32 +427,25 @@ handshake_resumed(struct rock_engine *e, const struct sockaddr *addr,
 	size_t sent = 0;
 
 	memset(&keys, 0, sizeof(keys));
-	cr.version = ROCK_VERSION;
-	cr.features = ROCK_FEAT_ALL;
-	cr.udp_port = e->udp_port;
-	rock_random(cr.nonce, ROCK_NONCE_LEN);
-	memcpy(cr.ticket, tk->ticket, ROCK_TICKET_LEN);
-	memcpy(flight, ann, ROCK_ANNOUNCE_LEN);
-	if ((r = data_socket(addr, &fd)) == 0) {
-		rock_socket_buffers_new(e, fd, &cr.rcvbuf, &cr.sndbuf);
-		rock_client_resume_encode(&cr, flight + ROCK_ANNOUNCE_LEN);
-		if ((r = dial(e, fd, addr, len, &deadline, flight, sizeof(flight),
+	if ((r = rock_hello_socket(addr, &fd)) == 0) {
+		rock_resume_flight(e, fd, ann, tk, nonce, flight);
+		if ((r = rock_hello_dial(e, fd, addr, len, &deadline, flight, sizeof(flight),
 		    fastopen, &sent, &rtt)) == 0)
 			r = resume_exchange(e, fd, flight, sent, deadline, tk,
-			    cr.nonce, &sh, &keys, &tm, in, heard);
+			    nonce, &sh, &keys, &tm, in, heard);
 	}
 	/* No key known for the destination (none pinned, no file): what
 	 * the ticket's handshake proved is recorded as a first contact's. */
 	if (r == 0 && known == NULL)
-		r = trusted(e, addr, len, NULL, sh.ident);
+		r = rock_hello_trusted(e, addr, len, NULL, sh.ident);
 	if (r == 0)
 		r = send_finished(fd, &keys, flight, sizeof(flight), in,
 		    sizeof(in), deadline);
 	if (r == 0) {
 		rock_engine_enter(e);
-		if ((r = make_session(e, fd, rtt, addr, len, &sh, &keys, cbs, arg,
+		if ((r = rock_hello_session(e, fd, rtt, addr, len, &sh, &keys, cbs, arg,
 		    out)) == 0) {
-			keep_ticket(e, addr, len, &tm, &keys, sh.id, sh.ident,
+			rock_hello_keep_ticket(e, addr, len, &tm, &keys, sh.id, sh.ident,
 			    tk->origin_ms);
 			e->stats.resumed++;
 		}

@@ -58,7 +58,7 @@ bound_to(int fd, const struct ifaddrmsg *ifa, const void *addr, size_t alen)
 
 	const struct in6_addr *v6 = &((struct sockaddr_in6 *)&ss)->sin6_addr;
 
-	if (fd < 0 || getsockname(fd, (struct sockaddr *)&ss, &len) != 0)
+	if (fd < 0 || rock_sys.getsockname(fd, (struct sockaddr *)&ss, &len) != 0)
 		return 0;
 	/* A dual-stack listener's IPv4 connections (rockd's) are IPv6
 	 * sockets with mapped addresses. */

@@ -321,6 +321,24 @@ rock_probe_found_plain(int r)
 	return r == ROCK_ERR_NOT_ENHANCED || r == ROCK_ERR_TIMEOUT;
 }
 
+/* Lock held. The announcement this engine holds for a destination
+ * found enhanced, and how to try Fast Open there: 1, or 0 when it holds
+ * none (not probed, or found plain). */
+int
+rock_probe_cached(struct rock_engine *e, const struct sockaddr *addr,
+    socklen_t len, uint8_t ann[ROCK_ANNOUNCE_LEN], int *fastopen)
+{
+	struct probe_entry *p = cache_find(e, addr, len);
+
+	if (p == NULL || !p->enhanced)
+		return 0;
+	e->stats.probe_cache_hits++;
+	*fastopen = p->fo_misses >= 2 ? ROCK_FO_NO :
+	    p->fo_misses == 1 ? ROCK_FO_MISSED : ROCK_FO_TRY;
+	memcpy(ann, p->announcement, ROCK_ANNOUNCE_LEN);
+	return 1;
+}
+
 /* The announcement for a destination: cached here, else in the file the
  * user's processes share, else from a probe (whose answer goes to both).
  * The file and the probe are read without the owner's lock: the probe
@@ -338,15 +356,14 @@ rock_probe_announcement(struct rock_engine *e, const struct sockaddr *addr,
 	*cached = 1;
 	*fastopen = ROCK_FO_TRY;
 	rock_engine_enter(e);
-	if ((p = cache_find(e, addr, len)) != NULL) {
-		e->stats.probe_cache_hits++;
-		*fastopen = p->fo_misses >= 2 ? ROCK_FO_NO :
-		    p->fo_misses == 1 ? ROCK_FO_MISSED : ROCK_FO_TRY;
-		r = p->enhanced ? 0 : ROCK_ERR_NOT_ENHANCED;
-		if (p->enhanced)
-			memcpy(ann, p->announcement, ROCK_ANNOUNCE_LEN);
+	if (rock_probe_cached(e, addr, len, ann, fastopen)) {
 		rock_engine_leave(e);
-		return r;
+		return 0;
+	}
+	if ((p = cache_find(e, addr, len)) != NULL) {
+		e->stats.probe_cache_hits++;	/* found plain */
+		rock_engine_leave(e);
+		return ROCK_ERR_NOT_ENHANCED;
 	}
 	rock_engine_leave(e);
 	if (rock_probe_file_get(e->probe_file, e->log, addr, len, &f)) {

@@ -72,6 +72,12 @@ sys_getpeername(int fd, struct sockaddr *addr, socklen_t *len)
 }
 
 static int
+sys_getsockname(int fd, struct sockaddr *addr, socklen_t *len)
+{
+	return (int)syscall(SYS_getsockname, fd, addr, len);
+}
+
+static int
 sys_fcntl(int fd, int cmd, long arg)
 {
 	return (int)syscall(SYS_fcntl, fd, cmd, arg);
@@ -204,6 +210,7 @@ const struct rock_sys rock_sys = {
 	.getsockopt = sys_getsockopt,
 	.setsockopt = sys_setsockopt,
 	.getpeername = sys_getpeername,
+	.getsockname = sys_getsockname,
 	.fcntl = sys_fcntl,
 	.poll = sys_poll,
 	.read = sys_read,

@@ -38,6 +38,7 @@ struct rock_sys {
 	int (*setsockopt)(int fd, int level, int opt, const void *val,
 	    socklen_t len);
 	int (*getpeername)(int fd, struct sockaddr *addr, socklen_t *len);
+	int (*getsockname)(int fd, struct sockaddr *addr, socklen_t *len);
 	int (*fcntl)(int fd, int cmd, long arg);
 	int (*poll)(struct pollfd *fds, nfds_t n, int timeout_ms);
 	ssize_t (*read)(int fd, void *buf, size_t len);

@@ -31,7 +31,7 @@ rockable(int fd, const struct sockaddr *addr, socklen_t len)
 		return 1;
 	if (!(entry & SHIM_FD_BORN) && !shim_fd_is_tcp(fd))
 		return 0;
-	if (getsockname(fd, (struct sockaddr *)&local, &llen) != 0)
+	if (shim_real.getsockname(fd, (struct sockaddr *)&local, &llen) != 0)
 		return 0;
 	return ((struct sockaddr_in *)&local)->sin_port == 0;
 }
@@ -56,7 +56,25 @@ struct attempt {
 	socklen_t len;
 	int engine_touched;	/* rock_client_open ran: the loop is owed a wake */
 	unsigned entry;		/* fd's table entry before it named a rock */
+	/* An early connect's own copy of the program's socket: the number
+	 * may be closed and reused while the handshake runs; -1: none. */
+	int own;
 };
+
+/* The program's socket, as the attempt holds it. */
+static int
+attempt_sock(const struct attempt *a)
+{
+	return a->own >= 0 ? a->own : a->fd;
+}
+
+static void
+attempt_free(struct attempt *a)
+{
+	if (a->own >= 0)
+		shim_real.close(a->own);
+	free(a);
+}
 
 static int
 is_mapped(const struct attempt *a)
@@ -249,6 +267,7 @@ attempt_new(int fd, const struct sockaddr *addr, socklen_t len)
 		return NULL;
 	}
 	a->fd = fd;
+	a->own = -1;
 	a->entry = shim_fd_get(fd);
 	a->len = len;
 	memcpy(&a->addr, addr, len);
@@ -256,24 +275,6 @@ attempt_new(int fd, const struct sockaddr *addr, socklen_t len)
 	memcpy(&a->r->peer, addr, len);
 	a->r->peer_len = len;
 	return a;
-}
-
-/* Lock held. The rock's socket goes under the program's descriptor. */
-static void
-adopt(struct attempt *a)
-{
-	struct shim_rock *r = a->r;
-
-	r->fds[0] = a->fd;
-	r->nfds = 1;
-	shim_opts_capture(r, a->fd, a->entry);
-	shim_rock_install(r, a->fd, rock_direct_fd(r->s),
-	    shim_opts_copy_needed(a->entry));
-	shim_rock_bind(a->fd, r);
-	r->finished_sent = 1;
-	shim_rock_set_ready(r, 1);
-	rlog_debug(&shim_state()->log, "fd %d: a rock", a->fd);
-	shim_name_rock(a->fd, r->s, (struct sockaddr *)&a->addr, a->len);
 }
 
 /* Lock held: the engine's loop must run for what the attempt did. */
@@ -286,13 +287,271 @@ engine_owed(const struct attempt *a)
 	    (e == NULL || rock_engine_loop_owed(e, a->r->s));
 }
 
+/* Lock held. No rock: the program's own connect runs after all, so its
+ * outcome (refused, unreachable, timed out) is exactly TCP's. */
+static void
+go_plain(struct attempt *a)
+{
+	struct shim_rock *r = a->r;
+	int busy = shim_busy;
+
+	shim_rock_set_ready(r, 1);
+	shim_busy = 1;
+	if (shim_real.connect(a->fd, (struct sockaddr *)&a->addr, a->len) != 0 &&
+	    errno != EINPROGRESS)
+		r->so_error = errno;
+	shim_busy = busy;
+	shim_epoll_resume(r);
+}
+
+/* Lock not held. After an early connect() returned 0 and its handshake
+ * failed: the plain connection now, on the attempt's copy of the
+ * program's socket, to its end (the program may have made it
+ * non-blocking since). 0, or TCP's errno. */
+static int
+plain_behind(struct attempt *a)
+{
+	struct pollfd p = { a->own, POLLOUT, 0 };
+	int busy = shim_busy, err = 0;
+	socklen_t el = sizeof(err);
+
+	shim_busy = 1;
+	if (shim_real.connect(a->own, (struct sockaddr *)&a->addr, a->len) != 0)
+		err = errno;
+	while (err == EINPROGRESS || err == EINTR) {
+		if (shim_real.poll(&p, 1, -1) < 0 && errno != EINTR)
+			err = errno;
+		else if (p.revents != 0 && shim_real.getsockopt(a->own, SOL_SOCKET,
+		    SO_ERROR, &err, &el) != 0)
+			err = errno;
+	}
+	shim_busy = busy;
+	return err;
+}
+
+/* Lock held. An early connect gone plain: what the program asked of
+ * the connection meanwhile (a shutdown) is done to it now; a failure is
+ * its next call's error, as on a connection that failed. */
+static void
+went_plain_behind(struct attempt *a, int err)
+{
+	struct shim_rock *r = a->r;
+
+	if (err != 0 && err != EINPROGRESS)
+		r->err = err;
+	else if (r->rd_shut || r->wr_shut)
+		shim_real.shutdown(a->own, r->rd_shut && r->wr_shut ? SHUT_RDWR :
+		    r->rd_shut ? SHUT_RD : SHUT_WR);
+	shim_rock_set_ready(r, 1);
+	shim_epoll_resume(r);
+	if (r->err != 0)
+		shim_epoll_kick(r);
+}
+
+/* Lock held. The rock is the program's: under its descriptor, ready. A
+ * shutdown asked while an early connect's handshake ran is done now. */
+static void
+settle_rock(struct attempt *a)
+{
+	struct shim_rock *r = a->r;
+
+	/* The program's options are as at the connect: setsockopt on a
+	 * returned connect waits for this (sockopt.c). */
+	shim_opts_capture(r, attempt_sock(a), a->entry);
+	shim_rock_install(r, attempt_sock(a), rock_direct_fd(r->s),
+	    shim_opts_copy_needed(a->entry));
+	r->finished_sent = 1;
+	shim_rock_set_ready(r, 1);
+	if (r->wr_shut) {
+		rock_direct_shutdown(r->s, 1);
+		shim_post(r, SHIM_CMD_FINISH);
+	}
+	shim_epoll_resume(r);
+	rlog_debug(&shim_state()->log, "fd %d: a rock", a->fd);
+	shim_name_rock(a->fd, r->s, (struct sockaddr *)&a->addr, a->len);
+}
+
+/* Lock held. The rock's socket goes under the program's descriptor. */
+static void
+adopt(struct attempt *a)
+{
+	a->r->fds[0] = a->fd;
+	a->r->nfds = 1;
+	shim_rock_bind(a->fd, a->r);
+	settle_rock(a);
+}
+
+/* Lock held. What the EDP gave (rc, r->s), made the program's; plain:
+ * the plain connect's outcome if plain_behind ran it (-1: not run).
+ * Frees a. */
+static void
+settle(struct attempt *a, int rc, int plain)
+{
+	struct shim_rock *r = a->r;
+
+	if (engine_owed(a))
+		shim_engine_wake_at_unlock();
+	r->connecting = 0;
+	/* The session may have ended between the handshake and now. */
+	if (rc == 0 && r->s == NULL)
+		rc = ROCK_ERR_RESET;
+	if (r->released) {
+		/* The program closed the descriptor meanwhile. */
+		if (r->s != NULL) {
+			r->nfds = 0;
+			shim_post(r, SHIM_CMD_RELEASE);
+		} else {
+			shim_rock_free(r);
+		}
+	} else if (rc == 0) {
+		settle_rock(a);
+	} else if (refused_for_trust(rc) || (r->returned && plain < 0)) {
+		/* Refused, as connect_blocking: never a plain connection. */
+		if (r->returned)
+			r->err = refused_for_trust(rc) ? ECONNREFUSED : ECONNRESET;
+		else
+			r->so_error = ECONNREFUSED;
+		shim_rock_set_ready(r, 1);
+		shim_epoll_resume(r);
+		if (r->returned)
+			shim_epoll_kick(r);
+	} else if (r->returned) {
+		went_plain_behind(a, plain);
+	} else {
+		go_plain(a);
+	}
+	shim_wake_pollers();
+	attempt_free(a);
+}
+
+static void *
+connect_thread(void *arg)
+{
+	struct attempt *a = arg;
+	int rc = open_rock(a), plain = -1;
+
+	if (rc != 0 && a->r->returned && !refused_for_trust(rc))
+		plain = plain_behind(a);
+	shim_lock();
+	settle(a, rc, plain);
+	shim_unlock();
+	return NULL;
+}
+
+static int
+start_thread(struct attempt *a)
+{
+	pthread_attr_t attr;
+	pthread_t t;
+	int rc;
+
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	rc = pthread_create(&t, &attr, connect_thread, a);
+	pthread_attr_destroy(&attr);
+	return rc;
+}
+
+/* The engine's thread, lock held: an early connect's handshake is over.
+ * Failed, the whole EDP runs again on a thread of its own (a refusal
+ * read and proved, a probe, a full handshake, plain TCP): no byte of the
+ * program's went anywhere yet. */
+static void
+early_done(struct rock_engine *e, struct rock_session *s, int rc, void *arg)
+{
+	struct attempt *a = arg;
+
+	(void)e;
+	a->r->s = s;
+	a->engine_touched = 1;
+	if (rc != 0 && !a->r->released && start_thread(a) == 0)
+		return;
+	settle(a, rc, -1);
+}
+
+/* Lock held. A connect's rock that did not start: every number the
+ * program gave it (a dup meanwhile) back to plain, r freed; 1 if the
+ * program closed it meanwhile. */
+static int
+unwind(struct shim_rock *r)
+{
+	int i, released = r->released;
+
+	for (i = 0; i < r->nfds; i++)
+		if (shim_rock_of(r->fds[i]) == r)
+			shim_rock_unbind(r->fds[i]);
+	r->connecting = 0;
+	r->nfds = 0;
+	shim_rock_free(r);
+	return released;
+}
+
+/* A rockd this engine met before, with a ticket from it: connect()
+ * returns once TCP is up, and the engine's loop takes the answer. Until
+ * then the rock is not ready: reads and writes wait (EAGAIN when
+ * non-blocking), readiness is hidden. 1: not this way. */
+static int
+connect_early(int fd, const struct sockaddr *addr, socklen_t len)
+{
+	struct rock_engine *e = shim_engine_running();
+	struct attempt *a;
+	int rc, busy = shim_busy, err, released;
+
+	if (e == NULL || (a = attempt_new(fd, addr, len)) == NULL)
+		return 1;
+	shim_lock();
+	if ((a->own = shim_real.fcntl(fd, F_DUPFD_CLOEXEC, 0)) < 0) {
+		shim_rock_free(a->r);
+		shim_unlock();
+		free(a);
+		return 1;
+	}
+	a->r->connecting = a->r->returned = 1;
+	a->r->fds[0] = fd;
+	a->r->nfds = 1;
+	shim_rock_bind(fd, a->r);
+	shim_unlock();
+	shim_busy = 1;
+	rc = rock_early_start(e, (struct sockaddr *)&a->target, a->len,
+	    shim_rock_cbs(), a->r, early_done, a, &a->r->early);
+	err = errno;
+	shim_busy = busy;
+	if (rc == 0) {
+		shim_engine_wake();	/* its loop takes the new wait */
+		rlog_debug(&shim_state()->log, "fd %d: connected; the answer to "
+		    "its resumption is read behind the connect", fd);
+		return 0;
+	}
+	shim_lock();
+	released = unwind(a->r);
+	shim_unlock();
+	attempt_free(a);
+	if (released) {		/* another thread closed it meanwhile */
+		errno = EBADF;
+		return -1;
+	}
+	if (rc == ROCK_ERR_NOT_ENHANCED)
+		return 1;
+	rlog_debug(&shim_state()->log, "fd %d: no early rock (%s); %s", fd,
+	    rock_err(rc), refused_for_trust(rc) ? "refused" : "plain TCP");
+	if (refused_for_trust(rc)) {
+		forget_ssh_memo(shim_state());
+		errno = ECONNREFUSED;
+		return -1;
+	}
+	errno = err;
+	return shim_real.connect(fd, addr, len);
+}
+
 static int
 connect_blocking(int fd, const struct sockaddr *addr, socklen_t len)
 {
-	struct attempt *a = attempt_new(fd, addr, len);
+	struct attempt *a;
 	int rc;
 
-	if (a == NULL)
+	if ((rc = connect_early(fd, addr, len)) != 1)
+		return rc;
+	if ((a = attempt_new(fd, addr, len)) == NULL)
 		return shim_real.connect(fd, addr, len);
 	a->r->connecting = 1;
 	rc = open_rock(a);
@@ -315,68 +574,6 @@ connect_blocking(int fd, const struct sockaddr *addr, socklen_t len)
 		return -1;
 	}
 	return rc == 0 ? 0 : shim_real.connect(fd, addr, len);
-}
-
-/* Lock held. No rock: the program's own connect runs after all, so its
- * outcome (refused, unreachable, timed out) is exactly TCP's. */
-static void
-go_plain(struct attempt *a)
-{
-	struct shim_rock *r = a->r;
-	int busy = shim_busy;
-
-	shim_rock_set_ready(r, 1);
-	shim_busy = 1;
-	if (shim_real.connect(a->fd, (struct sockaddr *)&a->addr, a->len) != 0 &&
-	    errno != EINPROGRESS)
-		r->so_error = errno;
-	shim_busy = busy;
-	shim_epoll_resume(r);
-}
-
-static void *
-connect_thread(void *arg)
-{
-	struct attempt *a = arg;
-	struct shim_rock *r = a->r;
-	int rc = open_rock(a);
-
-	shim_lock();
-	if (engine_owed(a))
-		shim_engine_wake_at_unlock();
-	r->connecting = 0;
-	/* The session may have ended between the handshake and now. */
-	if (rc == 0 && r->s == NULL)
-		rc = ROCK_ERR_RESET;
-	if (r->released) {
-		/* The program closed the descriptor meanwhile. */
-		if (r->s != NULL) {
-			r->nfds = 0;
-			shim_post(r, SHIM_CMD_RELEASE);
-		} else {
-			shim_rock_free(r);
-		}
-	} else if (rc == 0) {
-		shim_opts_capture(r, a->fd, a->entry);
-		shim_rock_install(r, a->fd, rock_direct_fd(r->s),
-		    shim_opts_copy_needed(a->entry));
-		r->finished_sent = 1;
-		shim_rock_set_ready(r, 1);
-		shim_epoll_resume(r);
-		rlog_debug(&shim_state()->log, "fd %d: a rock", a->fd);
-		shim_name_rock(a->fd, r->s, (struct sockaddr *)&a->addr, a->len);
-	} else if (refused_for_trust(rc)) {
-		/* Refused, as connect_blocking: never a plain connection. */
-		r->so_error = ECONNREFUSED;
-		shim_rock_set_ready(r, 1);
-		shim_epoll_resume(r);
-	} else {
-		go_plain(a);
-	}
-	shim_wake_pollers();
-	shim_unlock();
-	free(a);
-	return NULL;
 }
 
 /* A destination without a route fails a non-blocking connect at once,
@@ -403,9 +600,6 @@ static int
 connect_async(int fd, const struct sockaddr *addr, socklen_t len)
 {
 	struct attempt *a;
-	pthread_attr_t attr;
-	pthread_t t;
-	int rc;
 
 	if (unroutable(addr, len) ||
 	    (a = attempt_new(fd, addr, len)) == NULL)
@@ -416,11 +610,7 @@ connect_async(int fd, const struct sockaddr *addr, socklen_t len)
 	a->r->nfds = 1;
 	shim_rock_bind(fd, a->r);
 	shim_unlock();
-	pthread_attr_init(&attr);
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	rc = pthread_create(&t, &attr, connect_thread, a);
-	pthread_attr_destroy(&attr);
-	if (rc != 0) {
+	if (start_thread(a) != 0) {
 		shim_lock();
 		a->r->connecting = 0;
 		a->r->nfds = 0;
@@ -443,8 +633,10 @@ connect_again(int fd, const struct sockaddr *addr, socklen_t len)
 
 	shim_lock();
 	r = shim_rock_of(fd);
-	if (r != NULL && r->connecting)
+	if (r != NULL && r->connecting && !r->returned)
 		err = EALREADY;
+	else if (r != NULL && r->connecting)
+		err = EISCONN;
 	else if (r != NULL && r->s != NULL)
 		err = EISCONN;
 	else if (r != NULL && r->so_error != 0) {

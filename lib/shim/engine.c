@@ -328,6 +328,7 @@ on_cmd(evutil_socket_t fd, short what, void *arg)
 		eng.calls = c->next;
 		c->fn(eng.e, c->arg);	/* may free c */
 	}
+	rock_early_arm(eng.e);
 	shim_unlock();
 	/* A connect may have taken the X25519 pair made ahead: the next one
 	 * is made here, on this thread, not in the program's next connect. */
@@ -468,6 +469,7 @@ before_fork(void)
 	shim_fd_forget_births();
 	if (eng.forking_keeper || eng.state != 1)
 		return;
+	shim_rock_settle_wait(NULL, shim_now_ms() + SHIM_SETTLE_FORK_MS);
 	if ((n = shim_fork_relay_all()) > 0)
 		rlog_info(&shim_state()->log, "fork: %d rocks shared with the "
 		    "child, relayed by pid %d", n, (int)getpid());
@@ -685,6 +687,7 @@ shim_engine_exec(void)
 	if (!may_leave())
 		return;
 	shim_lock();
+	shim_rock_settle_wait(NULL, shim_now_ms() + SHIM_SETTLE_FORK_MS);
 	relayed = shim_fork_relay_all();
 	cut = shim_rock_mark_exec();
 	busy = shim_fork_relay_count() + shim_rock_live_count();

@@ -111,10 +111,10 @@ loopback_pair(int *prog, int *holder)
 		return -1;
 	if (bind(l, (struct sockaddr *)&sin, sizeof(sin)) != 0 ||
 	    shim_real.listen(l, 8) != 0 ||
-	    getsockname(l, (struct sockaddr *)&sin, &len) != 0 ||
+	    shim_real.getsockname(l, (struct sockaddr *)&sin, &len) != 0 ||
 	    (c = shim_real.socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0 ||
 	    shim_real.connect(c, (struct sockaddr *)&sin, sizeof(sin)) != 0 ||
-	    getsockname(c, (struct sockaddr *)&mine, &(socklen_t){ sizeof(mine) }) != 0)
+	    shim_real.getsockname(c, (struct sockaddr *)&mine, &(socklen_t){ sizeof(mine) }) != 0)
 		goto fail;
 	for (tries = 0; tries < 8; tries++) {
 		len = sizeof(got);
@@ -185,7 +185,7 @@ relay_rock(struct shim_rock *r)
 		return -1;
 	}
 	if ((own = shim_real.fcntl(old, F_DUPFD_CLOEXEC, 3)) < 0 ||
-	    getsockname(x->prog, (struct sockaddr *)&name,
+	    shim_real.getsockname(x->prog, (struct sockaddr *)&name,
 	    &(socklen_t){ sizeof(name) }) != 0) {
 		if (own >= 0)
 			shim_real.close(own);
@@ -447,7 +447,7 @@ holders_gone(const struct relay *x)
 	int ours = 0, orphan = 0;
 
 	if (f == NULL || fstat(x->prog, &st) != 0 ||
-	    getsockname(x->prog, (struct sockaddr *)&me,
+	    shim_real.getsockname(x->prog, (struct sockaddr *)&me,
 	    &(socklen_t){ sizeof(me) }) != 0 ||
 	    shim_real.getpeername(x->prog, (struct sockaddr *)&them,
 	    &(socklen_t){ sizeof(them) }) != 0)

@@ -373,6 +373,13 @@ iov_clip(const struct msghdr *m, size_t limit, struct msghdr *out,
 static int
 writable(struct shim_rock *r, struct call *c)
 {
+	/* connect() returned and its early handshake runs (a round trip,
+	 * bounded by the handshake's time): a first write on a new
+	 * connection finds room, so it waits, also a non-blocking one.
+	 * Past that (the whole EDP again) a non-blocking one is told EAGAIN. */
+	if (r->s == NULL && r->connecting && r->returned && r->early != NULL &&
+	    nonblocking(c))
+		return shim_wait(-1), 0;
 	if (r->s == NULL && nonblocking(c)) {
 		errno = EAGAIN;		/* still connecting */
 		return -1;

@@ -28,7 +28,7 @@ getpeername(int fd, struct sockaddr *addr, socklen_t *len)
 		shim_unlock();
 		return shim_real.getpeername(fd, addr, len);
 	}
-	if (r->connecting)
+	if (r->connecting && !r->returned)
 		err = ENOTCONN;
 	else {
 		memcpy(addr, &r->peer, *len < r->peer_len ? *len : r->peer_len);
@@ -42,6 +42,16 @@ getpeername(int fd, struct sockaddr *addr, socklen_t *len)
 	return 0;
 }
 
+/* The local address is the data connection's: a connect() that returned
+ * before its handshake was over (connect.c) waits for it to be in place. */
+SHIM_EXPORT int
+getsockname(int fd, struct sockaddr *addr, socklen_t *len)
+{
+	if (!shim_busy && shim_is_rock(fd))
+		shim_rock_settle_fd(fd);
+	return shim_real.getsockname(fd, addr, len);
+}
+
 /* A suspended rock has no error to report; a finished non-blocking
  * connect reports what TCP would. */
 SHIM_EXPORT int
@@ -50,6 +60,8 @@ getsockopt(int fd, int level, int opt, void *val, socklen_t *len)
 	struct shim_rock *r;
 	int v = -1;
 
+	if (!shim_busy && shim_is_rock(fd))
+		shim_rock_settle_fd(fd);
 	if (shim_is_rock(fd) && shim_opts_get(fd, level, opt, val, len))
 		return 0;
 	if (level != SOL_SOCKET || opt != SO_ERROR || !shim_is_rock(fd) ||
@@ -87,10 +99,20 @@ shutdown(int fd, int how)
 		shim_unlock();
 		return shim_real.shutdown(fd, how);
 	}
-	if (r->connecting) {
+	if (r->connecting && !r->returned) {
 		shim_unlock();
 		errno = ENOTCONN;
 		return -1;
+	}
+	/* connect() returned, its handshake still runs: done at its end
+	 * (connect.c), as a shutdown of a connection whose send queue has
+	 * not gone out yet. */
+	if (r->connecting) {
+		r->rd_shut |= how != SHUT_WR;
+		r->wr_shut |= how != SHUT_RD;
+		shim_wake();
+		shim_unlock();
+		return 0;
 	}
 	if (how != SHUT_WR && !r->rd_shut) {
 		r->rd_shut = 1;

@@ -61,6 +61,7 @@ shim_resolve(void)
 	RESOLVE(recvmmsg);
 	RESOLVE(shutdown);
 	RESOLVE(getpeername);
+	RESOLVE(getsockname);
 	RESOLVE(fcntl);
 	RESOLVE(poll);
 	RESOLVE(ppoll);

@@ -439,6 +439,50 @@ shim_waiters_forget(void)
 	waiters = NULL;
 }
 
+static int
+unsettled(const struct shim_rock *r)
+{
+	return r->connecting && r->returned && !r->released && !r->dead;
+}
+
+/* Lock held. Until a connect() that returned before its handshake was
+ * over (connect.c) has its rock or its plain connection: only, or every
+ * one (only NULL) until deadline_ms (-1: none). A fork or an exec copies
+ * descriptors, stdio writes around us, getsockname asks the connection:
+ * all need it in place. Its early handshake takes a round trip. */
+void
+shim_rock_settle_wait(struct shim_rock *only, int64_t deadline_ms)
+{
+	struct shim_rock *r;
+
+	for (;;) {
+		if (only != NULL)
+			r = unsettled(only) ? only : NULL;
+		else
+			for (r = all; r != NULL && !unsettled(r); r = r->next)
+				;
+		if (r == NULL || shim_wait(deadline_ms) == ETIMEDOUT)
+			return;
+	}
+}
+
+/* Lock not held. A call that needs fd's connection in place (its
+ * options, its local address) waits for a connect() that returned before
+ * it was. */
+void
+shim_rock_settle_fd(int fd)
+{
+	struct shim_rock *r;
+
+	shim_lock();
+	if ((r = shim_rock_of(fd)) != NULL && unsettled(r)) {
+		shim_rock_hold(r);
+		shim_rock_settle_wait(r, -1);
+		shim_rock_release(r);
+	}
+	shim_unlock();
+}
+
 /* After fork, in the child: no engine here; the sockets are plain. */
 void
 shim_rock_orphan_all(void)
@@ -547,6 +591,7 @@ shim_rock_abandon_connects(void)
 		r->connecting = 0;
 		r->released = 1;
 		r->nfds = 0;
+		rock_early_cancel(r->early);
 		if (r->s != NULL)
 			shim_post(r, SHIM_CMD_RELEASE);
 		else

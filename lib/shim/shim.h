@@ -56,6 +56,7 @@ struct shim_real {
 	    struct timespec *);
 	int (*shutdown)(int, int);
 	int (*getpeername)(int, struct sockaddr *, socklen_t *);
+	int (*getsockname)(int, struct sockaddr *, socklen_t *);
 	int (*fcntl)(int, int, ...);
 	int (*poll)(struct pollfd *, nfds_t, int);
 	int (*ppoll)(struct pollfd *, nfds_t, const struct timespec *,
@@ -211,6 +212,10 @@ struct shim_rock {
 	struct rock_session *s;	/* NULL once the engine let go */
 	int ready;		/* calls may enter the kernel on it */
 	int connecting;		/* a non-blocking connect runs the EDP */
+	/* connect() returned 0 before the handshake was over (connect.c's
+	 * early resumption): a connection to the program, not ready yet. */
+	int returned;
+	struct rock_early *early;	/* that handshake, while it runs */
 	int inflight;		/* program calls inside the kernel on it */
 	int writer;		/* a write is between send and ring copy */
 	int ring_blocked;	/* a write found the ring full */
@@ -307,6 +312,9 @@ void shim_rock_free(struct shim_rock *r);		/* lock held */
 void shim_rock_hold(struct shim_rock *r);		/* lock held */
 int shim_rock_release(struct shim_rock *r);		/* lock held */
 void shim_rock_set_ready(struct shim_rock *r, int ready);	/* lock held */
+void shim_rock_settle_wait(struct shim_rock *only, int64_t deadline_ms);
+#define SHIM_SETTLE_FORK_MS 10000	/* fork and exec wait no longer */
+void shim_rock_settle_fd(int fd);	/* lock not held */
 /* The program's calls on a rock found its data connection broken. */
 void shim_rock_failed(struct shim_rock *r);		/* lock held */
 /* The program's read found a FIN the peer has not confirmed: the rock is

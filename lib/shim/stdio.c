@@ -57,6 +57,12 @@ shim_stdio_relay(int fd, const char *call)
 		shim_unlock();
 		return;
 	}
+	shim_rock_hold(r);
+	shim_rock_settle_wait(r, -1);
+	if (!shim_rock_release(r)) {
+		shim_unlock();
+		return;
+	}
 	why = relay_or_reset(r, &plain);
 	if (why != NULL && !r->stdio_warned) {
 		r->stdio_warned = 1;

@@ -92,7 +92,7 @@ echo go >&"$bursts_fd"
 wait_for 10 grep -q 'burst 0 ok' "$t_tmp/bursts.out"
 # Heartbeats prove the rock within a second or two.
 sleep 2
-user=$(sed -n 's/.*make_session: rock \([0-9a-f]*\):.*/\1/p' "$t_tmp/user.log" | head -n 1)
+user=$(sed -n 's/.*: rock \([0-9a-f]*\): connected as client.*/\1/p' "$t_tmp/user.log" | head -n 1)
 nn_blackhole both
 wait_for 10 grep -q "rock $user: CONNECTED -> SUSPENDED" "$t_tmp/small.log"
 t_check "the user's rock $user is suspended in rockd" grep -q "rock $user: CONNECTED -> SUSPENDED" "$t_tmp/small.log"

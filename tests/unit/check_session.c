@@ -1175,6 +1175,92 @@ START_TEST(test_resumption)
 }
 END_TEST
 
+/* connect() at TCP up (rock_early.c): with the announcement and a ticket
+ * from an earlier connect, the start connects and sends the resumption;
+ * the loop takes the answer and the session comes to the callback. */
+static struct {
+	int calls, r;
+	struct rock_session *s;
+	struct rock_early *x;
+} early;
+
+static void
+early_done(struct rock_engine *e, struct rock_session *s, int r, void *arg)
+{
+	(void)e;
+	ck_assert_ptr_eq(arg, &early);
+	early.calls++;
+	early.r = r;
+	early.s = s;
+}
+
+static int early_over(void) { return early.calls > 0; }
+
+static int
+early_start(struct server *sv)
+{
+	memset(&early, 0, sizeof(early));
+	return rock_early_start(cl.e, (const struct sockaddr *)&sv->addr,
+	    sizeof(sv->addr), &client_cbs, NULL, early_done, &early, &early.x);
+}
+
+START_TEST(test_early_resumption)
+{
+	static uint8_t msg[100000];
+	struct server sv;
+
+	server_start(&sv, ECHO);
+	client_engine(NULL);
+	/* Nothing cached yet: not this way, and nothing started. */
+	ck_assert_int_eq(early_start(&sv), ROCK_ERR_NOT_ENHANCED);
+	ck_assert_ptr_null(early.x);
+	ck_assert_int_eq(client_connect(&sv), 0);
+	ck_assert_int_eq(early_start(&sv), 0);
+	ck_assert_ptr_nonnull(early.x);
+	ck_assert_int_eq(early.calls, 0);	/* the answer is the loop's */
+	rock_early_arm(cl.e);
+	ck_assert(run_until(early_over, 5000));
+	ck_assert_int_eq(early.calls, 1);
+	ck_assert_int_eq(early.r, 0);
+	ck_assert_ptr_null(early.x);
+	ck_assert_ptr_nonnull(early.s);
+	ck_assert_int_eq(rock_session_state(early.s), ROCK_ST_CONNECTED);
+	ck_assert_uint_eq(rock_engine_stats(cl.e)->resumed, 1);
+	ck_assert_uint_eq(server_count(&sv.e->stats.resumed, 1), 1);
+	cl.ngot = 0;
+	fill_pattern(msg, sizeof(msg), 5);
+	ck_assert_int_eq(rock_session_send(early.s, msg, sizeof(msg)), 0);
+	want_bytes = sizeof(msg);
+	ck_assert(run_until(got_all, 10000));
+	ck_assert_mem_eq(cl.got, msg, sizeof(msg));
+	pair_down(&sv);
+}
+END_TEST
+
+/* Given up before the loop took it (its program went): no callback, the
+ * server's owner got nothing, and the server counts the unproven rock
+ * as a FINISHED that never came once its connection closed. */
+START_TEST(test_early_cancelled)
+{
+	struct server sv;
+	unsigned long before;
+
+	pair_up(&sv, NULL);
+	before = __atomic_load_n(&server_got, __ATOMIC_RELAXED);
+	ck_assert_int_eq(early_start(&sv), 0);
+	rock_early_cancel(early.x);
+	ck_assert_ptr_null(early.x);
+	rock_early_arm(cl.e);
+	usleep(200 * 1000);
+	event_base_loop(cl.base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
+	ck_assert_int_eq(early.calls, 0);
+	ck_assert_uint_eq(server_count(&sv.e->stats.handshake_failed[
+	    ROCK_HS_FINISHED], 1), 1);
+	ck_assert_uint_eq(__atomic_load_n(&server_got, __ATOMIC_RELAXED), before);
+	pair_down(&sv);
+}
+END_TEST
+
 /* A ticket the server cannot open (a byte changed on the way, or another
  * instance's): refused with TICKET, and the connect goes on as a full
  * handshake, which leaves a ticket that resumes. */
@@ -1461,6 +1547,8 @@ session_suite(void)
 	tcase_add_test(tc, test_probe_cache);
 	tcase_add_test(tc, test_fastopen_given_up);
 	tcase_add_test(tc, test_resumption);
+	tcase_add_test(tc, test_early_resumption);
+	tcase_add_test(tc, test_early_cancelled);
 	tcase_add_test(tc, test_ticket_refused);
 	tcase_add_test(tc, test_resume_tag_checked);
 	tcase_add_test(tc, test_replayed_flight);

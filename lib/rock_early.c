@@ -1,0 +1,320 @@
+/* rock_early.c: a client's resumption answered on the engine's loop, after connect() returned at TCP up. */
+#include "config.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "rock_engine_int.h"
+#include "rock_err.h"
+#include "rock_known.h"
+#include "rock_sys.h"
+
+#define ANSWER_LEN (ROCK_SERVER_RESUME_LEN + ROCK_TICKET_MSG_LEN)
+#define MORE 1		/* part of the answer came: wait for the rest */
+
+struct rock_early {
+	struct rock_engine *e;
+	struct rock_early *next, **prevp;	/* e->early */
+	struct event *ev;
+	int fd, rtt_ms;
+	int64_t deadline_ms;		/* the answer's */
+	struct sockaddr_storage addr;
+	socklen_t len;
+	struct rock_ticket_entry tk;
+	uint8_t nonce[ROCK_NONCE_LEN];
+	uint8_t flight[ROCK_RESUME_TOTAL];
+	uint8_t in[ANSWER_LEN];
+	size_t got;
+	const struct rock_session_cbs *cbs;
+	void *arg;
+	rock_early_done_fn done;
+	void *done_arg;
+	struct rock_early **owner;	/* the caller's pointer to it */
+};
+
+static void
+early_free(struct rock_early *x)
+{
+	if (x->prevp != NULL) {
+		*x->prevp = x->next;
+		if (x->next != NULL)
+			x->next->prevp = x->prevp;
+	}
+	if (x->owner != NULL)
+		*x->owner = NULL;
+	if (x->ev != NULL)
+		event_free(x->ev);
+	if (x->fd >= 0)
+		rock_sys.close(x->fd);
+	rock_wipe(x, sizeof(*x));
+	free(x);
+}
+
+/* Lock held. */
+void
+rock_early_cancel(struct rock_early *x)
+{
+	if (x != NULL)
+		early_free(x);
+}
+
+void
+rock_early_free_all(struct rock_engine *e)
+{
+	while (e->early != NULL)
+		early_free(e->early);
+}
+
+int
+rock_early_owns_fd(const struct rock_engine *e, int fd)
+{
+	const struct rock_early *x;
+
+	for (x = e->early; x != NULL; x = x->next)
+		if (x->fd == fd)
+			return 1;
+	return 0;
+}
+
+void
+rock_early_close_fds(const struct rock_engine *e, int (*close_fn)(int))
+{
+	const struct rock_early *x;
+
+	for (x = e->early; x != NULL; x = x->next)
+		if (x->fd >= 0)
+			close_fn(x->fd);
+}
+
+static void on_answer(evutil_socket_t fd, short what, void *arg);
+
+/* The loop's thread, lock held: the answer's wait, for the time left
+ * (libevent is the loop's alone). */
+static int
+early_wait(struct rock_early *x)
+{
+	int64_t ms = x->deadline_ms - rock_now_ms();
+	struct timeval tv;
+
+	if (ms < 1)
+		ms = 1;
+	tv.tv_sec = ms / 1000;
+	tv.tv_usec = (ms % 1000) * 1000;
+	if (x->ev == NULL &&
+	    (x->ev = event_new(x->e->base, x->fd, EV_READ, on_answer, x)) == NULL)
+		return ROCK_ERR_NOMEM;
+	return event_add(x->ev, &tv) == 0 ? 0 : ROCK_ERR_NOMEM;
+}
+
+/* 0 once the whole answer is in, MORE, or why not. A refusal is left to
+ * the full path the caller takes next, which reads and proves it. */
+static int
+answer_read(struct rock_early *x)
+{
+	ssize_t n = rock_sys.recv(x->fd, x->in + x->got, sizeof(x->in) - x->got,
+	    MSG_DONTWAIT);
+
+	if (n < 0)
+		return errno == EAGAIN || errno == EINTR ? MORE : ROCK_ERR_SYSTEM;
+	if (n == 0)
+		return ROCK_ERR_PROTOCOL;
+	if (x->got == 0 && x->in[0] == ROCK_MSG_ERROR)
+		return ROCK_ERR_REFUSED;
+	x->got += (size_t)n;
+	return x->got < sizeof(x->in) ? MORE : 0;
+}
+
+/* The answer checked, CLIENT_FINISHED sent, the session made. */
+static int
+finish(struct rock_early *x, struct rock_session **s)
+{
+	struct rock_engine *e = x->e;
+	uint8_t fin[ROCK_FINISHED_LEN];
+	struct rock_server_hello sh;
+	struct rock_ticket_msg tm;
+	struct rock_keys keys;
+	int r;
+
+	memset(&keys, 0, sizeof(keys));
+	if ((r = rock_resume_answer_check(e, x->flight, &x->tk, x->nonce, x->in,
+	    &sh, &keys, &tm)) != 0) {
+		rock_ticket_drop(e, (struct sockaddr *)&x->addr, x->len,
+		    x->tk.ticket);
+		goto out;
+	}
+	rock_finished_encode(fin, keys.tx, x->flight, sizeof(x->flight), x->in,
+	    sizeof(x->in));
+	/* A new connection's first segment of ours after the flight: room. */
+	if (rock_sys.send(x->fd, fin, sizeof(fin), MSG_DONTWAIT | MSG_NOSIGNAL) !=
+	    (ssize_t)sizeof(fin)) {
+		r = ROCK_ERR_SYSTEM;
+		goto out;
+	}
+	event_free(x->ev);
+	x->ev = NULL;
+	if ((r = rock_hello_session(e, x->fd, x->rtt_ms,
+	    (struct sockaddr *)&x->addr, x->len, &sh, &keys, x->cbs, x->arg,
+	    s)) != 0)
+		goto out;
+	x->fd = -1;	/* the session's */
+	rock_hello_keep_ticket(e, (struct sockaddr *)&x->addr, x->len, &tm,
+	    &keys, sh.id, sh.ident, x->tk.origin_ms);
+	e->stats.resumed++;
+out:
+	rock_keys_wipe(&keys);
+	return r;
+}
+
+static void early_end(struct rock_early *x, struct rock_session *s, int r);
+
+static void
+on_answer(evutil_socket_t fd, short what, void *arg)
+{
+	struct rock_early *x = arg;
+	struct rock_engine *e = x->e;
+	struct rock_session *s = NULL;
+	int r;
+
+	(void)fd;
+	rock_engine_enter(e);
+	r = (what & EV_TIMEOUT) ? ROCK_ERR_TIMEOUT : answer_read(x);
+	if (r == MORE && (r = early_wait(x)) == 0) {
+		rock_engine_leave(e);
+		return;
+	}
+	if (r == 0)
+		r = finish(x, &s);
+	early_end(x, s, r);
+	rock_engine_leave(e);
+}
+
+/* Lock held: over, one way or the other; its owner told. */
+static void
+early_end(struct rock_early *x, struct rock_session *s, int r)
+{
+	struct rock_engine *e = x->e;
+	rock_early_done_fn done = x->done;
+	void *done_arg = x->done_arg;
+
+	if (r != 0)
+		rlog_debug(e->log, "handshake: the early resumption failed (%s); "
+		    "the full path", rock_err(r));
+	early_free(x);
+	done(e, s, r, done_arg);
+}
+
+/* The loop's thread, lock held: the waits of the connects begun since
+ * its last turn. */
+void
+rock_early_arm(struct rock_engine *e)
+{
+	struct rock_early *x, *next;
+	int r;
+
+	for (x = e->early; x != NULL; x = next) {
+		next = x->next;
+		if (x->ev == NULL && (r = early_wait(x)) != 0)
+			early_end(x, NULL, r);
+	}
+}
+
+/* The cached announcement and a ticket proved with the key known for
+ * the destination (none known: the ticket's key meets the trust check
+ * now, as a resumption's answer would). Into ann and x->tk. */
+static int
+early_ticket(struct rock_engine *e, const struct sockaddr *addr,
+    socklen_t len, struct rock_early *x, uint8_t ann[ROCK_ANNOUNCE_LEN],
+    int *fastopen)
+{
+	uint8_t key[ROCK_IDENT_LEN];
+	const uint8_t *known;
+	int have;
+
+	known = rock_trust_known_memo(&e->trust, &e->known, e->log, addr, len,
+	    key) ? key : NULL;
+	rock_engine_enter(e);
+	have = rock_probe_cached(e, addr, len, ann, fastopen) &&
+	    rock_ticket_find(e, addr, len, &x->tk) &&
+	    (known == NULL || rock_equal(known, x->tk.ident, ROCK_IDENT_LEN));
+	rock_engine_leave(e);
+	if (!have)
+		return ROCK_ERR_NOT_ENHANCED;
+	return known == NULL ?
+	    rock_hello_trusted(e, addr, len, NULL, x->tk.ident) : 0;
+}
+
+/* The connect and the whole flight; the deadline is the answer's. */
+static int
+early_dial(struct rock_early *x, const uint8_t ann[ROCK_ANNOUNCE_LEN],
+    int fastopen, int64_t *deadline)
+{
+	struct sockaddr *addr = (struct sockaddr *)&x->addr;
+	size_t sent = 0;
+	int r;
+
+	*deadline = rock_now_ms() + x->e->cfg.handshake_timeout_ms;
+	if ((r = rock_hello_socket(addr, &x->fd)) != 0)
+		return r;
+	rock_resume_flight(x->e, x->fd, ann, &x->tk, x->nonce, x->flight);
+	if ((r = rock_hello_dial(x->e, x->fd, addr, x->len, deadline, x->flight,
+	    sizeof(x->flight), fastopen, &sent, &x->rtt_ms)) != 0)
+		return r;
+	if (sent < sizeof(x->flight))
+		r = rock_blocking_write(x->fd, x->flight + sent,
+		    sizeof(x->flight) - sent, *deadline);
+	return r;
+}
+
+/* Lock held: on the list; the loop arms its wait (rock_early_arm). */
+static void
+early_list(struct rock_early *x, int64_t deadline, struct rock_early **out)
+{
+	struct rock_engine *e = x->e;
+
+	x->deadline_ms = deadline;
+	x->next = e->early;
+	if (e->early != NULL)
+		e->early->prevp = &x->next;
+	e->early = x;
+	x->prevp = &e->early;
+	x->owner = out;
+	*out = x;
+}
+
+int
+rock_early_start(struct rock_engine *e, const struct sockaddr *addr,
+    socklen_t len, const struct rock_session_cbs *cbs, void *arg,
+    rock_early_done_fn done, void *done_arg, struct rock_early **out)
+{
+	uint8_t ann[ROCK_ANNOUNCE_LEN];
+	struct rock_early *x;
+	int64_t deadline;
+	int r, fastopen = ROCK_FO_TRY, err;
+
+	if (len > sizeof(x->addr))
+		return ROCK_ERR_INVALID;
+	if ((x = calloc(1, sizeof(*x))) == NULL)
+		return ROCK_ERR_NOMEM;
+	x->e = e;
+	x->fd = -1;
+	memcpy(&x->addr, addr, len);
+	x->len = len;
+	x->cbs = cbs;
+	x->arg = arg;
+	x->done = done;
+	x->done_arg = done_arg;
+	if ((r = early_ticket(e, addr, len, x, ann, &fastopen)) == 0 &&
+	    (r = early_dial(x, ann, fastopen, &deadline)) == 0) {
+		rock_engine_enter(e);
+		early_list(x, deadline, out);
+		rock_engine_leave(e);
+		return 0;
+	}
+	err = errno;
+	early_free(x);
+	rock_wipe(ann, sizeof(ann));
+	errno = err;
+	return r;
+}
