@@ -179,8 +179,11 @@ on_answer(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	rock_engine_enter(e);
-	r = (what & EV_TIMEOUT) ? ROCK_ERR_TIMEOUT : answer_read(x);
-	if (r == MORE && (r = early_wait(x)) == 0) {
+	/* An answer that came with the deadline counts. */
+	r = (what & EV_READ) ? answer_read(x) : MORE;
+	if (r == MORE && (what & EV_TIMEOUT))
+		r = ROCK_ERR_TIMEOUT;
+	else if (r == MORE && (r = early_wait(x)) == 0) {
 		rock_engine_leave(e);
 		return;
 	}

@@ -428,9 +428,13 @@ static void *
 connect_thread(void *arg)
 {
 	struct attempt *a = arg;
-	int rc = open_rock(a), plain = -1;
+	int rc = open_rock(a), plain = -1, released;
 
-	if (rc != 0 && a->r->returned && !refused_for_trust(rc))
+	shim_lock();
+	released = a->r->released;
+	shim_unlock();
+	/* No plain connection for a descriptor the program closed. */
+	if (rc != 0 && a->r->returned && !refused_for_trust(rc) && !released)
 		plain = plain_behind(a);
 	shim_lock();
 	settle(a, rc, plain);
@@ -464,6 +468,9 @@ early_done(struct rock_engine *e, struct rock_session *s, int rc, void *arg)
 	(void)e;
 	a->r->s = s;
 	a->engine_touched = 1;
+	/* A non-blocking write waiting for the early answer is told EAGAIN
+	 * now (io.c), not kept through the whole fallback. */
+	shim_wake();
 	if (rc != 0 && !a->r->released && start_thread(a) == 0)
 		return;
 	settle(a, rc, -1);
