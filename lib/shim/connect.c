@@ -381,6 +381,45 @@ adopt(struct attempt *a)
 	settle_rock(a);
 }
 
+/* Lock held. A connect() that returned 0 before its handshake was over:
+ * the rock, or the plain connection plain_behind made (plain: its
+ * outcome, -1 if it did not run), or the failure as the next call's
+ * error. A refusal never becomes a plain connection. */
+static void
+settle_returned(struct attempt *a, int rc, int plain)
+{
+	struct shim_rock *r = a->r;
+
+	if (rc == 0) {
+		settle_rock(a);
+	} else if (refused_for_trust(rc) || plain < 0) {
+		r->err = refused_for_trust(rc) ? ECONNREFUSED : ECONNRESET;
+		shim_rock_set_ready(r, 1);
+		shim_epoll_resume(r);
+		shim_epoll_kick(r);
+	} else {
+		went_plain_behind(a, plain);
+	}
+}
+
+/* Lock held. A non-blocking connect() that said EINPROGRESS: the rock,
+ * a refusal through SO_ERROR, or the program's own connect now. */
+static void
+settle_in_progress(struct attempt *a, int rc)
+{
+	struct shim_rock *r = a->r;
+
+	if (rc == 0) {
+		settle_rock(a);
+	} else if (refused_for_trust(rc)) {
+		r->so_error = ECONNREFUSED;
+		shim_rock_set_ready(r, 1);
+		shim_epoll_resume(r);
+	} else {
+		go_plain(a);
+	}
+}
+
 /* Lock held. What the EDP gave (rc, r->s), made the program's; plain:
  * the plain connect's outcome if plain_behind ran it (-1: not run).
  * Frees a. */
@@ -403,22 +442,10 @@ settle(struct attempt *a, int rc, int plain)
 		} else {
 			shim_rock_free(r);
 		}
-	} else if (rc == 0) {
-		settle_rock(a);
-	} else if (refused_for_trust(rc) || (r->returned && plain < 0)) {
-		/* Refused, as connect_blocking: never a plain connection. */
-		if (r->returned)
-			r->err = refused_for_trust(rc) ? ECONNREFUSED : ECONNRESET;
-		else
-			r->so_error = ECONNREFUSED;
-		shim_rock_set_ready(r, 1);
-		shim_epoll_resume(r);
-		if (r->returned)
-			shim_epoll_kick(r);
 	} else if (r->returned) {
-		went_plain_behind(a, plain);
+		settle_returned(a, rc, plain);
 	} else {
-		go_plain(a);
+		settle_in_progress(a, rc);
 	}
 	shim_wake_pollers();
 	attempt_free(a);
@@ -607,6 +634,7 @@ static int
 connect_async(int fd, const struct sockaddr *addr, socklen_t len)
 {
 	struct attempt *a;
+	int released;
 
 	if (unroutable(addr, len) ||
 	    (a = attempt_new(fd, addr, len)) == NULL)
@@ -619,12 +647,13 @@ connect_async(int fd, const struct sockaddr *addr, socklen_t len)
 	shim_unlock();
 	if (start_thread(a) != 0) {
 		shim_lock();
-		a->r->connecting = 0;
-		a->r->nfds = 0;
-		shim_rock_unbind(fd);
-		shim_rock_free(a->r);
+		released = unwind(a->r);
 		shim_unlock();
-		free(a);
+		attempt_free(a);
+		if (released) {	/* another thread closed it meanwhile */
+			errno = EBADF;
+			return -1;
+		}
 		return shim_real.connect(fd, addr, len);
 	}
 	errno = EINPROGRESS;

@@ -213,11 +213,17 @@ set_slot(struct shim_rock *r, int fd, int level, int opt,
 }
 
 /* A rock with its data connection in place: the engine's, not the
- * program's socket any more. Lock held. */
+ * program's socket any more. Lock held. A connect() that returned before
+ * its handshake was over (connect.c) is waited for first, so an option
+ * is the rock's and a call that goes on to the kernel finds the data
+ * connection under fd. */
 static struct shim_rock *
 installed(int fd)
 {
-	struct shim_rock *r = shim_rock_of(fd);
+	struct shim_rock *r;
+
+	shim_rock_settle_locked(fd);
+	r = shim_rock_of(fd);
 
 	return r != NULL && r->s != NULL && !r->connecting ? r : NULL;
 }

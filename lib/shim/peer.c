@@ -47,8 +47,11 @@ getpeername(int fd, struct sockaddr *addr, socklen_t *len)
 SHIM_EXPORT int
 getsockname(int fd, struct sockaddr *addr, socklen_t *len)
 {
-	if (!shim_busy && shim_is_rock(fd))
-		shim_rock_settle_fd(fd);
+	if (!shim_busy && shim_is_rock(fd)) {
+		shim_lock();
+		shim_rock_settle_locked(fd);
+		shim_unlock();
+	}
 	return shim_real.getsockname(fd, addr, len);
 }
 
@@ -60,8 +63,6 @@ getsockopt(int fd, int level, int opt, void *val, socklen_t *len)
 	struct shim_rock *r;
 	int v = -1;
 
-	if (!shim_busy && shim_is_rock(fd))
-		shim_rock_settle_fd(fd);
 	if (shim_is_rock(fd) && shim_opts_get(fd, level, opt, val, len))
 		return 0;
 	if (level != SOL_SOCKET || opt != SO_ERROR || !shim_is_rock(fd) ||

@@ -466,21 +466,18 @@ shim_rock_settle_wait(struct shim_rock *only, int64_t deadline_ms)
 	}
 }
 
-/* Lock not held. A call that needs fd's connection in place (its
- * options, its local address) waits for a connect() that returned before
- * it was. */
+/* Lock held. A call that needs fd's connection in place (its options,
+ * its local address) waits for a connect() that returned before it was. */
 void
-shim_rock_settle_fd(int fd)
+shim_rock_settle_locked(int fd)
 {
 	struct shim_rock *r;
 
-	shim_lock();
 	if ((r = shim_rock_of(fd)) != NULL && unsettled(r)) {
 		shim_rock_hold(r);
 		shim_rock_settle_wait(r, -1);
 		shim_rock_release(r);
 	}
-	shim_unlock();
 }
 
 /* After fork, in the child: no engine here; the sockets are plain. */

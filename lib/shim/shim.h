@@ -314,7 +314,7 @@ int shim_rock_release(struct shim_rock *r);		/* lock held */
 void shim_rock_set_ready(struct shim_rock *r, int ready);	/* lock held */
 void shim_rock_settle_wait(struct shim_rock *only, int64_t deadline_ms);
 #define SHIM_SETTLE_FORK_MS 10000	/* fork and exec wait no longer */
-void shim_rock_settle_fd(int fd);	/* lock not held */
+void shim_rock_settle_locked(int fd);
 /* The program's calls on a rock found its data connection broken. */
 void shim_rock_failed(struct shim_rock *r);		/* lock held */
 /* The program's read found a FIN the peer has not confirmed: the rock is

@@ -24,10 +24,6 @@ setsockopt(int fd, int level, int optname, const void *val, socklen_t len)
 	unsigned bit;
 	int r;
 
-	/* A connect() that returned before its rock was in place: the
-	 * option is the rock's, set once it is. */
-	if (!shim_busy && shim_is_rock(fd))
-		shim_rock_settle_fd(fd);
 	if (shim_is_rock(fd) && shim_opts_set(fd, level, optname, val, len, &r))
 		return r;
 	r = shim_real.setsockopt(fd, level, optname, val, len);
