@@ -496,6 +496,21 @@ add_record(struct out_packet *p, struct rock_session *s,
 	s->rec_interval = (uint32_t)s->e->hb_stamp;
 }
 
+/* The peer acknowledged a packet that carried s's counts and flags as
+ * they are now: it has the word a farewell would say (PROTOCOL 6). */
+int
+rock_control_word_heard(struct rock_session *s)
+{
+	struct rock_session *g = group_of(s);
+
+	if (s->announced && s->conf_consumed == s->consumed &&
+	    s->conf_flags == s->flags)
+		return 1;
+	return s->sent_pkt != 0 && s->acked_consumed == s->consumed &&
+	    s->sent_flags == s->flags &&
+	    (acked(g, s->sent_pkt) || acked(g, s->sent_pkt2));
+}
+
 void
 rock_control_ack_now(struct rock_session *s)
 {

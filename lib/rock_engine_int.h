@@ -605,6 +605,7 @@ void rock_control_send_packet(struct rock_engine *e,
  * and in answer to each of the peer's records, so that the peer learns
  * the end even when UDP loses some (rock_farewell.c). */
 void rock_farewell_add(struct rock_session *s);
+int rock_control_word_heard(struct rock_session *s);
 /* A record for no session: 0 if it was a finished one's, answered. */
 int rock_farewell_answer(struct rock_engine *e, const struct rock_hb_record *r,
     const uint8_t rec[ROCK_HB_RECORD_LEN], const struct sockaddr_storage *from,

@@ -26,6 +26,9 @@ struct rock_farewell {
 	 * there on has had the last word. */
 	uint64_t first_pkt;
 	int heard;			/* so acknowledged: repeated no more */
+	/* Nothing to say: the peer had its last word before it ended, and
+	 * ended; its farewell is only acknowledged (quiet()). */
+	int quiet;
 	int final_said;			/* its one answer to that, sent */
 	uint64_t consumed, end;
 	uint32_t flags;
@@ -122,6 +125,31 @@ seal(struct rock_farewell *f, uint8_t pkt[FAREWELL_PKT_LEN])
 	rock_hb_packet_seal(&h, f->keys.tx, pkt);
 }
 
+/* A packet without records under the finished rock: it acknowledges the
+ * peer's packets and asks for no answer (PROTOCOL 3.3). */
+static void
+seal_ack(struct rock_farewell *f, uint8_t pkt[ROCK_HB_HEADER_LEN])
+{
+	struct rock_hb_header h;
+
+	memset(&h, 0, sizeof(h));
+	memcpy(h.anchor, f->id, ROCK_ID_LEN);
+	h.seq = ++f->pkt_out;
+	h.ack = f->pkt_in;
+	h.ack_bits = f->rx_bits;
+	h.nrecords = 0;
+	rock_hb_packet_seal(&h, f->keys.tx, pkt);
+}
+
+static void
+acknowledge(struct rock_engine *e, struct rock_farewell *f)
+{
+	uint8_t pkt[ROCK_HB_HEADER_LEN], *p = pkt;
+
+	seal_ack(f, pkt);
+	rock_control_send_packets(e, &f->to, f->tolen, &p, 1);
+}
+
 /* n copies (each its own sequence number) in one call. */
 static void
 say(struct rock_engine *e, struct rock_farewell *f, unsigned n)
@@ -163,9 +191,19 @@ rock_farewell_add(struct rock_session *s)
 	f->tolen = s->udp_peer_len;
 	f->expires_ms = rock_now_ms() + ROCK_FAREWELL_MS;
 	f->born_batch = e->udp_batch;
+	/* The peer confirmed our final counts and flags, and we end on its
+	 * word: it has ended (its own farewell, or a record that ended us
+	 * and that it will repeat as one). Saying ours again would only make
+	 * it answer: its packets are acknowledged, nothing more. */
+	f->quiet = f->heard = rock_control_word_heard(s) &&
+	    !(s->flags & ROCK_FLAG_RESET);
 	if (link_farewell(e, f, 0) != 0) {
 		rock_keys_wipe(&f->keys);
 		free(f);
+		return;
+	}
+	if (f->quiet) {
+		acknowledge(e, f);
 		return;
 	}
 	/* Copies now: the process may exit before the next tick, and a peer
@@ -197,7 +235,10 @@ answer(struct rock_engine *e, struct rock_farewell *f,
 	f->tolen = fromlen;
 	if (f->answered || (f->born_batch != 0 && f->born_batch == e->udp_batch))
 		return;
-	say(e, f, 1);
+	if (f->quiet)
+		acknowledge(e, f);
+	else
+		say(e, f, 1);
 	f->answered = 1;
 }
 
@@ -215,7 +256,7 @@ rock_farewell_answer(struct rock_engine *e, const struct rock_hb_record *r,
 	if (!rock_equal(tag, r->tag, ROCK_TAG_LEN) || r->seq <= f->seq_in)
 		return -1;
 	f->seq_in = r->seq;
-	if (!f->heard)
+	if (!f->heard || f->quiet)
 		answer(e, f, from, fromlen);
 	return 0;
 }
@@ -242,15 +283,19 @@ rock_farewell_answer_packet(struct rock_engine *e,
 	 * if it has ended too, stops then), and nothing more is said. */
 	if (h->ack >= f->first_pkt && h->ack <= f->pkt_out) {
 		f->heard = 1;
-		if (!f->final_said) {
+		/* A packet without records asks for no answer. */
+		if (!f->final_said && h->nrecords > 0 && !f->quiet) {
 			f->final_said = 1;
 			f->to = *from;
 			f->tolen = fromlen;
 			say(e, f, 1);
 		}
+		/* Nor its records: the peer has had all there is. */
+		if (f->quiet)
+			f->answered = 1;
 		return 0;
 	}
-	if (!f->heard)
+	if (!f->heard || f->quiet)
 		answer(e, f, from, fromlen);
 	return 0;
 }
@@ -296,13 +341,13 @@ rock_farewell_tick(struct rock_engine *e, int64_t now)
 			drop(e, f);
 			continue;
 		}
+		f->answered = 0;
 		if (f->heard)
 			continue;
 		if (b.n == ROCK_CONTROL_BATCH || (b.n > 0 && !same_address(b.to, f)))
 			flush(e, &b);
 		seal(f, b.pkts[b.n++]);
 		b.to = f;
-		f->answered = 0;
 	}
 	flush(e, &b);
 }

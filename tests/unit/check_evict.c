@@ -251,6 +251,26 @@ peer_read_packet(const struct rock_keys *k, struct rock_hb_header *h,
 	return 0;
 }
 
+/* The next packet the peer gets within ms, checked with the sender's key,
+ * whatever its records: their number, or -1 if none came. */
+static int
+peer_read_header(const struct rock_keys *k, struct rock_hb_header *h, int ms)
+{
+	struct pollfd p = { .fd = peer_fd, .events = POLLIN };
+	uint8_t buf[ROCK_HB_MAX_LEN], tag[ROCK_TAG_LEN];
+	unsigned n;
+	ssize_t got;
+
+	if (poll(&p, 1, ms) != 1)
+		return -1;
+	got = recv(peer_fd, buf, sizeof(buf), 0);
+	ck_assert_int_eq(rock_hb_packet_check(buf, (size_t)got, &n), 0);
+	rock_hb_header_decode(h, buf);
+	rock_hb_packet_tag(tag, k->tx, buf, (size_t)got);
+	ck_assert(rock_equal(tag, h->tag, ROCK_TAG_LEN));
+	return (int)n;
+}
+
 /* peer_send's packet acknowledging ack (0: none). */
 static void
 peer_send_ack(const uint8_t id[ROCK_ID_LEN], uint64_t seq, uint64_t ack,
@@ -457,6 +477,59 @@ START_TEST(test_farewell_batch)
 	ck_assert_int_eq(peer_read_packet(&k, &h, &r, 500), 0);
 	ck_assert_uint_eq(h.ack, 7);
 	ck_assert_uint_eq(h.ack_bits & 0x3f, 0x3f);
+	close(peer_fd);
+}
+END_TEST
+
+/* The peer acknowledged the packet with our final counts, then ended:
+ * its farewell ends us, and ours would say nothing it lacks. One packet
+ * without records acknowledges its farewell (which then stops); nothing
+ * at the ticks; a copy of its farewell resent later is acknowledged once
+ * per tick, and an acknowledgement of ours gets no answer. */
+START_TEST(test_farewell_quiet)
+{
+	struct rock_session *s = add("done", "192.0.2.1", 0, rock_now_ms(), 1);
+	struct rock_keys k = s->keys;
+	struct rock_hb_header h;
+	struct rock_hb_record r;
+	uint8_t id[ROCK_ID_LEN];
+	uint64_t i, ours;
+
+	farewell_ready(s, id);
+	rock_control_ack_now(s);	/* our final counts, in packet 1 */
+	ck_assert_int_eq(peer_read_packet(&k, &h, &r, 500), 0);
+	ck_assert_uint_eq(h.seq, 1);
+	for (i = 1; i <= 6; i++)
+		peer_send_packet(id, i, 1, ROCK_FLAG_WR_SHUT | ROCK_FLAG_EOF_SEEN, k.rx);
+	usleep(20000);
+	event_base_loop(base, EVLOOP_NONBLOCK);
+	ck_assert_int_eq(nclosed, 1);
+	ck_assert_int_eq(peer_read_header(&k, &h, 500), 0);
+	ck_assert_uint_eq(h.ack, 1);	/* the farewell's first copy */
+	ours = h.seq;
+	ck_assert_uint_eq(ours, 2);
+	ck_assert_int_eq(peer_read_header(&k, &h, 100), -1);
+	rock_control_tick(eng);
+	ck_assert_int_eq(peer_read_header(&k, &h, 100), -1);
+	/* A copy resent at the peer's tick (ours lost): acknowledged, with
+	 * everything before it; another before our next tick is not. */
+	peer_send_packet(id, 7, 1, ROCK_FLAG_WR_SHUT | ROCK_FLAG_EOF_SEEN, k.rx);
+	usleep(20000);
+	event_base_loop(base, EVLOOP_NONBLOCK);
+	ck_assert_int_eq(peer_read_header(&k, &h, 500), 0);
+	ck_assert_uint_eq(h.ack, 7);
+	ck_assert_uint_eq(h.ack_bits & 0x3f, 0x3f);
+	ours = h.seq;
+	peer_send_packet(id, 8, 1, ROCK_FLAG_WR_SHUT | ROCK_FLAG_EOF_SEEN, k.rx);
+	usleep(20000);
+	event_base_loop(base, EVLOOP_NONBLOCK);
+	ck_assert_int_eq(peer_read_header(&k, &h, 100), -1);
+	/* One acknowledging ours has had everything: no answer. */
+	rock_control_tick(eng);
+	peer_send_ack(id, 9, ours, k.rx);
+	ck_assert_int_eq(peer_read_header(&k, &h, 100), -1);
+	ck_assert_uint_eq(eng->nfarewells, 1);
+	ck_assert_uint_eq(eng->stats.hb_unknown, 0);
 	close(peer_fd);
 }
 END_TEST
@@ -1156,6 +1229,7 @@ evict_suite(void)
 	tcase_add_test(tc, test_farewell_acked);
 	tcase_add_test(tc, test_farewell_ack_beyond);
 	tcase_add_test(tc, test_farewell_batch);
+	tcase_add_test(tc, test_farewell_quiet);
 	tcase_add_test(tc, test_farewell_many);
 	tcase_add_test(tc, test_id_hash_keyed);
 	tcase_add_test(tc, test_group);
