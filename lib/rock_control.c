@@ -511,6 +511,16 @@ rock_control_word_heard(struct rock_session *s)
 	    (acked(g, s->sent_pkt) || acked(g, s->sent_pkt2));
 }
 
+/* A record with s's counts and flags as they are now went out (the
+ * peer's acknowledgement aside). */
+int
+rock_control_word_sent(const struct rock_session *s)
+{
+	return (s->announced && s->conf_consumed == s->consumed &&
+	    s->conf_flags == s->flags) || (s->sent_pkt != 0 &&
+	    s->acked_consumed == s->consumed && s->sent_flags == s->flags);
+}
+
 void
 rock_control_ack_now(struct rock_session *s)
 {
@@ -1046,6 +1056,7 @@ read_udp(struct rock_engine *e, int fd, unsigned max)
 			rock_control_datagram(e, buf[i], v[i].msg_len, &from[i],
 			    v[i].msg_hdr.msg_namelen);
 		e->udp_batch = 0;
+		rock_farewell_batch_end(e);
 		/* A short batch emptied the queue: no call to hear EAGAIN. */
 		if (got < ROCK_CONTROL_BATCH)
 			return 0;

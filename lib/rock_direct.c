@@ -122,7 +122,10 @@ rock_direct_eof(struct rock_session *s)
 	s->fin_read = 1;	/* the program read it, on this connection */
 	rlog_debug(s->e->log, "rock %s: peer's end of stream after %llu bytes",
 	    s->name, (unsigned long long)s->consumed);
-	rock_session_tell_peer(s);
+	/* As rock_stream_eof: a rock this ends has its farewell say so; a
+	 * record just before it would be a seventh copy of it. */
+	if (!rock_session_done(s) || !s->udp_verified || s->peer_quiet)
+		rock_session_tell_peer(s);
 	rock_session_maybe_finish(s);
 }
 

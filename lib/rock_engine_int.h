@@ -153,6 +153,7 @@ struct rock_session {
 	/* send_from found the ring full: on_drain waits for room in it too. */
 	int room_owed;
 	struct event *ev_read, *ev_write;
+	struct event *ev_tell;		/* rock_stream_eof's record, soon */
 	int paused;
 
 	struct event *ev_retry;		/* client: next reconnect attempt */
@@ -191,6 +192,9 @@ struct rock_session {
  * copies and a few of the peer's heartbeats at heavy loss, short of the
  * 2 s within which a closed rock leaves nothing. */
 #define ROCK_FAREWELL_MS 1500
+/* How long a server's record saying it read the client's end waits for
+ * its owner's own end, to say both in one (rock_stream.c). */
+#define ROCK_TELL_SOON_MS 5
 /* A packet number received, in the window an acknowledgement reports:
  * top, the newest, and a bit for each of the 64 before it. */
 void rock_rx_window_note(uint64_t *top, uint64_t *bits, uint64_t seq);
@@ -292,6 +296,10 @@ struct rock_engine {
 	uint8_t udp_in[ROCK_CONTROL_BATCH][ROCK_HB_MAX_LEN + 1];
 	/* The batch of them being read, numbered from 1; 0 between batches. */
 	unsigned long udp_batch, udp_batches;
+	/* Quiet farewells owing the peer an acknowledgement at the batch's
+	 * end, so one covers every copy it read (rock_farewell.c). */
+	struct rock_farewell *acks_owed[ROCK_CONTROL_BATCH];
+	unsigned nacks_owed;
 	unsigned long drops_logged;	/* drop count already reported */
 	unsigned long hostile_logged;	/* of which forged, replayed, malformed */
 	struct rock_log_limit stranger_log[ROCK_STRANGER_KINDS];
@@ -606,6 +614,8 @@ void rock_control_send_packet(struct rock_engine *e,
  * the end even when UDP loses some (rock_farewell.c). */
 void rock_farewell_add(struct rock_session *s);
 int rock_control_word_heard(struct rock_session *s);
+int rock_control_word_sent(const struct rock_session *s);
+void rock_farewell_batch_end(struct rock_engine *e);
 /* A record for no session: 0 if it was a finished one's, answered. */
 int rock_farewell_answer(struct rock_engine *e, const struct rock_hb_record *r,
     const uint8_t rec[ROCK_HB_RECORD_LEN], const struct sockaddr_storage *from,

@@ -27,8 +27,10 @@ struct rock_farewell {
 	uint64_t first_pkt;
 	int heard;			/* so acknowledged: repeated no more */
 	/* Nothing to say: the peer had its last word before it ended, and
-	 * ended; its farewell is only acknowledged (quiet()). */
+	 * ended; its packets are only acknowledged (quiet_ack()). */
 	int quiet;
+	int ack_owed;			/* in e->acks_owed */
+	unsigned acks_left;		/* this tick's */
 	int final_said;			/* its one answer to that, sent */
 	uint64_t consumed, end;
 	uint32_t flags;
@@ -82,6 +84,16 @@ link_farewell(struct rock_engine *e, struct rock_farewell *f, int oldest)
 }
 
 static void
+forget_owed(struct rock_engine *e, const struct rock_farewell *f)
+{
+	unsigned i;
+
+	for (i = 0; i < e->nacks_owed; i++)
+		if (e->acks_owed[i] == f)
+			e->acks_owed[i] = e->acks_owed[--e->nacks_owed];
+}
+
+static void
 drop(struct rock_engine *e, struct rock_farewell *f)
 {
 	struct rock_farewell **p;
@@ -91,6 +103,8 @@ drop(struct rock_engine *e, struct rock_farewell *f)
 	for (p = bucket(e, f->id); *p != f; p = &(*p)->hnext)
 		ROCK_ASSERT(*p != NULL);
 	*p = f->hnext;
+	if (f->ack_owed)
+		forget_owed(e, f);
 	rock_keys_wipe(&f->keys);
 	free(f);
 	e->nfarewells--;
@@ -150,6 +164,39 @@ acknowledge(struct rock_engine *e, struct rock_farewell *f)
 	rock_control_send_packets(e, &f->to, f->tolen, &p, 1);
 }
 
+/* Acknowledgements a quiet farewell gives per tick: the peer's farewell
+ * is six copies and one repeat a tick; a key holder's flood gets no more. */
+#define QUIET_ACKS 8
+
+/* A quiet farewell acknowledges what the peer sent: at the end of the
+ * batch being read (one acknowledgement for all its copies there, the
+ * newest named), else now. */
+static void
+quiet_ack(struct rock_engine *e, struct rock_farewell *f)
+{
+	if (f->ack_owed || f->acks_left == 0)
+		return;
+	f->acks_left--;
+	if (e->udp_batch != 0 && e->nacks_owed < ROCK_CONTROL_BATCH) {
+		f->ack_owed = 1;
+		e->acks_owed[e->nacks_owed++] = f;
+	} else {
+		acknowledge(e, f);
+	}
+}
+
+void
+rock_farewell_batch_end(struct rock_engine *e)
+{
+	struct rock_farewell *f;
+
+	while (e->nacks_owed > 0) {
+		f = e->acks_owed[--e->nacks_owed];
+		f->ack_owed = 0;
+		acknowledge(e, f);
+	}
+}
+
 /* n copies (each its own sequence number) in one call. */
 static void
 say(struct rock_engine *e, struct rock_farewell *f, unsigned n)
@@ -174,8 +221,13 @@ rock_farewell_add(struct rock_session *s)
 		return;
 	if (e->nfarewells >= ROCK_FAREWELL_MAX)
 		drop(e, e->farewell_oldest);
-	if ((f = calloc(1, sizeof(*f))) == NULL)
-		return;		/* the peer's fallback: silence after both ends shut */
+	if ((f = calloc(1, sizeof(*f))) == NULL) {
+		/* One record at least (rock_direct_eof and rock_stream_eof
+		 * leave it to the farewell); then the peer's fallback:
+		 * silence after both ends shut. */
+		rock_control_ack_now(s);
+		return;
+	}
 	memcpy(f->id, s->id, ROCK_ID_LEN);
 	f->keys = s->keys;
 	f->seq_out = s->seq_out;
@@ -200,10 +252,12 @@ rock_farewell_add(struct rock_session *s)
 	if (link_farewell(e, f, 0) != 0) {
 		rock_keys_wipe(&f->keys);
 		free(f);
+		rock_control_ack_now(s);
 		return;
 	}
 	if (f->quiet) {
-		acknowledge(e, f);
+		f->acks_left = QUIET_ACKS;
+		quiet_ack(e, f);
 		return;
 	}
 	/* Copies now: the process may exit before the next tick, and a peer
@@ -235,10 +289,7 @@ answer(struct rock_engine *e, struct rock_farewell *f,
 	f->tolen = fromlen;
 	if (f->answered || (f->born_batch != 0 && f->born_batch == e->udp_batch))
 		return;
-	if (f->quiet)
-		acknowledge(e, f);
-	else
-		say(e, f, 1);
+	say(e, f, 1);
 	f->answered = 1;
 }
 
@@ -256,7 +307,9 @@ rock_farewell_answer(struct rock_engine *e, const struct rock_hb_record *r,
 	if (!rock_equal(tag, r->tag, ROCK_TAG_LEN) || r->seq <= f->seq_in)
 		return -1;
 	f->seq_in = r->seq;
-	if (!f->heard || f->quiet)
+	/* A quiet farewell acknowledges packets, not records (those in a
+	 * group's packet are no farewell's). */
+	if (!f->heard)
 		answer(e, f, from, fromlen);
 	return 0;
 }
@@ -278,24 +331,31 @@ rock_farewell_answer_packet(struct rock_engine *e,
 	if (!rock_equal(tag, h->tag, ROCK_TAG_LEN) || h->seq <= f->pkt_in)
 		return -1;
 	rock_rx_window_note(&f->pkt_in, &f->rx_bits, h->seq);
+	if (f->quiet) {
+		/* Its farewell (or its answer to ours, taken for a record's
+		 * answer): acknowledged, which stops it. One without records
+		 * asks for nothing. */
+		f->to = *from;
+		f->tolen = fromlen;
+		if (h->nrecords > 0)
+			quiet_ack(e, f);
+		return 0;
+	}
 	/* The peer acknowledges a packet of the farewell: it has the last
 	 * word. It is told once that its own packet arrived (its farewell,
 	 * if it has ended too, stops then), and nothing more is said. */
 	if (h->ack >= f->first_pkt && h->ack <= f->pkt_out) {
 		f->heard = 1;
 		/* A packet without records asks for no answer. */
-		if (!f->final_said && h->nrecords > 0 && !f->quiet) {
+		if (!f->final_said && h->nrecords > 0) {
 			f->final_said = 1;
 			f->to = *from;
 			f->tolen = fromlen;
 			say(e, f, 1);
 		}
-		/* Nor its records: the peer has had all there is. */
-		if (f->quiet)
-			f->answered = 1;
 		return 0;
 	}
-	if (!f->heard || f->quiet)
+	if (!f->heard)
 		answer(e, f, from, fromlen);
 	return 0;
 }
@@ -342,6 +402,7 @@ rock_farewell_tick(struct rock_engine *e, int64_t now)
 			continue;
 		}
 		f->answered = 0;
+		f->acks_left = QUIET_ACKS;
 		if (f->heard)
 			continue;
 		if (b.n == ROCK_CONTROL_BATCH || (b.n > 0 && !same_address(b.to, f)))

@@ -76,18 +76,26 @@ unproven(struct rock_session *s, const char *why)
 	rock_session_close(s, ROCK_ERR_AUTH, why);
 }
 
+/* The session's events on fd are made before the wait's go: libevent
+ * then keeps fd's interest as it is (an epoll_ctl DEL and ADD fewer per
+ * rock, on the way of its first bytes). */
 static void
 proven(struct rock_session *s)
 {
 	int fd = s->finish->fd, r;
 
 	keys_proven(s, s->finish);
-	finish_end(s, 0);
-	if ((r = rock_is_direct(s) ? rock_direct_attach(s, fd) :
-	    rock_stream_attach(s, fd)) != 0) {
+	s->finish->fd = -1;	/* the session's now, whatever happens below */
+	rock_session_hold(s);
+	r = rock_is_direct(s) ? rock_direct_attach(s, fd) :
+	    rock_stream_attach(s, fd);
+	if (s->finish != NULL)
+		finish_end(s, 0);
+	if (r != 0) {
 		rock_sys.close(fd);
 		rock_session_close(s, r, "its data connection could not be set up");
 	}
+	rock_session_release(s);
 }
 
 static void

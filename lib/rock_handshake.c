@@ -139,7 +139,10 @@ hello_complete(struct rock_handshake *hs)
 {
 	struct rock_engine *e = hs->e;
 
-	if (!rock_equal(hs->buf, e->announcement, ROCK_ANNOUNCE_LEN)) {
+	/* The announcement is what any probe is told: public, compared as
+	 * such (a constant-time compare of its 1024 bytes was 1 % of rockd's
+	 * time per resumed rock). */
+	if (memcmp(hs->buf, e->announcement, ROCK_ANNOUNCE_LEN) != 0) {
 		stranger(e, ROCK_STRANGER_HANDSHAKE, "handshake: "
 		    "announcement from another server instance; client told "
 		    "to probe again");
@@ -201,7 +204,7 @@ static int
 older_client(const struct rock_handshake *hs)
 {
 	return hs->have >= ROCK_ANNOUNCE_LEN && hs->buf[8] < ROCK_VERSION &&
-	    !rock_equal(hs->buf, hs->e->announcement, ROCK_ANNOUNCE_LEN);
+	    memcmp(hs->buf, hs->e->announcement, ROCK_ANNOUNCE_LEN) != 0;
 }
 
 /* The hello's next bytes, read; the engine entered. */

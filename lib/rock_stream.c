@@ -173,7 +173,9 @@ rock_stream_detach(struct rock_session *s)
 		event_free(s->ev_read);
 	if (s->ev_write != NULL)
 		event_free(s->ev_write);
-	s->ev_read = s->ev_write = NULL;
+	if (s->ev_tell != NULL)
+		event_free(s->ev_tell);
+	s->ev_read = s->ev_write = s->ev_tell = NULL;
 }
 
 /* Restart sending at the peer's count: everything after it is resent. */
@@ -369,6 +371,41 @@ on_write(evutil_socket_t fd, short what, void *arg)
 	rock_session_callback(arg, flush);
 }
 
+/* The record that says we read the peer's end, unless one went since. */
+static void
+tell_due(struct rock_session *s)
+{
+	if (s->state == ROCK_ST_CONNECTED && !rock_control_word_sent(s))
+		rock_session_tell_peer(s);
+}
+
+static void
+on_tell(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	rock_session_callback(arg, tell_due);
+}
+
+/* A server's owner that reads its client's end mostly ends its own side
+ * at once (a backend closing on the end of its request): one record then
+ * says both, where two went (one datagram per close less for the server,
+ * and one wake-up less for the client). The peer's application waits for
+ * neither: its end of stream is in the other record. The tick would send
+ * it too, an interval later. */
+static void
+tell_soon(struct rock_session *s)
+{
+	static const struct timeval soon = { 0, ROCK_TELL_SOON_MS * 1000 };
+
+	if (s->ev_tell == NULL &&
+	    (s->ev_tell = evtimer_new(s->e->base, on_tell, s)) == NULL) {
+		rock_session_tell_peer(s);
+		return;
+	}
+	evtimer_add(s->ev_tell, &soon);
+}
+
 void
 rock_stream_eof(struct rock_session *s)
 {
@@ -379,7 +416,12 @@ rock_stream_eof(struct rock_session *s)
 	/* A rock this ends has its farewell say so, six times, at once: a
 	 * record before it would say nothing more (over a control channel
 	 * known to carry it; else the record asks for the status exchange). */
-	if (!rock_session_done(s) || !s->udp_verified || s->peer_quiet)
+	if (!s->udp_verified || s->peer_quiet)
+		rock_session_tell_peer(s);
+	else if (!rock_session_done(s) && s->role == ROCK_ROLE_SERVER &&
+	    !(s->flags & ROCK_FLAG_WR_SHUT))
+		tell_soon(s);
+	else if (!rock_session_done(s))
 		rock_session_tell_peer(s);
 	if (s->cbs != NULL && s->cbs->on_eof != NULL)
 		s->cbs->on_eof(s, s->arg);

@@ -481,11 +481,43 @@ START_TEST(test_farewell_batch)
 }
 END_TEST
 
+/* A packet of the peer's without records, acknowledging ack. */
+static void
+peer_send_bare(const uint8_t id[ROCK_ID_LEN], uint64_t seq, uint64_t ack,
+    const uint8_t key[ROCK_KEY_LEN])
+{
+	struct rock_hb_header h = { .seq = seq, .ack = ack, .nrecords = 0 };
+	struct sockaddr_in to = v4("127.0.0.1", eng->udp_port);
+	uint8_t pkt[ROCK_HB_HEADER_LEN];
+
+	memcpy(h.anchor, id, ROCK_ID_LEN);
+	rock_hb_packet_seal(&h, key, pkt);
+	ck_assert_int_eq(sendto(peer_fd, pkt, sizeof(pkt), 0,
+	    (struct sockaddr *)&to, sizeof(to)), (ssize_t)sizeof(pkt));
+	usleep(20000);
+	event_base_loop(base, EVLOOP_NONBLOCK);
+}
+
+/* The peer's farewell, copies FIRST to LAST acknowledging ack, read in one
+ * batch. */
+static void
+peer_farewell(const uint8_t id[ROCK_ID_LEN], uint64_t first, uint64_t last,
+    uint64_t ack, const uint8_t key[ROCK_KEY_LEN])
+{
+	uint64_t i;
+
+	for (i = first; i <= last; i++)
+		peer_send_packet(id, i, ack, ROCK_FLAG_WR_SHUT | ROCK_FLAG_EOF_SEEN, key);
+	usleep(20000);
+	event_base_loop(base, EVLOOP_NONBLOCK);
+}
+
 /* The peer acknowledged the packet with our final counts, then ended:
  * its farewell ends us, and ours would say nothing it lacks. One packet
- * without records acknowledges its farewell (which then stops); nothing
- * at the ticks; a copy of its farewell resent later is acknowledged once
- * per tick, and an acknowledgement of ours gets no answer. */
+ * without records, at the end of the batch, acknowledges every copy read
+ * in it (the peer's farewell then stops); nothing at the ticks; a copy
+ * resent later is acknowledged; a packet without records is not; a key
+ * holder's flood gets at most 8 a tick. */
 START_TEST(test_farewell_quiet)
 {
 	struct rock_session *s = add("done", "192.0.2.1", 0, rock_now_ms(), 1);
@@ -493,43 +525,145 @@ START_TEST(test_farewell_quiet)
 	struct rock_hb_header h;
 	struct rock_hb_record r;
 	uint8_t id[ROCK_ID_LEN];
-	uint64_t i, ours;
+	uint64_t i;
+	int acks;
 
 	farewell_ready(s, id);
 	rock_control_ack_now(s);	/* our final counts, in packet 1 */
 	ck_assert_int_eq(peer_read_packet(&k, &h, &r, 500), 0);
 	ck_assert_uint_eq(h.seq, 1);
-	for (i = 1; i <= 6; i++)
-		peer_send_packet(id, i, 1, ROCK_FLAG_WR_SHUT | ROCK_FLAG_EOF_SEEN, k.rx);
-	usleep(20000);
-	event_base_loop(base, EVLOOP_NONBLOCK);
+	peer_farewell(id, 1, 6, 1, k.rx);
 	ck_assert_int_eq(nclosed, 1);
 	ck_assert_int_eq(peer_read_header(&k, &h, 500), 0);
-	ck_assert_uint_eq(h.ack, 1);	/* the farewell's first copy */
-	ours = h.seq;
-	ck_assert_uint_eq(ours, 2);
+	ck_assert_uint_eq(h.seq, 2);
+	ck_assert_uint_eq(h.ack, 6);	/* the batch's last copy... */
+	ck_assert_uint_eq(h.ack_bits & 0x1f, 0x1f);	/* ...and the rest */
 	ck_assert_int_eq(peer_read_header(&k, &h, 100), -1);
 	rock_control_tick(eng);
 	ck_assert_int_eq(peer_read_header(&k, &h, 100), -1);
-	/* A copy resent at the peer's tick (ours lost): acknowledged, with
-	 * everything before it; another before our next tick is not. */
-	peer_send_packet(id, 7, 1, ROCK_FLAG_WR_SHUT | ROCK_FLAG_EOF_SEEN, k.rx);
-	usleep(20000);
-	event_base_loop(base, EVLOOP_NONBLOCK);
+	/* A copy resent at the peer's tick (ours lost): acknowledged. */
+	peer_farewell(id, 7, 7, 1, k.rx);
 	ck_assert_int_eq(peer_read_header(&k, &h, 500), 0);
 	ck_assert_uint_eq(h.ack, 7);
-	ck_assert_uint_eq(h.ack_bits & 0x3f, 0x3f);
-	ours = h.seq;
-	peer_send_packet(id, 8, 1, ROCK_FLAG_WR_SHUT | ROCK_FLAG_EOF_SEEN, k.rx);
-	usleep(20000);
-	event_base_loop(base, EVLOOP_NONBLOCK);
+	/* Without records: no answer. */
+	peer_send_bare(id, 8, h.seq, k.rx);
 	ck_assert_int_eq(peer_read_header(&k, &h, 100), -1);
-	/* One acknowledging ours has had everything: no answer. */
+	/* Ten packets with records, each a batch of its own, in one tick. */
 	rock_control_tick(eng);
-	peer_send_ack(id, 9, ours, k.rx);
-	ck_assert_int_eq(peer_read_header(&k, &h, 100), -1);
+	for (i = 9, acks = 0; i < 19; i++) {
+		peer_farewell(id, i, i, 1, k.rx);
+		while (peer_read_header(&k, &h, 50) == 0)
+			acks++;
+	}
+	ck_assert_int_eq(acks, 8);
 	ck_assert_uint_eq(eng->nfarewells, 1);
 	ck_assert_uint_eq(eng->stats.hb_unknown, 0);
+	close(peer_fd);
+}
+END_TEST
+
+/* The peer's record that ends us comes before its farewell, in a batch
+ * of its own (it read our end and told us, then said its farewell): the
+ * acknowledgement names that record's packet, not the farewell, whose
+ * copies, read next, are acknowledged; so is its answer to ours. */
+START_TEST(test_farewell_quiet_record_first)
+{
+	struct rock_session *s = add("done", "192.0.2.1", 0, rock_now_ms(), 1);
+	struct rock_keys k = s->keys;
+	struct rock_hb_header h;
+	struct rock_hb_record r;
+	uint8_t id[ROCK_ID_LEN];
+
+	farewell_ready(s, id);
+	rock_control_ack_now(s);
+	ck_assert_int_eq(peer_read_packet(&k, &h, &r, 500), 0);
+	peer_farewell(id, 1, 1, 1, k.rx);	/* its record: ends us */
+	ck_assert_int_eq(nclosed, 1);
+	ck_assert_int_eq(peer_read_header(&k, &h, 500), 0);
+	ck_assert_uint_eq(h.ack, 1);
+	peer_farewell(id, 2, 7, 1, k.rx);	/* its farewell's six copies */
+	ck_assert_int_eq(peer_read_header(&k, &h, 500), 0);
+	ck_assert_uint_eq(h.ack, 7);
+	ck_assert_int_eq(peer_read_header(&k, &h, 100), -1);
+	/* Its farewell answers our first (which named no copy of it), naming
+	 * it: acknowledged too. */
+	peer_farewell(id, 8, 8, 2, k.rx);
+	ck_assert_int_eq(peer_read_header(&k, &h, 500), 0);
+	ck_assert_uint_eq(h.ack, 8);
+	rock_control_tick(eng);
+	ck_assert_int_eq(peer_read_header(&k, &h, 100), -1);
+	close(peer_fd);
+}
+END_TEST
+
+/* A server rock whose data connection (a socketpair: other, the
+ * client's end) just gave the client's authenticated end of stream. */
+static struct rock_session *
+server_at_eof(uint8_t id[ROCK_ID_LEN], int *other)
+{
+	struct rock_session *s = add("srv", "192.0.2.1", 0, rock_now_ms(), 1);
+	int sv[2];
+
+	event_del(eng->ev_tick);
+	memcpy(id, s->id, ROCK_ID_LEN);
+	peer_open(s);
+	s->features |= ROCK_FEAT_UDP;
+	s->udp_verified = 1;
+	s->peer_flags = ROCK_FLAG_WR_SHUT;	/* its end: 0 bytes */
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+	ck_assert_int_eq(rock_stream_attach(s, sv[0]), 0);
+	*other = sv[1];
+	ck_assert_int_eq(shutdown(sv[1], SHUT_WR), 0);
+	usleep(20000);
+	event_base_loop(base, EVLOOP_NONBLOCK);
+	ck_assert(s->flags & ROCK_FLAG_EOF_SEEN);
+	return s;
+}
+
+/* A server that read its client's end and shuts its own at once says
+ * both in one record (one datagram, where two went); one that does not
+ * says EOF_SEEN alone, a moment later. */
+START_TEST(test_eof_seen_with_shut)
+{
+	struct rock_hb_header h;
+	struct rock_hb_record r;
+	uint8_t id[ROCK_ID_LEN];
+	int other;
+	struct rock_session *s = server_at_eof(id, &other);
+	struct rock_keys k = s->keys;
+
+	/* Not at once... */
+	ck_assert_int_eq(peer_read_header(&k, &h, 0), -1);
+	rock_session_shutdown(s);	/* the owner's end, as rockd's backend's */
+	ck_assert_int_eq(peer_read_packet(&k, &h, &r, 500), 0);
+	ck_assert_uint_eq(r.flags, ROCK_FLAG_WR_SHUT | ROCK_FLAG_EOF_SEEN);
+	usleep(20000);
+	event_base_loop(base, EVLOOP_NONBLOCK);
+	ck_assert_int_eq(peer_read_header(&k, &h, 50), -1);
+	close(other);
+	close(peer_fd);
+}
+END_TEST
+
+START_TEST(test_eof_seen_alone)
+{
+	struct pollfd p = { .events = POLLIN };
+	struct rock_hb_header h;
+	struct rock_hb_record r;
+	uint8_t id[ROCK_ID_LEN];
+	int other;
+	struct rock_session *s = server_at_eof(id, &other);
+	struct rock_keys k = s->keys;
+	int64_t t0 = rock_now_ms();
+
+	p.fd = peer_fd;
+	ck_assert_int_eq(poll(&p, 1, 0), 0);
+	while (poll(&p, 1, 1) == 0 && rock_now_ms() - t0 < 400)
+		event_base_loop(base, EVLOOP_NONBLOCK);
+	ck_assert_int_eq(peer_read_packet(&k, &h, &r, 0), 0);
+	ck_assert_uint_eq(r.flags, ROCK_FLAG_EOF_SEEN);
+	ck_assert_int_eq(peer_read_header(&k, &h, 50), -1);
+	close(other);
 	close(peer_fd);
 }
 END_TEST
@@ -1230,6 +1364,9 @@ evict_suite(void)
 	tcase_add_test(tc, test_farewell_ack_beyond);
 	tcase_add_test(tc, test_farewell_batch);
 	tcase_add_test(tc, test_farewell_quiet);
+	tcase_add_test(tc, test_farewell_quiet_record_first);
+	tcase_add_test(tc, test_eof_seen_with_shut);
+	tcase_add_test(tc, test_eof_seen_alone);
 	tcase_add_test(tc, test_farewell_many);
 	tcase_add_test(tc, test_id_hash_keyed);
 	tcase_add_test(tc, test_group);
