@@ -113,6 +113,22 @@ drop(struct rock_engine *e, struct rock_farewell *f)
 /* A farewell's packet: a header and its one record. */
 #define FAREWELL_PKT_LEN (ROCK_HB_HEADER_LEN + ROCK_HB_RECORD_LEN)
 
+/* The header of the farewell's next packet, in a packet of its own: the
+ * rock that anchored it may be gone. What it has of the peer's packets:
+ * a peer that has ended too learns that its own last word arrived, and
+ * repeats it no more. */
+static void
+next_header(struct rock_farewell *f, struct rock_hb_header *h,
+    unsigned nrecords)
+{
+	memset(h, 0, sizeof(*h));
+	memcpy(h->anchor, f->id, ROCK_ID_LEN);
+	h->seq = ++f->pkt_out;
+	h->ack = f->pkt_in;
+	h->ack_bits = f->rx_bits;
+	h->nrecords = (uint8_t)nrecords;
+}
+
 /* The farewell's next packet, sealed. */
 static void
 seal(struct rock_farewell *f, uint8_t pkt[FAREWELL_PKT_LEN])
@@ -120,15 +136,7 @@ seal(struct rock_farewell *f, uint8_t pkt[FAREWELL_PKT_LEN])
 	struct rock_hb_header h;
 	struct rock_hb_record r;
 
-	/* In a packet of its own: the rock that anchored it may be gone. */
-	memset(&h, 0, sizeof(h));
-	memcpy(h.anchor, f->id, ROCK_ID_LEN);
-	h.seq = ++f->pkt_out;
-	/* What it has of the peer's packets: a peer that has ended too learns
-	 * that its own last word arrived, and repeats it no more. */
-	h.ack = f->pkt_in;
-	h.ack_bits = f->rx_bits;
-	h.nrecords = 1;
+	next_header(f, &h, 1);
 	memcpy(r.id, f->id, ROCK_ID_LEN);
 	r.seq = ++f->seq_out;
 	r.consumed = f->consumed;
@@ -146,12 +154,7 @@ seal_ack(struct rock_farewell *f, uint8_t pkt[ROCK_HB_HEADER_LEN])
 {
 	struct rock_hb_header h;
 
-	memset(&h, 0, sizeof(h));
-	memcpy(h.anchor, f->id, ROCK_ID_LEN);
-	h.seq = ++f->pkt_out;
-	h.ack = f->pkt_in;
-	h.ack_bits = f->rx_bits;
-	h.nrecords = 0;
+	next_header(f, &h, 0);
 	rock_hb_packet_seal(&h, f->keys.tx, pkt);
 }
 
