@@ -143,10 +143,14 @@ on_rock_state(struct rock_session *s, enum rock_state from, enum rock_state to,
 	/* One whose client never proved its keys is a stranger's: debug. */
 	if (rock_session_unproven(s) && !rr->d->log.debug)
 		return;
+	/* Its first connection: one line (a write on its first bytes' way,
+	 * where two went), with the state change as every later one. */
 	if (to == ROCK_ST_CONNECTED && !rr->proven) {
 		rr->proven = 1;
-		rlog_info(&rr->d->log, "rock %s: client connected, backend %s",
-		    rock_session_name(s), rr->backend.spec);
+		rlog_info(&rr->d->log, "rock %s: client connected, backend %s "
+		    "(%s -> %s)", rock_session_name(s), rr->backend.spec,
+		    rock_state_name(from), rock_state_name(to));
+		return;
 	}
 	rlog_info(&rr->d->log, "rock %s: %s -> %s (%s)", rock_session_name(s),
 	    rock_state_name(from), rock_state_name(to), rock_session_state_why(s));
