@@ -496,6 +496,23 @@ add_record(struct out_packet *p, struct rock_session *s,
 	s->rec_interval = (uint32_t)s->e->hb_stamp;
 }
 
+/* The peer confirmed s's counts and flags as they are now. */
+static int
+confirmed_now(const struct rock_session *s)
+{
+	return s->announced && s->conf_consumed == s->consumed &&
+	    s->conf_flags == s->flags;
+}
+
+/* The last packet with s's record carried its counts and flags as they
+ * are now. */
+static int
+sent_now(const struct rock_session *s)
+{
+	return s->sent_pkt != 0 && s->acked_consumed == s->consumed &&
+	    s->sent_flags == s->flags;
+}
+
 /* The peer acknowledged a packet that carried s's counts and flags as
  * they are now: it has the word a farewell would say (PROTOCOL 6). */
 int
@@ -503,12 +520,8 @@ rock_control_word_heard(struct rock_session *s)
 {
 	struct rock_session *g = group_of(s);
 
-	if (s->announced && s->conf_consumed == s->consumed &&
-	    s->conf_flags == s->flags)
-		return 1;
-	return s->sent_pkt != 0 && s->acked_consumed == s->consumed &&
-	    s->sent_flags == s->flags &&
-	    (acked(g, s->sent_pkt) || acked(g, s->sent_pkt2));
+	return confirmed_now(s) || (sent_now(s) &&
+	    (acked(g, s->sent_pkt) || acked(g, s->sent_pkt2)));
 }
 
 /* A record with s's counts and flags as they are now went out (the
@@ -516,9 +529,7 @@ rock_control_word_heard(struct rock_session *s)
 int
 rock_control_word_sent(const struct rock_session *s)
 {
-	return (s->announced && s->conf_consumed == s->consumed &&
-	    s->conf_flags == s->flags) || (s->sent_pkt != 0 &&
-	    s->acked_consumed == s->consumed && s->sent_flags == s->flags);
+	return confirmed_now(s) || sent_now(s);
 }
 
 void

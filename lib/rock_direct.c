@@ -122,9 +122,7 @@ rock_direct_eof(struct rock_session *s)
 	s->fin_read = 1;	/* the program read it, on this connection */
 	rlog_debug(s->e->log, "rock %s: peer's end of stream after %llu bytes",
 	    s->name, (unsigned long long)s->consumed);
-	/* As rock_stream_eof: a rock this ends has its farewell say so; a
-	 * record just before it would be a seventh copy of it. */
-	if (!rock_session_done(s) || !s->udp_verified || s->peer_quiet)
+	if (!rock_session_farewell_says_eof(s))
 		rock_session_tell_peer(s);
 	rock_session_maybe_finish(s);
 }

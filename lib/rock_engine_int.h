@@ -648,6 +648,7 @@ void rock_status_send(struct rock_session *s);
  * do not reach the peer, a status exchange (from the engine's loop: this
  * may run on an application's thread, inside its calls). */
 void rock_session_tell_peer(struct rock_session *s);
+int rock_session_farewell_says_eof(const struct rock_session *s);
 void rock_status_free(struct rock_session *s);
 int rock_status_fd(const struct rock_session *s);	/* -1: none */
 

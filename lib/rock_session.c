@@ -356,6 +356,15 @@ rock_session_eof_read(struct rock_session *s)
 		s->eof_unconfirmed_ms = rock_now_ms();
 }
 
+/* Reading the peer's end ends s, and its farewell will say so over a
+ * control channel known to carry it: a record before it would say
+ * nothing more. */
+int
+rock_session_farewell_says_eof(const struct rock_session *s)
+{
+	return rock_session_done(s) && s->udp_verified && !s->peer_quiet;
+}
+
 void
 rock_session_tell_peer(struct rock_session *s)
 {

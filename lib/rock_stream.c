@@ -413,15 +413,13 @@ rock_stream_eof(struct rock_session *s)
 	event_del(s->ev_read);
 	rlog_debug(s->e->log, "rock %s: peer's end of stream after %llu bytes",
 	    s->name, (unsigned long long)s->consumed);
-	/* A rock this ends has its farewell say so, six times, at once: a
-	 * record before it would say nothing more (over a control channel
-	 * known to carry it; else the record asks for the status exchange). */
-	if (!s->udp_verified || s->peer_quiet)
-		rock_session_tell_peer(s);
-	else if (!rock_session_done(s) && s->role == ROCK_ROLE_SERVER &&
-	    !(s->flags & ROCK_FLAG_WR_SHUT))
+	/* A rock this ends has its farewell say so. Without a control
+	 * channel known to carry it the record goes at once (and asks for
+	 * the status exchange). */
+	if (s->role == ROCK_ROLE_SERVER && !(s->flags & ROCK_FLAG_WR_SHUT) &&
+	    s->udp_verified && !s->peer_quiet && !rock_session_done(s))
 		tell_soon(s);
-	else if (!rock_session_done(s))
+	else if (!rock_session_farewell_says_eof(s))
 		rock_session_tell_peer(s);
 	if (s->cbs != NULL && s->cbs->on_eof != NULL)
 		s->cbs->on_eof(s, s->arg);

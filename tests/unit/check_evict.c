@@ -481,6 +481,20 @@ START_TEST(test_farewell_batch)
 }
 END_TEST
 
+/* s, ready for its farewell, has sent its final counts in its packet 1,
+ * which the peer read. */
+static void
+final_counts_sent(struct rock_session *s, uint8_t id[ROCK_ID_LEN])
+{
+	struct rock_hb_header h;
+	struct rock_hb_record r;
+
+	farewell_ready(s, id);
+	rock_control_ack_now(s);
+	ck_assert_int_eq(peer_read_packet(&s->keys, &h, &r, 500), 0);
+	ck_assert_uint_eq(h.seq, 1);
+}
+
 /* A packet of the peer's without records, acknowledging ack. */
 static void
 peer_send_bare(const uint8_t id[ROCK_ID_LEN], uint64_t seq, uint64_t ack,
@@ -528,10 +542,7 @@ START_TEST(test_farewell_quiet)
 	uint64_t i;
 	int acks;
 
-	farewell_ready(s, id);
-	rock_control_ack_now(s);	/* our final counts, in packet 1 */
-	ck_assert_int_eq(peer_read_packet(&k, &h, &r, 500), 0);
-	ck_assert_uint_eq(h.seq, 1);
+	final_counts_sent(s, id);
 	peer_farewell(id, 1, 6, 1, k.rx);
 	ck_assert_int_eq(nclosed, 1);
 	ck_assert_int_eq(peer_read_header(&k, &h, 500), 0);
@@ -574,9 +585,7 @@ START_TEST(test_farewell_quiet_record_first)
 	struct rock_hb_record r;
 	uint8_t id[ROCK_ID_LEN];
 
-	farewell_ready(s, id);
-	rock_control_ack_now(s);
-	ck_assert_int_eq(peer_read_packet(&k, &h, &r, 500), 0);
+	final_counts_sent(s, id);
 	peer_farewell(id, 1, 1, 1, k.rx);	/* its record: ends us */
 	ck_assert_int_eq(nclosed, 1);
 	ck_assert_int_eq(peer_read_header(&k, &h, 500), 0);
