@@ -537,7 +537,6 @@ START_TEST(test_farewell_quiet)
 	struct rock_session *s = add("done", "192.0.2.1", 0, rock_now_ms(), 1);
 	struct rock_keys k = s->keys;
 	struct rock_hb_header h;
-	struct rock_hb_record r;
 	uint8_t id[ROCK_ID_LEN];
 	uint64_t i;
 	int acks;
@@ -582,7 +581,6 @@ START_TEST(test_farewell_quiet_record_first)
 	struct rock_session *s = add("done", "192.0.2.1", 0, rock_now_ms(), 1);
 	struct rock_keys k = s->keys;
 	struct rock_hb_header h;
-	struct rock_hb_record r;
 	uint8_t id[ROCK_ID_LEN];
 
 	final_counts_sent(s, id);
