@@ -659,6 +659,12 @@ rockd_engine_start(struct rockd *d, int udp_fd)
 	if (d->cfg.suspend_timeout_s >= 0)
 		d->engine_cfg.suspend_timeout_s = d->cfg.suspend_timeout_s;
 	bind_to = first->listen_addr;
+	/* Workers share the master's; without one, no client's first bytes
+	 * come with its hello (they wait a round trip). */
+	if (d->strike == NULL && rock_strike_new(&d->strike) != 0)
+		rlog_warn(&d->log, "replay register: %s; early bytes refused",
+		    strerror(errno));
+	d->engine_cfg.strike = d->strike;
 	if (d->nworkers > 1) {
 		d->engine_cfg.workers = d->nworkers;
 		d->engine_cfg.worker = d->worker;

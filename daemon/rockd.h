@@ -162,6 +162,9 @@ struct rockd {
 	sigset_t sigmask;		/* a worker's, once its handlers are set */
 	struct rock_log_limit inbox_log;	/* lost or unpassed reconnects */
 	struct rock_ticket_store *tickets;	/* the workers' ticket keys */
+	/* The early flights admitted, the workers' (made before they fork)
+	 * or our own: rock_strike_new. */
+	struct rock_strike *strike;
 	struct rockd_board *board;	/* the workers' published figures */
 	struct event *publish;		/* a worker's, now and then */
 };

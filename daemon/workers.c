@@ -763,6 +763,8 @@ master_free(struct master *m)
 	d->inbox_tx = NULL;
 	rock_ticket_store_free(d->tickets);
 	d->tickets = NULL;
+	rock_strike_free(d->strike);
+	d->strike = NULL;
 	if (d->board != NULL)
 		munmap(d->board, sizeof(*d->board));
 	d->board = NULL;
@@ -826,7 +828,8 @@ rockd_workers_run(struct rockd *d, int foreground, int successor,
 	else
 		rock_random(d->board->announce_random, ROCK_ANNOUNCE_RANDOM);
 	if (d->board == NULL ||
-	    rock_ticket_store_new(&d->tickets) != 0 || make_inboxes(&m) != 0 ||
+	    rock_ticket_store_new(&d->tickets) != 0 ||
+	    rock_strike_new(&d->strike) != 0 || make_inboxes(&m) != 0 ||
 	    pipe2(ready, O_CLOEXEC) != 0) {
 		rlog_error(&d->log, "workers: %s", strerror(errno));
 		goto out;

@@ -21,6 +21,7 @@
 #define LABEL_RESUME "rocks server resume v6"
 #define LABEL_TICKET "rocks ticket v6"
 #define LABEL_FINISHED "rocks client finished v7"
+#define LABEL_EARLY "rocks client early v7"
 #define DIGEST_LEN 32
 
 int
@@ -203,6 +204,15 @@ rock_resume_tag(uint8_t out[ROCK_TAG_LEN], const uint8_t rms[ROCK_KEY_LEN],
 	const struct span s[] = { { sent, nsent }, { msg, nmsg } };
 
 	tag_spans(out, rms, LABEL_RESUME, s, 2);
+}
+
+void
+rock_early_tag(uint8_t out[ROCK_TAG_LEN], const uint8_t rms[ROCK_KEY_LEN],
+    const uint8_t flight[ROCK_EARLY_TOTAL])
+{
+	const struct span s[] = { { flight, ROCK_EARLY_TOTAL - ROCK_TAG_LEN } };
+
+	tag_spans(out, rms, LABEL_EARLY, s, 1);
 }
 
 void

@@ -78,6 +78,10 @@ void rock_resume_keys(struct rock_keys *k, int client,
  * before the tag. */
 void rock_resume_tag(uint8_t out[ROCK_TAG_LEN], const uint8_t rms[ROCK_KEY_LEN],
     const uint8_t *sent, size_t nsent, const uint8_t *msg, size_t nmsg);
+/* CLIENT_EARLY's tag under the ticket's secret: the announcement and
+ * every byte of CLIENT_EARLY before the tag. */
+void rock_early_tag(uint8_t out[ROCK_TAG_LEN], const uint8_t rms[ROCK_KEY_LEN],
+    const uint8_t flight[ROCK_EARLY_TOTAL]);
 /* CLIENT_FINISHED: its type, then a tag under K_cs over the first flight
  * and the whole answer (with its TICKET) as they went on the wire. */
 void rock_finished_encode(uint8_t out[ROCK_FINISHED_LEN],

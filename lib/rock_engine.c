@@ -36,7 +36,8 @@ make_announcement(struct rock_engine *e)
 
 	a.version_max = ROCK_VERSION;
 	a.version_min = ROCK_VERSION;
-	a.features = ROCK_FEAT_ALL;
+	a.features = ROCK_FEAT_ALL |
+	    (e->cfg.strike != NULL ? ROCK_FEAT_EARLY : 0);
 	if (e->cfg.announce_random != NULL)
 		memcpy(a.random, e->cfg.announce_random, sizeof(a.random));
 	else

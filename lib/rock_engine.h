@@ -57,6 +57,10 @@ struct rock_engine_config {
 	/* server: the ticket keys the workers seal and open with, shared
 	 * (rock_ticket_store_new); NULL: the engine's own */
 	struct rock_ticket_store *ticket_store;
+	/* server: the replay register that lets a CLIENT_EARLY's bytes
+	 * through before the handshake's round trip (rock_strike_new),
+	 * shared by the workers; NULL: EARLY not offered */
+	struct rock_strike *strike;
 };
 
 void rock_engine_config_defaults(struct rock_engine_config *cfg);
@@ -66,6 +70,14 @@ void rock_engine_config_defaults(struct rock_engine_config *cfg);
 struct rock_ticket_store;
 int rock_ticket_store_new(struct rock_ticket_store **out);
 void rock_ticket_store_free(struct rock_ticket_store *st);
+
+/* Servers: the register of early flights admitted (doc/PROTOCOL.md 2.9),
+ * memory shared by the processes forked after it is made; a new one (a
+ * hand-over's successor) admits no flight under an older ticket. 0 or
+ * ROCK_ERR_SYSTEM. */
+struct rock_strike;
+int rock_strike_new(struct rock_strike **out);
+void rock_strike_free(struct rock_strike *st);
 
 /* Where a server with workers writes the worker's number in a connection
  * id (doc/PROTOCOL.md 4.1). */
@@ -172,6 +184,19 @@ enum rock_hs_fail {
 
 /* Counters of the engine's traffic, for logs, tests and rockd's metrics;
  * they only grow. */
+/* Server: what became of a CLIENT_EARLY's bytes (doc/PROTOCOL.md 2.9):
+ * passed on at once (ADMITTED), or held back, the client then proving
+ * its keys by a reconnect and sending them again. */
+enum rock_early_verdict {
+	ROCK_EARLY_ADMITTED,
+	ROCK_EARLY_REPLAY,	/* its nonce admitted before */
+	ROCK_EARLY_CLOCK,	/* its time and ours a window apart */
+	ROCK_EARLY_ERA,		/* a ticket older than the register */
+	ROCK_EARLY_FULL,	/* no room, or the register unusable */
+	ROCK_EARLY_OFF,		/* no register: EARLY is not offered */
+	ROCK_EARLY_VERDICTS
+};
+
 struct rock_engine_stats {
 	unsigned long hb_ok, hb_bad_tag, hb_replayed, hb_unknown, hb_malformed;
 	unsigned long reconnects, reconnect_rejected;
@@ -186,6 +211,7 @@ struct rock_engine_stats {
 	unsigned long handshake_failed[ROCK_HS_FAIL_KINDS];
 	unsigned long evictions;	/* rock_engine_make_room's victims */
 	unsigned long reconnects_routed; /* handed to the worker of their id */
+	unsigned long early[ROCK_EARLY_VERDICTS];	/* server: CLIENT_EARLYs */
 };
 const struct rock_engine_stats *rock_engine_stats(const struct rock_engine *e);
 

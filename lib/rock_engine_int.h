@@ -359,9 +359,20 @@ void rock_ticket_issue(struct rock_engine *e, const uint8_t rms[ROCK_KEY_LEN],
 void rock_ticket_keys_get(const struct rock_engine *e,
     struct rock_ticket_key out[2]);
 void rock_ticket_keys_adopted(struct rock_engine *e);
+/* Memory shared with processes forked after, a robust process-shared
+ * lock at its start (the struct's first member): rockd's workers'. */
+int rock_shared_map(size_t size, void **out);
+/* Server: a ticket opened, its secret, its chain's start and (issued,
+ * unless NULL) when we sealed it, on rock_ticket_now_ms's clock. */
 int rock_ticket_accept(struct rock_engine *e,
     const uint8_t ticket[ROCK_TICKET_LEN], uint8_t rms[ROCK_KEY_LEN],
-    int64_t *origin);
+    int64_t *origin, int64_t *issued);
+/* Server: what the replay register says of a CLIENT_EARLY
+ * (doc/PROTOCOL.md 2.9); only ADMITTED lets its bytes through. */
+#define ROCK_EARLY_WINDOW_MS	10000
+enum rock_early_verdict rock_strike_admit(struct rock_strike *st,
+    const uint8_t nonce[ROCK_NONCE_LEN], int64_t issued_ms, uint32_t age_ms,
+    int64_t now_ms);
 /* Client: the ticket held for a destination (1, copied), a new one, or
  * the one a connect used found wanting (kept if another replaced it). */
 int rock_ticket_find(struct rock_engine *e, const struct sockaddr *addr,
@@ -423,9 +434,16 @@ void rock_session_callback(struct rock_session *s,
 int rock_session_release(struct rock_session *s);
 
 /* Server, a new rock: its connection is attached once the client's
- * CLIENT_FINISHED (want) proves it holds the keys (rock_finish.c). */
+ * CLIENT_FINISHED (want) proves it holds the keys (READ); after a
+ * CLIENT_EARLY the replay register admitted, on the loop's next turn
+ * (EARLY); after one it did not, never: its bytes are drained and the
+ * client's reconnect proves the keys (HELD) (rock_finish.c). */
+enum rock_finish_mode { ROCK_FINISH_READ, ROCK_FINISH_EARLY, ROCK_FINISH_HELD };
+/* The most a held flight's connection is drained of before it is reset. */
+#define ROCK_EARLY_HELD_MAX	(1024 * 1024)
 int rock_finish_wait(struct rock_session *s, int fd, int rtt_ms, int resumed,
-    uint16_t udp_port, const uint8_t want[ROCK_FINISHED_LEN]);
+    uint16_t udp_port, enum rock_finish_mode mode,
+    const uint8_t want[ROCK_FINISHED_LEN]);
 int rock_finish_pending(const struct rock_session *s);
 void rock_finish_cancel(struct rock_session *s, int proven_by_reconnect);
 

@@ -1,8 +1,10 @@
-/* rock_finish.c: server: a new rock waits for the client's CLIENT_FINISHED before its connection carries a byte. */
+/* rock_finish.c: server: a new rock waits for the client's CLIENT_FINISHED before its connection carries a byte, or a CLIENT_EARLY's bytes pass at once or are held back. */
 #include "config.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "rock_accept.h"
 #include "rock_engine_int.h"
@@ -17,7 +19,9 @@
  * progress (the owner's limit on them, a hand-over's wait) until then. */
 struct rock_finish {
 	struct rock_session *s;
-	int fd;
+	int fd;				/* -1: a held flight's, drained */
+	enum rock_finish_mode mode;
+	size_t drained;			/* ROCK_FINISH_HELD: bytes dropped */
 	int resumed;
 	uint16_t udp_port;		/* the client's, taken once proven */
 	uint8_t want[ROCK_FINISHED_LEN];
@@ -35,7 +39,7 @@ finish_end(struct rock_session *s, int reset)
 	s->finish = NULL;
 	s->e->nhandshakes--;
 	rock_accept_disarm(&f->ev, &f->deadline);
-	if (reset)
+	if (reset && f->fd >= 0)
 		rock_close_reset(f->fd);
 	rock_wipe(f->want, sizeof(f->want));
 	free(f);
@@ -98,18 +102,61 @@ proven(struct rock_session *s)
 	rock_session_release(s);
 }
 
+/* A CLIENT_EARLY whose bytes were held back: they are read and dropped
+ * (the client sends them again once its reconnect proves its keys) until
+ * it closes this connection, as it does on reading our answer. 1 while
+ * it stays open. */
+static int
+held_drain(struct rock_finish *f)
+{
+	uint8_t scratch[4096];
+	ssize_t n;
+
+	while ((n = rock_sys.recv(f->fd, scratch, sizeof(scratch),
+	    MSG_DONTWAIT)) > 0)
+		if ((f->drained += (size_t)n) > ROCK_EARLY_HELD_MAX)
+			return 0;
+	return n < 0 && (errno == EAGAIN || errno == EINTR);
+}
+
+/* The held flight's connection is over: the session waits for the
+ * client's reconnect, until the deadline. */
+static void
+held_over(struct rock_session *s)
+{
+	struct rock_finish *f = s->finish;
+
+	if (s->proven) {
+		unproven(s, "its early bytes were held back");
+		return;
+	}
+	event_free(f->ev);
+	f->ev = NULL;
+	rock_close_reset(f->fd);
+	f->fd = -1;
+}
+
 static void
 on_finished_read(evutil_socket_t fd, short what, void *arg)
 {
 	struct rock_finish *f = arg;
 	struct rock_session *s = f->s;
 	struct rock_engine *e = s->e;
-	int r = rock_accept_fill(f->fd, f->got, &f->have, sizeof(f->got));
+	int r = 0;
 
 	(void)fd;
 	(void)what;
+	if (f->mode == ROCK_FINISH_READ)
+		r = rock_accept_fill(f->fd, f->got, &f->have, sizeof(f->got));
+	else if (f->mode == ROCK_FINISH_HELD)
+		r = held_drain(f);
 	rock_engine_enter(e);
-	if (r < 0)
+	if (f->mode == ROCK_FINISH_EARLY)
+		proven(s);
+	else if (f->mode == ROCK_FINISH_HELD) {
+		if (r == 0)
+			held_over(s);
+	} else if (r < 0)
 		unproven(s, "the client left before its CLIENT_FINISHED");
 	else if (r > 0 && !rock_equal(f->got, f->want, sizeof(f->want)))
 		unproven(s, "a CLIENT_FINISHED not made with the session's keys "
@@ -129,13 +176,15 @@ on_finished_deadline(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	rock_engine_enter(e);
-	unproven(s, "no CLIENT_FINISHED in time");
+	unproven(s, f->mode == ROCK_FINISH_HELD ? "no reconnect in time after "
+	    "its early bytes were held back" : "no CLIENT_FINISHED in time");
 	rock_engine_leave(e);
 }
 
 int
 rock_finish_wait(struct rock_session *s, int fd, int rtt_ms, int resumed,
-    uint16_t udp_port, const uint8_t want[ROCK_FINISHED_LEN])
+    uint16_t udp_port, enum rock_finish_mode mode,
+    const uint8_t want[ROCK_FINISHED_LEN])
 {
 	struct rock_finish *f = calloc(1, sizeof(*f));
 
@@ -143,6 +192,7 @@ rock_finish_wait(struct rock_session *s, int fd, int rtt_ms, int resumed,
 		return ROCK_ERR_NOMEM;
 	f->s = s;
 	f->fd = fd;
+	f->mode = mode;
 	f->resumed = resumed;
 	f->udp_port = udp_port;
 	memcpy(f->want, want, sizeof(f->want));
@@ -156,6 +206,10 @@ rock_finish_wait(struct rock_session *s, int fd, int rtt_ms, int resumed,
 	s->awaiting_finished = 1;
 	s->suspended_at_ms = rock_now_ms();
 	s->e->nhandshakes++;
+	/* Admitted early bytes pass once the loop turns: the owner has its
+	 * session by then (an attach here would call it back before). */
+	if (mode == ROCK_FINISH_EARLY)
+		event_active(f->ev, EV_READ, 0);
 	return 0;
 }
 

@@ -22,6 +22,9 @@ struct rock_handshake {
 	int resume;			/* by a ticket: rms, origin below */
 	uint8_t rms[ROCK_KEY_LEN];
 	int64_t origin;			/* the chain's full handshake */
+	size_t flight_len;		/* the announcement and the hello */
+	int early;			/* a CLIENT_EARLY: bytes follow it */
+	enum rock_early_verdict verdict;	/* and what became of them */
 	struct sockaddr_storage peer;
 	socklen_t peer_len;
 	/* TCP's, over the connection's handshake; -1: none yet (accepted at
@@ -53,13 +56,18 @@ handshake_free(struct rock_handshake *hs, int close_fd)
 }
 
 /* A full hello's length, or a resumption's once its type is read: the
- * shorter is read first, so no byte past the hello is ever taken. */
+ * shorter is read first, so no byte past the hello is ever taken (after
+ * a CLIENT_EARLY come the client's own). */
 static size_t
 hello_want(const struct rock_handshake *hs)
 {
-	return hs->have > ROCK_ANNOUNCE_LEN &&
-	    hs->buf[ROCK_ANNOUNCE_LEN] == ROCK_MSG_CLIENT_RESUME ?
-	    ROCK_RESUME_TOTAL : ROCK_HELLO_TOTAL;
+	if (hs->have <= ROCK_ANNOUNCE_LEN)
+		return ROCK_HELLO_TOTAL;
+	switch (hs->buf[ROCK_ANNOUNCE_LEN]) {
+	case ROCK_MSG_CLIENT_RESUME: return ROCK_RESUME_TOTAL;
+	case ROCK_MSG_CLIENT_EARLY: return ROCK_EARLY_TOTAL;
+	default: return ROCK_HELLO_TOTAL;
+	}
 }
 
 static enum rock_hs_fail
@@ -85,7 +93,8 @@ rock_handshake_reject(struct rock_handshake *hs, uint8_t code, const char *text)
 }
 
 /* A ticket that does not open (another instance's, a key retired and
- * wiped, bytes changed) or has expired: TICKET, unsigned. Whoever gets it
+ * wiped, bytes changed), has expired, or a CLIENT_EARLY's tag by its
+ * secret that does not verify: TICKET, unsigned. Whoever gets it
  * can only make a full handshake, which proves us anyway: a signature
  * would buy nothing, and a stranger's forged tickets cost an AEAD open. */
 static void
@@ -93,15 +102,62 @@ ticket_refused(struct rock_handshake *hs, int r)
 {
 	uint8_t out[ROCK_ERROR_MAX_LEN];
 	const char *text = r == ROCK_ERR_TIMEOUT ? "ticket expired" :
-	    "unknown ticket";
+	    r == ROCK_ERR_PROTOCOL ? "early flight altered" : "unknown ticket";
 	size_t n = rock_error_encode(ROCK_WERR_TICKET, text, out);
 
-	stranger(hs->e, ROCK_STRANGER_HANDSHAKE, "handshake: a resumption "
-	    "ticket %s; client told to make a full handshake",
-	    r == ROCK_ERR_TIMEOUT ? "expired" : "not ours");
+	stranger(hs->e, ROCK_STRANGER_HANDSHAKE, "handshake: %s; client told "
+	    "to make a full handshake", r == ROCK_ERR_TIMEOUT ?
+	    "a resumption ticket expired" : r == ROCK_ERR_PROTOCOL ?
+	    "a CLIENT_EARLY whose tag does not verify" :
+	    "a resumption ticket not ours");
 	hs->e->stats.handshake_failed[ROCK_HS_TICKET]++;
 	(void)rock_sys.send(hs->fd, out, n, MSG_NOSIGNAL | MSG_DONTWAIT);
 	handshake_free(hs, 1);
+}
+
+/* A CLIENT_EARLY's tag, by the secret its ticket sealed, then whether
+ * its bytes may pass at once: only a flight the replay register has
+ * never admitted, sent (by its ticket's age) within a window of now. */
+static int
+early_check(struct rock_handshake *hs, uint32_t age_ms, int64_t issued_ms,
+    const uint8_t nonce[ROCK_NONCE_LEN])
+{
+	uint8_t tag[ROCK_TAG_LEN];
+	int ok;
+
+	rock_early_tag(tag, hs->rms, hs->buf);
+	ok = rock_equal(tag, hs->buf + ROCK_EARLY_TOTAL - ROCK_TAG_LEN,
+	    ROCK_TAG_LEN);
+	rock_wipe(tag, sizeof(tag));
+	if (!ok)
+		return ROCK_ERR_PROTOCOL;
+	hs->early = 1;
+	hs->verdict = hs->e->cfg.strike == NULL ? ROCK_EARLY_OFF :
+	    rock_strike_admit(hs->e->cfg.strike, nonce, issued_ms, age_ms,
+	    rock_ticket_now_ms());
+	hs->e->stats.early[hs->verdict]++;
+	if (hs->verdict != ROCK_EARLY_ADMITTED)
+		rlog_debug(hs->e->log, "handshake: early bytes held back (%s): "
+		    "the client proves its keys first",
+		    hs->verdict == ROCK_EARLY_REPLAY ? "a replayed flight" :
+		    hs->verdict == ROCK_EARLY_CLOCK ? "sent outside the window" :
+		    hs->verdict == ROCK_EARLY_ERA ? "a ticket older than the "
+		    "register" : hs->verdict == ROCK_EARLY_FULL ?
+		    "the register is full" : "not offered");
+	return 0;
+}
+
+/* CLIENT_RESUME or CLIENT_EARLY, into cr (and age_ms): 0 or -1. */
+static int
+resume_decode(const struct rock_handshake *hs, struct rock_client_resume *cr,
+    uint32_t *age_ms)
+{
+	const uint8_t *m = hs->buf + ROCK_ANNOUNCE_LEN;
+
+	*age_ms = 0;
+	return m[0] == ROCK_MSG_CLIENT_EARLY ?
+	    rock_client_early_decode(cr, age_ms, m) :
+	    rock_client_resume_decode(cr, m);
 }
 
 /* A resumption's hello: its fields as a full hello's, and the secret its
@@ -110,9 +166,11 @@ static int
 resume_check(struct rock_handshake *hs)
 {
 	struct rock_client_resume cr;
+	int64_t issued;
+	uint32_t age_ms;
 	int r;
 
-	if (rock_client_resume_decode(&cr, hs->buf + ROCK_ANNOUNCE_LEN) != 0) {
+	if (resume_decode(hs, &cr, &age_ms) != 0) {
 		stranger(hs->e, ROCK_STRANGER_HANDSHAKE,
 		    "handshake: malformed resumption; dropped");
 		rock_handshake_reject(hs, ROCK_WERR_PROTOCOL, "malformed hello");
@@ -126,7 +184,10 @@ resume_check(struct rock_handshake *hs)
 	memcpy(hs->hello.nonce, cr.nonce, ROCK_NONCE_LEN);
 	if (cr.version != ROCK_VERSION)
 		return 0;		/* refused as any hello of that version */
-	if ((r = rock_ticket_accept(hs->e, cr.ticket, hs->rms, &hs->origin)) != 0) {
+	if ((r = rock_ticket_accept(hs->e, cr.ticket, hs->rms, &hs->origin,
+	    &issued)) == 0 && hs->buf[ROCK_ANNOUNCE_LEN] == ROCK_MSG_CLIENT_EARLY)
+		r = early_check(hs, age_ms, issued, cr.nonce);
+	if (r != 0) {
 		ticket_refused(hs, r);
 		return -1;
 	}
@@ -149,7 +210,9 @@ hello_complete(struct rock_handshake *hs)
 		rock_handshake_reject(hs, ROCK_WERR_STALE, "stale announcement");
 		return;
 	}
-	if (hs->buf[ROCK_ANNOUNCE_LEN] == ROCK_MSG_CLIENT_RESUME) {
+	hs->flight_len = hello_want(hs);
+	if (hs->buf[ROCK_ANNOUNCE_LEN] == ROCK_MSG_CLIENT_RESUME ||
+	    hs->buf[ROCK_ANNOUNCE_LEN] == ROCK_MSG_CLIENT_EARLY) {
 		if (resume_check(hs) != 0)
 			return;
 	} else if (rock_client_hello_decode(&hs->hello, hs->buf + ROCK_ANNOUNCE_LEN) != 0) {
@@ -365,7 +428,7 @@ answer_resumed(struct rock_handshake *hs, const uint8_t id[ROCK_ID_LEN],
 	rock_resume_keys(keys, 0, hs->rms, hs->hello.nonce, sr.nonce, id);
 	rock_server_resume_encode(&sr, out);
 	ticket_for(hs, id, keys, out + ROCK_SERVER_RESUME_LEN);
-	rock_resume_tag(sr.tag, hs->rms, hs->buf, ROCK_RESUME_TOTAL, tagged,
+	rock_resume_tag(sr.tag, hs->rms, hs->buf, hs->flight_len, tagged,
 	    rock_answer_covered(tagged, out, ROCK_SERVER_RESUME_TAGGED,
 	    out + ROCK_SERVER_RESUME_LEN));
 	memcpy(out + ROCK_SERVER_RESUME_TAGGED, sr.tag, ROCK_TAG_LEN);
@@ -394,8 +457,7 @@ answer(struct rock_handshake *hs, const uint8_t id[ROCK_ID_LEN],
 	}
 	if (r != 0)
 		return r;
-	rock_finished_encode(finished, keys->rx, hs->buf, hs->resume ?
-	    ROCK_RESUME_TOTAL : ROCK_HELLO_TOTAL, out, n);
+	rock_finished_encode(finished, keys->rx, hs->buf, hs->flight_len, out, n);
 	return rock_sys.send(hs->fd, out, n, MSG_NOSIGNAL | MSG_DONTWAIT) ==
 	    (ssize_t)n ? 0 : ROCK_ERR_SYSTEM;
 }
@@ -410,7 +472,8 @@ int
 rock_handshake_accept(struct rock_handshake *hs,
     const struct rock_session_cbs *cbs, void *arg, struct rock_session **out)
 {
-	uint16_t features = hs->hello.features & ROCK_FEAT_ALL;
+	uint16_t features = (hs->hello.features & ROCK_FEAT_ALL) |
+	    (hs->early && hs->verdict == ROCK_EARLY_ADMITTED ? ROCK_FEAT_EARLY : 0);
 	const uint8_t *id = hs->fresh.id;
 	uint8_t finished[ROCK_FINISHED_LEN];
 	struct rock_keys keys;
@@ -427,7 +490,8 @@ rock_handshake_accept(struct rock_handshake *hs,
 	if (hs->hello.rcvbuf > hs->e->rmem_max)
 		hs->hello.rcvbuf = hs->e->rmem_max;
 	/* The client's FINISHED and first bytes wait in the socket until
-	 * the session below reads them. */
+	 * the session below reads them (after a CLIENT_EARLY: its bytes,
+	 * passed on or, held back, drained). */
 	memset(&keys, 0, sizeof(keys));
 	if ((r = answer(hs, id, features, bufs, &keys, finished)) == 0 &&
 	    (r = rock_session_new(hs->e, ROCK_ROLE_SERVER, id, &keys,
@@ -442,7 +506,9 @@ rock_handshake_accept(struct rock_handshake *hs,
 		 * flow at once (the source of the first authentic record
 		 * replaces it), once the FINISHED has come. */
 		r = rock_finish_wait(s, hs->fd, s->rtt_ms, resumed,
-		    hs->hello.udp_port, finished);
+		    hs->hello.udp_port, !hs->early ? ROCK_FINISH_READ :
+		    hs->verdict == ROCK_EARLY_ADMITTED ? ROCK_FINISH_EARLY :
+		    ROCK_FINISH_HELD, finished);
 	}
 	rock_keys_wipe(&keys);
 	rock_wipe(finished, sizeof(finished));

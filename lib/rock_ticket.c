@@ -53,33 +53,46 @@ struct rock_ticket_store {
 	struct rock_ticket_key keys[2];
 };
 
+/* size bytes of zeroed memory shared with the processes forked after,
+ * beginning with a lock that survives a process killed while holding it
+ * (EOWNERDEAD to the next taker). 0 or ROCK_ERR_SYSTEM. */
 int
-rock_ticket_store_new(struct rock_ticket_store **out)
+rock_shared_map(size_t size, void **out)
 {
-	struct rock_ticket_store *st;
 	pthread_mutexattr_t a;
+	void *p;
 	int r;
 
-	st = mmap(NULL, sizeof(*st), PROT_READ | PROT_WRITE,
-	    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	if (st == MAP_FAILED)
+	p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+	    -1, 0);
+	if (p == MAP_FAILED)
 		return ROCK_ERR_SYSTEM;
-	memset(st, 0, sizeof(*st));
 	if ((r = pthread_mutexattr_init(&a)) == 0) {
 		if ((r = pthread_mutexattr_setpshared(&a,
 		    PTHREAD_PROCESS_SHARED)) == 0 &&
 		    (r = pthread_mutexattr_setrobust(&a,
 		    PTHREAD_MUTEX_ROBUST)) == 0)
-			r = pthread_mutex_init(&st->lock, &a);
+			r = pthread_mutex_init((pthread_mutex_t *)p, &a);
 		pthread_mutexattr_destroy(&a);
 	}
 	if (r != 0) {
-		munmap(st, sizeof(*st));
+		munmap(p, size);
 		errno = r;
 		return ROCK_ERR_SYSTEM;
 	}
-	*out = st;
+	*out = p;
 	return 0;
+}
+
+int
+rock_ticket_store_new(struct rock_ticket_store **out)
+{
+	void *p;
+	int r;
+
+	if ((r = rock_shared_map(sizeof(**out), &p)) == 0)
+		*out = p;
+	return r;
 }
 
 void
@@ -198,7 +211,8 @@ rock_ticket_issue(struct rock_engine *e, const uint8_t rms[ROCK_KEY_LEN],
 
 static int
 ticket_open(struct rock_engine *e, const uint8_t ticket[ROCK_TICKET_LEN],
-    uint8_t rms[ROCK_KEY_LEN], int64_t *origin, int64_t now)
+    uint8_t rms[ROCK_KEY_LEN], int64_t *origin, int64_t *issued_out,
+    int64_t now)
 {
 	uint64_t issued, from;
 	int i;
@@ -220,6 +234,8 @@ ticket_open(struct rock_engine *e, const uint8_t ticket[ROCK_TICKET_LEN],
 			return ROCK_ERR_TIMEOUT;
 		}
 		*origin = (int64_t)from;
+		if (issued_out != NULL)
+			*issued_out = (int64_t)issued;
 		return 0;
 	}
 	return ROCK_ERR_AUTH;
@@ -228,11 +244,11 @@ ticket_open(struct rock_engine *e, const uint8_t ticket[ROCK_TICKET_LEN],
 int
 rock_ticket_accept(struct rock_engine *e,
     const uint8_t ticket[ROCK_TICKET_LEN], uint8_t rms[ROCK_KEY_LEN],
-    int64_t *origin)
+    int64_t *origin, int64_t *issued)
 {
 	int own = keys_in(e), r;
 
-	r = ticket_open(e, ticket, rms, origin, rock_ticket_now_ms());
+	r = ticket_open(e, ticket, rms, origin, issued, rock_ticket_now_ms());
 	keys_out(e, own);
 	return r;
 }

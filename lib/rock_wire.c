@@ -165,11 +165,12 @@ rock_client_resume_encode(const struct rock_client_resume *h,
 	memcpy(out + 30, h->ticket, ROCK_TICKET_LEN);
 }
 
-int
-rock_client_resume_decode(struct rock_client_resume *h,
+/* CLIENT_RESUME's fields, which CLIENT_EARLY begins with too. */
+static int
+resume_fields_decode(struct rock_client_resume *h, uint8_t type,
     const uint8_t in[ROCK_CLIENT_RESUME_LEN])
 {
-	if (in[0] != ROCK_MSG_CLIENT_RESUME || in[1] == 0)
+	if (in[0] != type || in[1] == 0)
 		return ROCK_ERR_PROTOCOL;
 	h->version = in[1];
 	h->features = get16(in + 2);
@@ -179,6 +180,34 @@ rock_client_resume_decode(struct rock_client_resume *h,
 	memcpy(h->nonce, in + 14, ROCK_NONCE_LEN);
 	memcpy(h->ticket, in + 30, ROCK_TICKET_LEN);
 	return 0;
+}
+
+int
+rock_client_resume_decode(struct rock_client_resume *h,
+    const uint8_t in[ROCK_CLIENT_RESUME_LEN])
+{
+	return resume_fields_decode(h, ROCK_MSG_CLIENT_RESUME, in);
+}
+
+void
+rock_client_early_encode(const struct rock_client_resume *h, uint32_t age_ms,
+    uint8_t out[ROCK_CLIENT_EARLY_LEN])
+{
+	rock_client_resume_encode(h, out);
+	out[0] = ROCK_MSG_CLIENT_EARLY;
+	put32(out + ROCK_CLIENT_RESUME_LEN, age_ms);
+	memset(out + ROCK_CLIENT_EARLY_TAGGED, 0, ROCK_TAG_LEN);
+}
+
+int
+rock_client_early_decode(struct rock_client_resume *h, uint32_t *age_ms,
+    const uint8_t in[ROCK_CLIENT_EARLY_LEN])
+{
+	int r = resume_fields_decode(h, ROCK_MSG_CLIENT_EARLY, in);
+
+	if (r == 0)
+		*age_ms = get32(in + ROCK_CLIENT_RESUME_LEN);
+	return r;
 }
 
 void

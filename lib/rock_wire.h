@@ -20,6 +20,9 @@
 #define ROCK_FEAT_UDP		0x0001u
 #define ROCK_FEAT_RECONNECT	0x0002u
 #define ROCK_FEAT_ALL		(ROCK_FEAT_UDP | ROCK_FEAT_RECONNECT)
+/* Offered by a server that keeps a replay register (doc/PROTOCOL.md 2.9);
+ * granted only in answer to CLIENT_EARLY whose bytes it passed on. */
+#define ROCK_FEAT_EARLY		0x0004u
 
 /* Message types on the data connection. */
 enum rock_msg_type {
@@ -30,6 +33,7 @@ enum rock_msg_type {
 	ROCK_MSG_SERVER_RESUME = 0x07,
 	ROCK_MSG_TICKET = 0x08,
 	ROCK_MSG_CLIENT_FINISHED = 0x09,
+	ROCK_MSG_CLIENT_EARLY = 0x0a,
 	ROCK_MSG_ERROR = 0x7f
 };
 
@@ -69,6 +73,11 @@ enum rock_wire_error {
 				 ROCK_TICKET_PLAIN_LEN + 16)
 #define ROCK_CLIENT_RESUME_LEN	(30 + ROCK_TICKET_LEN)
 #define ROCK_RESUME_TOTAL	(ROCK_ANNOUNCE_LEN + ROCK_CLIENT_RESUME_LEN)
+/* CLIENT_EARLY: CLIENT_RESUME's fields, the ticket's age and a tag by
+ * the ticket's secret; the client's first bytes follow at once. */
+#define ROCK_CLIENT_EARLY_LEN	(ROCK_CLIENT_RESUME_LEN + 4 + ROCK_TAG_LEN)
+#define ROCK_CLIENT_EARLY_TAGGED (ROCK_CLIENT_EARLY_LEN - ROCK_TAG_LEN)
+#define ROCK_EARLY_TOTAL	(ROCK_ANNOUNCE_LEN + ROCK_CLIENT_EARLY_LEN)
 #define ROCK_SERVER_RESUME_LEN	64
 #define ROCK_SERVER_RESUME_TAGGED (ROCK_SERVER_RESUME_LEN - ROCK_TAG_LEN)
 #define ROCK_TICKET_MSG_LEN	(5 + ROCK_TICKET_LEN)
@@ -78,7 +87,7 @@ enum rock_wire_error {
 /* The longest answer to a first flight, with its TICKET. */
 #define ROCK_ANSWER_MAX		(ROCK_SERVER_HELLO_LEN + ROCK_TICKET_MSG_LEN)
 /* The longest first flight a client sends on a new connection. */
-#define ROCK_FIRST_FLIGHT_MAX	ROCK_RESUME_TOTAL
+#define ROCK_FIRST_FLIGHT_MAX	ROCK_EARLY_TOTAL
 /* SERVER_HELLO's bytes that its signature covers. */
 #define ROCK_SERVER_HELLO_SIGNED (ROCK_SERVER_HELLO_LEN - ROCK_SIG_LEN)
 #define ROCK_RECONNECT_REQ_LEN	85
@@ -233,6 +242,9 @@ int rock_announce_decode(struct rock_announce *a, const uint8_t in[ROCK_ANNOUNCE
 int rock_client_hello_decode(struct rock_client_hello *h, const uint8_t in[ROCK_CLIENT_HELLO_LEN]);
 int rock_server_hello_decode(struct rock_server_hello *h, const uint8_t in[ROCK_SERVER_HELLO_LEN]);
 int rock_client_resume_decode(struct rock_client_resume *h, const uint8_t in[ROCK_CLIENT_RESUME_LEN]);
+/* CLIENT_EARLY with its tag zero (the caller tags bytes 0..TAGGED-1). */
+void rock_client_early_encode(const struct rock_client_resume *h, uint32_t age_ms, uint8_t out[ROCK_CLIENT_EARLY_LEN]);
+int rock_client_early_decode(struct rock_client_resume *h, uint32_t *age_ms, const uint8_t in[ROCK_CLIENT_EARLY_LEN]);
 int rock_server_resume_decode(struct rock_server_resume *h, const uint8_t in[ROCK_SERVER_RESUME_LEN]);
 int rock_ticket_msg_decode(struct rock_ticket_msg *t, const uint8_t in[ROCK_TICKET_MSG_LEN]);
 int rock_reconnect_req_decode(struct rock_reconnect_req *r, const uint8_t in[ROCK_RECONNECT_REQ_LEN]);

@@ -18,6 +18,7 @@ main(void)
 	srunner_add_suite(sr, session_suite());
 	srunner_add_suite(sr, netem_suite());
 	srunner_add_suite(sr, steer_suite());
+	srunner_add_suite(sr, strike_suite());
 	srunner_add_suite(sr, evict_suite());
 	srunner_add_suite(sr, handover_suite());
 	srunner_add_suite(sr, identity_suite());

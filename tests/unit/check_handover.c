@@ -310,7 +310,7 @@ START_TEST(test_engine_announcement_moves)
 	rock_random(nonce, sizeof(nonce));
 	rock_ticket_issue(from, rms, rock_ticket_now_ms(), nonce, ticket);
 	ck_assert_int_eq(rock_ticket_msg_decode(&tm, ticket), 0);
-	ck_assert_int_eq(rock_ticket_accept(to, tm.ticket, got, &origin),
+	ck_assert_int_eq(rock_ticket_accept(to, tm.ticket, got, &origin, NULL),
 	    ROCK_ERR_AUTH);
 	ck_assert_mem_ne(rock_engine_announcement(to),
 	    rock_engine_announcement(from), ROCK_ANNOUNCE_LEN);
@@ -323,7 +323,7 @@ START_TEST(test_engine_announcement_moves)
 	ck_assert_int_eq(rock_engine_import(to, buf, n), 0);
 	ck_assert_mem_eq(rock_engine_announcement(to),
 	    rock_engine_announcement(from), ROCK_ANNOUNCE_LEN);
-	ck_assert_int_eq(rock_ticket_accept(to, tm.ticket, got, &origin), 0);
+	ck_assert_int_eq(rock_ticket_accept(to, tm.ticket, got, &origin, NULL), 0);
 	ck_assert_mem_eq(got, rms, sizeof(rms));
 }
 END_TEST

@@ -720,7 +720,7 @@ START_TEST(test_ticket_store)
 	uint8_t msg[ROCK_TICKET_MSG_LEN];
 	struct rock_ticket_msg m;
 	uint8_t first[ROCK_TICKET_KEY_ID_LEN];
-	int64_t origin = 0, now = rock_ticket_now_ms();
+	int64_t origin = 0, issued = 0, now = rock_ticket_now_ms();
 
 	rock_config_defaults(&logcfg);
 	logcfg.log_sink = ROCK_LOG_STDERR;
@@ -737,15 +737,20 @@ START_TEST(test_ticket_store)
 	memcpy(first, m.ticket, sizeof(first));
 	/* No copy of the key is left in the engine between uses. */
 	ck_assert_int_eq(a->ticket_keys[0].set, 0);
-	ck_assert_int_eq(rock_ticket_accept(b, m.ticket, got, &origin), 0);
+	ck_assert_int_eq(rock_ticket_accept(b, m.ticket, got, &origin,
+	    &issued), 0);
 	ck_assert_mem_eq(got, rms, sizeof(rms));
 	ck_assert_int_eq(origin, now);
-	ck_assert_int_eq(rock_ticket_accept(lone, m.ticket, got, &origin),
-	    ROCK_ERR_AUTH);
+	/* When it was sealed: what an early flight's age counts from. */
+	ck_assert_int_ge(issued, now);
+	ck_assert_int_le(issued, rock_ticket_now_ms());
+	ck_assert_int_eq(rock_ticket_accept(lone, m.ticket, got, &origin,
+	    NULL), ROCK_ERR_AUTH);
 	/* b seals with the key a made (one key, not one each): a opens it. */
 	rock_ticket_issue(b, rms, now - 99, nonce, msg);
 	ck_assert_int_eq(rock_ticket_msg_decode(&m, msg), 0);
-	ck_assert_int_eq(rock_ticket_accept(a, m.ticket, got, &origin), 0);
+	ck_assert_int_eq(rock_ticket_accept(a, m.ticket, got, &origin, NULL),
+	    0);
 	ck_assert_int_eq(origin, now - 99);
 	ck_assert_mem_eq(m.ticket, first, ROCK_TICKET_KEY_ID_LEN);
 	rock_engine_free(lone);
@@ -1110,6 +1115,139 @@ START_TEST(test_replayed_flight)
 	}
 	tap_end(lfd, acc);
 	pair_down(&sv);
+}
+END_TEST
+
+/* ---- CLIENT_EARLY, the server's side (doc/PROTOCOL.md 2.9) */
+
+#define EARLY_ANSWER (ROCK_SERVER_RESUME_LEN + ROCK_TICKET_MSG_LEN)
+
+/* A CLIENT_EARLY to sv under the ticket the client engine holds for it,
+ * nonce filled with `fill`, claiming age_ms; msg after it. Its length. */
+static size_t
+early_flight(const struct server *sv, uint8_t fill, uint32_t age_ms,
+    const char *msg, uint8_t *out)
+{
+	const struct sockaddr *sa = (const struct sockaddr *)&sv->addr;
+	struct rock_client_resume cr;
+	struct rock_ticket_entry tk;
+	int fo;
+
+	ck_assert(rock_probe_cached(cl.e, sa, sizeof(sv->addr), out, &fo));
+	ck_assert(rock_ticket_find(cl.e, sa, sizeof(sv->addr), &tk));
+	memset(&cr, 0, sizeof(cr));
+	cr.version = ROCK_VERSION;
+	cr.features = ROCK_FEAT_ALL | ROCK_FEAT_EARLY;
+	cr.rcvbuf = 131072;
+	cr.sndbuf = 16384;
+	memset(cr.nonce, fill, sizeof(cr.nonce));
+	memcpy(cr.ticket, tk.ticket, ROCK_TICKET_LEN);
+	rock_client_early_encode(&cr, age_ms, out + ROCK_ANNOUNCE_LEN);
+	rock_early_tag(out + ROCK_EARLY_TOTAL - ROCK_TAG_LEN, tk.rms, out);
+	memcpy(out + ROCK_EARLY_TOTAL, msg, strlen(msg));
+	rock_wipe(&tk, sizeof(tk));
+	return ROCK_EARLY_TOTAL + strlen(msg);
+}
+
+/* What bytes sent on a new connection to sv get back within wait_ms of
+ * quiet (or until the server ends the connection), into in. */
+static size_t
+early_exchange(const struct server *sv, const uint8_t *out, size_t nout,
+    uint8_t *in, size_t nin, int wait_ms)
+{
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	struct pollfd p = { fd, POLLIN, 0 };
+	size_t have = 0;
+	ssize_t n;
+
+	ck_assert_int_eq(connect(fd, (const struct sockaddr *)&sv->addr,
+	    sizeof(sv->addr)), 0);
+	ck_assert_int_eq(send(fd, out, nout, MSG_NOSIGNAL), (ssize_t)nout);
+	while (have < nin && poll(&p, 1, wait_ms) == 1 &&
+	    (n = recv(fd, in + have, nin - have, 0)) > 0)
+		have += (size_t)n;
+	close(fd);
+	return have;
+}
+
+static uint16_t
+granted(const uint8_t *answer)
+{
+	return (uint16_t)(answer[2] << 8 | answer[3]);
+}
+
+/* Bytes after an admitted CLIENT_EARLY reach the server's owner at once
+ * (its echo follows the answer, no FINISHED sent); the same flight sent
+ * again gets an answer without EARLY and nothing more, as do a flight
+ * outside the clock's window and one to a server with no register; a
+ * flight altered after its tag, a TICKET refusal. Held flights' sessions
+ * end at the handshake's deadline with nothing passed. */
+START_TEST(test_early_flight)
+{
+	static const char msg[] = "POST /transfer?amount=100 HTTP/1.0\r\n\r\n";
+	uint8_t out[ROCK_EARLY_TOTAL + sizeof(msg)], in[1024];
+	struct rock_engine_config cfg;
+	struct rock_strike *st;
+	struct server sv;
+	unsigned long got;
+	size_t n;
+
+	ck_assert_int_eq(rock_strike_new(&st), 0);
+	rock_engine_config_defaults(&cfg);
+	cfg.strike = st;
+	cfg.handshake_timeout_ms = 1000;
+	server_cfg = &cfg;
+	pair_up(&sv, NULL);
+	server_cfg = NULL;
+	ck_assert_uint_eq(sv.e->announcement[11] & ROCK_FEAT_EARLY,
+	    ROCK_FEAT_EARLY);
+	n = early_flight(&sv, 0x11, 0, msg, out);
+	got = __atomic_load_n(&server_got, __ATOMIC_RELAXED);
+	ck_assert_uint_eq(early_exchange(&sv, out, n, in, EARLY_ANSWER +
+	    strlen(msg), 2000), EARLY_ANSWER + strlen(msg));
+	ck_assert_uint_eq(in[0], ROCK_MSG_SERVER_RESUME);
+	ck_assert_uint_eq(granted(in), ROCK_FEAT_ALL | ROCK_FEAT_EARLY);
+	ck_assert_mem_eq(in + EARLY_ANSWER, msg, strlen(msg));
+	ck_assert_uint_eq(server_count(&server_got, got + strlen(msg)),
+	    got + strlen(msg));
+	ck_assert_uint_eq(sv.e->stats.early[ROCK_EARLY_ADMITTED], 1);
+	/* The recording, again: answered, held back. */
+	got = __atomic_load_n(&server_got, __ATOMIC_RELAXED);
+	ck_assert_uint_eq(early_exchange(&sv, out, n, in, sizeof(in), 500),
+	    EARLY_ANSWER);
+	ck_assert_uint_eq(in[0], ROCK_MSG_SERVER_RESUME);
+	ck_assert_uint_eq(granted(in), ROCK_FEAT_ALL);
+	ck_assert_uint_eq(server_count(&sv.e->stats.early[ROCK_EARLY_REPLAY],
+	    1), 1);
+	/* Sent (by its age) 11 s after the ticket was sealed: held back. */
+	n = early_flight(&sv, 0x22, ROCK_EARLY_WINDOW_MS + 1000, msg, out);
+	ck_assert_uint_eq(early_exchange(&sv, out, n, in, sizeof(in), 500),
+	    EARLY_ANSWER);
+	ck_assert_uint_eq(granted(in), ROCK_FEAT_ALL);
+	ck_assert_uint_eq(sv.e->stats.early[ROCK_EARLY_CLOCK], 1);
+	/* A nonce changed after the tag: refused, unsigned. */
+	n = early_flight(&sv, 0x33, 0, msg, out);
+	out[ROCK_ANNOUNCE_LEN + 14] ^= 1;
+	ck_assert_uint_ge(early_exchange(&sv, out, n, in, sizeof(in), 2000), 3);
+	ck_assert_uint_eq(in[0], ROCK_MSG_ERROR);
+	ck_assert_uint_eq(in[1], ROCK_WERR_TICKET);
+	/* The held sessions ended at their deadline, unheard of. */
+	ck_assert_uint_eq(server_count(&sv.e->stats.handshake_failed[
+	    ROCK_HS_FINISHED], 2), 2);
+	ck_assert_uint_eq(__atomic_load_n(&server_got, __ATOMIC_RELAXED), got);
+	pair_down(&sv);
+	/* A server with no register offers no EARLY, and holds back. */
+	pair_up(&sv, NULL);
+	ck_assert_uint_eq(sv.e->announcement[11] & ROCK_FEAT_EARLY, 0);
+	n = early_flight(&sv, 0x44, 0, msg, out);
+	got = __atomic_load_n(&server_got, __ATOMIC_RELAXED);
+	ck_assert_uint_eq(early_exchange(&sv, out, n, in, sizeof(in), 500),
+	    EARLY_ANSWER);
+	ck_assert_uint_eq(granted(in), ROCK_FEAT_ALL);
+	ck_assert_uint_eq(sv.e->stats.early[ROCK_EARLY_OFF], 1);
+	ck_assert_uint_eq(__atomic_load_n(&server_got, __ATOMIC_RELAXED), got);
+	pair_down(&sv);
+	rock_strike_free(st);
 }
 END_TEST
 
@@ -1552,6 +1690,7 @@ session_suite(void)
 	tcase_add_test(tc, test_ticket_refused);
 	tcase_add_test(tc, test_resume_tag_checked);
 	tcase_add_test(tc, test_replayed_flight);
+	tcase_add_test(tc, test_early_flight);
 	tcase_add_test(tc, test_finished_late);
 	tcase_add_test(tc, test_resume_refused);
 	tcase_add_test(tc, test_ticket_rotation);

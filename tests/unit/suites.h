@@ -17,5 +17,6 @@ Suite *identity_suite(void);
 Suite *stream_suite(void);
 Suite *names_suite(void);
 Suite *steer_suite(void);
+Suite *strike_suite(void);
 
 #endif

@@ -106,6 +106,36 @@ handshake_vectors(struct fixture *f, wire_vector_fn *emit, void *arg)
 	emit(arg, "client_finished", fin, sizeof(fin));
 }
 
+/* SERVER_RESUME granting features (connection id a0.., SO_RCVBUF 131072,
+ * SO_SNDBUF 87040, UDP port 4433, nonce f0..) answering flight, its
+ * TICKET (issued 2000000 in the same chain) after it, into buf; the
+ * resumed keys, the client's, into k. */
+static void
+resume_answer(const struct fixture *f, const uint8_t cnonce[ROCK_NONCE_LEN],
+    uint16_t features, const uint8_t *flight, size_t nflight,
+    uint8_t buf[ROCK_SERVER_RESUME_LEN + ROCK_TICKET_MSG_LEN],
+    struct rock_keys *k)
+{
+	struct rock_server_resume sr = { ROCK_VERSION, features, { 0 },
+	    131072, 87040, 4433, { 0 }, { 0 } };
+	uint8_t tagged[ROCK_SERVER_RESUME_TAGGED + ROCK_TICKET_MSG_LEN];
+	uint8_t rms2[ROCK_KEY_LEN];
+
+	memcpy(sr.id, f->id, ROCK_ID_LEN);
+	fill(sr.nonce, sizeof(sr.nonce), 0xf0);
+	rock_resume_keys(k, 1, f->rms, cnonce, sr.nonce, f->id);
+	rock_resumption_secret(rms2, k->tx, k->rx, f->id);
+	/* The tag covers the answer's first bytes and the TICKET after it. */
+	rock_server_resume_encode(&sr, tagged);
+	seal_ticket(f, rms2, 2000000, 0x30, tagged + ROCK_SERVER_RESUME_TAGGED);
+	rock_resume_tag(sr.tag, f->rms, flight, nflight, tagged,
+	    sizeof(tagged));
+	rock_server_resume_encode(&sr, buf);
+	memcpy(buf + ROCK_SERVER_RESUME_LEN, tagged + ROCK_SERVER_RESUME_TAGGED,
+	    ROCK_TICKET_MSG_LEN);
+	rock_wipe(rms2, sizeof(rms2));
+}
+
 /* Resumption: the full handshake's secret and its TICKET, the
  * resumption's hello and answer (with the resumed session's TICKET, issued
  * at 2000000 in the same chain), its keys. */
@@ -114,11 +144,8 @@ resume_vectors(const struct fixture *f, wire_vector_fn *emit, void *arg)
 {
 	struct rock_client_resume cr = { ROCK_VERSION, ROCK_FEAT_ALL, 131072,
 	    16384, 4434, { 0 }, { 0 } };
-	struct rock_server_resume sr = { ROCK_VERSION, ROCK_FEAT_ALL, { 0 },
-	    131072, 87040, 4433, { 0 }, { 0 } };
-	uint8_t flight[ROCK_RESUME_TOTAL], rms2[ROCK_KEY_LEN];
+	uint8_t flight[ROCK_RESUME_TOTAL];
 	uint8_t buf[ROCK_SERVER_RESUME_LEN + ROCK_TICKET_MSG_LEN];
-	uint8_t tagged[ROCK_SERVER_RESUME_TAGGED + ROCK_TICKET_MSG_LEN];
 	uint8_t fin[ROCK_FINISHED_LEN];
 	struct rock_keys k;
 
@@ -130,18 +157,8 @@ resume_vectors(const struct fixture *f, wire_vector_fn *emit, void *arg)
 	rock_client_resume_encode(&cr, flight + ROCK_ANNOUNCE_LEN);
 	emit(arg, "client_resume", flight + ROCK_ANNOUNCE_LEN,
 	    ROCK_CLIENT_RESUME_LEN);
-	memcpy(sr.id, f->id, ROCK_ID_LEN);
-	fill(sr.nonce, sizeof(sr.nonce), 0xf0);
-	rock_resume_keys(&k, 1, f->rms, cr.nonce, sr.nonce, f->id);
-	rock_resumption_secret(rms2, k.tx, k.rx, f->id);
-	/* The tag covers the answer's first bytes and the TICKET after it. */
-	rock_server_resume_encode(&sr, tagged);
-	seal_ticket(f, rms2, 2000000, 0x30, tagged + ROCK_SERVER_RESUME_TAGGED);
-	rock_resume_tag(sr.tag, f->rms, flight, sizeof(flight), tagged,
-	    sizeof(tagged));
-	rock_server_resume_encode(&sr, buf);
-	memcpy(buf + ROCK_SERVER_RESUME_LEN, tagged + ROCK_SERVER_RESUME_TAGGED,
-	    ROCK_TICKET_MSG_LEN);
+	resume_answer(f, cr.nonce, ROCK_FEAT_ALL, flight, sizeof(flight), buf,
+	    &k);
 	emit(arg, "server_resume", buf, ROCK_SERVER_RESUME_LEN);
 	emit(arg, "ticket_resumed", buf + ROCK_SERVER_RESUME_LEN,
 	    ROCK_TICKET_MSG_LEN);
@@ -150,7 +167,32 @@ resume_vectors(const struct fixture *f, wire_vector_fn *emit, void *arg)
 	rock_finished_encode(fin, k.tx, flight, sizeof(flight), buf,
 	    sizeof(buf));
 	emit(arg, "resume_finished", fin, sizeof(fin));
-	rock_wipe(rms2, sizeof(rms2));
+	rock_keys_wipe(&k);
+}
+
+/* 0-RTT resumption: CLIENT_EARLY under the full handshake's ticket (the
+ * ticket 1.5 s old), and SERVER_RESUME granting EARLY, its tag over the
+ * whole CLIENT_EARLY (with the resumed session's TICKET as above). */
+static void
+early_vectors(const struct fixture *f, wire_vector_fn *emit, void *arg)
+{
+	struct rock_client_resume cr = { ROCK_VERSION,
+	    ROCK_FEAT_ALL | ROCK_FEAT_EARLY, 131072, 16384, 4434, { 0 }, { 0 } };
+	uint8_t flight[ROCK_EARLY_TOTAL];
+	uint8_t buf[ROCK_SERVER_RESUME_LEN + ROCK_TICKET_MSG_LEN];
+	struct rock_keys k;
+
+	memcpy(flight, f->hello, ROCK_ANNOUNCE_LEN);
+	fill(cr.nonce, sizeof(cr.nonce), 0xe0);
+	memcpy(cr.ticket, f->ticket + 5, ROCK_TICKET_LEN);
+	rock_client_early_encode(&cr, 1500, flight + ROCK_ANNOUNCE_LEN);
+	rock_early_tag(flight + ROCK_EARLY_TOTAL - ROCK_TAG_LEN, f->rms, flight);
+	emit(arg, "client_early", flight + ROCK_ANNOUNCE_LEN,
+	    ROCK_CLIENT_EARLY_LEN);
+	resume_answer(f, cr.nonce, ROCK_FEAT_ALL | ROCK_FEAT_EARLY, flight,
+	    sizeof(flight), buf, &k);
+	emit(arg, "server_resume_early", buf, ROCK_SERVER_RESUME_LEN);
+	rock_keys_wipe(&k);
 }
 
 static void
@@ -247,6 +289,7 @@ wire_vectors(wire_vector_fn *emit, void *arg)
 	emit(arg, "server_identity", f.ident.pk, ROCK_IDENT_LEN);
 	handshake_vectors(&f, emit, arg);
 	resume_vectors(&f, emit, arg);
+	early_vectors(&f, emit, arg);
 	heartbeat_vectors(&f, emit, arg);
 	reconnect_vectors(&f, emit, arg);
 	rock_identity_wipe(&f.ident);
