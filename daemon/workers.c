@@ -839,6 +839,9 @@ rockd_workers_run(struct rockd *d, int foreground, int successor,
 		goto out;
 	/* A successor's workers take over all or none (rockd_worker_commit). */
 	if (successor) {
+		/* The predecessor's workers issue tickets and admit early
+		 * flights until we commit: none of those tickets counts. */
+		rock_strike_wait(d->strike);
 		if (pipe2(commit, O_CLOEXEC) != 0) {
 			rlog_error(&d->log, "workers: %s", strerror(errno));
 			goto out;
@@ -876,6 +879,9 @@ rockd_workers_run(struct rockd *d, int foreground, int successor,
 	if (rockd_pidfile_write(d) != 0)
 		goto out;
 	if (successor) {
+		/* Every old worker waits for this word now: its last ticket
+		 * is older than this. */
+		rock_strike_start(d->strike);
 		memset(go, 1, sizeof(go));
 		if (write(commit[1], go, (size_t)d->nworkers) != d->nworkers)
 			goto out;

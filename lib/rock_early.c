@@ -2,6 +2,8 @@
 #include "config.h"
 
 #include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -24,9 +26,16 @@ struct rock_early {
 	socklen_t len;
 	struct rock_ticket_entry tk;
 	uint8_t nonce[ROCK_NONCE_LEN];
-	uint8_t flight[ROCK_RESUME_TOTAL];
+	uint8_t flight[ROCK_EARLY_TOTAL];
+	size_t nflight;			/* CLIENT_RESUME's or CLIENT_EARLY's */
 	uint8_t in[ANSWER_LEN];
 	size_t got;
+	/* After CLIENT_EARLY (doc/PROTOCOL.md 2.9): the program's bytes
+	 * sent behind it, kept until the answer says what became of them
+	 * (granted: EARLY in the answer). */
+	int early, pushed, granted;
+	uint8_t *bytes;
+	size_t nbytes;
 	const struct rock_session_cbs *cbs;
 	void *arg;
 	rock_early_done_fn done;
@@ -48,6 +57,10 @@ early_free(struct rock_early *x)
 		event_free(x->ev);
 	if (x->fd >= 0)
 		rock_sys.close(x->fd);
+	if (x->bytes != NULL) {
+		rock_wipe(x->bytes, x->nbytes);
+		free(x->bytes);
+	}
 	rock_wipe(x, sizeof(*x));
 	free(x);
 }
@@ -126,32 +139,55 @@ answer_read(struct rock_early *x)
 	return x->got < sizeof(x->in) ? MORE : 0;
 }
 
+/* After CLIENT_RESUME: CLIENT_FINISHED proves our keys. (After
+ * CLIENT_EARLY none goes: our bytes follow it already.) A new
+ * connection's first segment of ours after the flight: it has room. */
+static int
+send_finished(struct rock_early *x, const struct rock_keys *keys)
+{
+	uint8_t fin[ROCK_FINISHED_LEN];
+
+	rock_finished_encode(fin, keys->tx, x->flight, x->nflight, x->in,
+	    sizeof(x->in));
+	return rock_sys.send(x->fd, fin, sizeof(fin),
+	    MSG_DONTWAIT | MSG_NOSIGNAL) == (ssize_t)sizeof(fin) ? 0 :
+	    ROCK_ERR_SYSTEM;
+}
+
+/* The program's bytes that went behind CLIENT_EARLY: the session's
+ * first, in its ring as written. */
+static int
+early_bytes_kept(struct rock_early *x, struct rock_session *s)
+{
+	struct iovec iov = { x->bytes, x->nbytes };
+
+	if (x->nbytes == 0)
+		return 0;
+	rock_direct_sending(s, x->nbytes);
+	return rock_direct_sent(s, &iov, 1, x->nbytes);
+}
+
 /* The answer checked, CLIENT_FINISHED sent, the session made. */
 static int
 finish(struct rock_early *x, struct rock_session **s)
 {
 	struct rock_engine *e = x->e;
-	uint8_t fin[ROCK_FINISHED_LEN];
 	struct rock_server_hello sh;
 	struct rock_ticket_msg tm;
 	struct rock_keys keys;
 	int r;
 
 	memset(&keys, 0, sizeof(keys));
-	if ((r = rock_resume_answer_check(e, x->flight, &x->tk, x->nonce, x->in,
-	    &sh, &keys, &tm)) != 0) {
+	if ((r = rock_resume_answer_check(e, x->flight, x->nflight, &x->tk,
+	    x->nonce, x->in, &sh, &keys, &tm)) != 0) {
 		rock_ticket_drop(e, (struct sockaddr *)&x->addr, x->len,
 		    x->tk.ticket);
 		goto out;
 	}
-	rock_finished_encode(fin, keys.tx, x->flight, sizeof(x->flight), x->in,
-	    sizeof(x->in));
-	/* A new connection's first segment of ours after the flight: room. */
-	if (rock_sys.send(x->fd, fin, sizeof(fin), MSG_DONTWAIT | MSG_NOSIGNAL) !=
-	    (ssize_t)sizeof(fin)) {
-		r = ROCK_ERR_SYSTEM;
+	x->granted = x->early && (sh.features & ROCK_FEAT_EARLY);
+	sh.features &= ROCK_FEAT_ALL;
+	if (!x->early && (r = send_finished(x, &keys)) != 0)
 		goto out;
-	}
 	event_free(x->ev);
 	x->ev = NULL;
 	if ((r = rock_hello_session(e, x->fd, x->rtt_ms,
@@ -162,6 +198,10 @@ finish(struct rock_early *x, struct rock_session **s)
 	rock_hello_keep_ticket(e, (struct sockaddr *)&x->addr, x->len, &tm,
 	    &keys, sh.id, sh.ident, x->tk.origin_ms);
 	e->stats.resumed++;
+	if ((r = early_bytes_kept(x, *s)) != 0) {
+		rock_session_close(*s, r, "no room for its early bytes");
+		*s = NULL;
+	}
 out:
 	rock_keys_wipe(&keys);
 	return r;
@@ -193,19 +233,82 @@ on_answer(evutil_socket_t fd, short what, void *arg)
 	rock_engine_leave(e);
 }
 
-/* Lock held: over, one way or the other; its owner told. */
+/* Lock held: over, one way or the other; its owner told, with the
+ * program's early bytes when there is no session to carry them. A
+ * session whose early bytes the server held back reconnects at once:
+ * its reconnect proves its keys, and they go again (2.9). */
 static void
 early_end(struct rock_early *x, struct rock_session *s, int r)
 {
 	struct rock_engine *e = x->e;
 	rock_early_done_fn done = x->done;
 	void *done_arg = x->done_arg;
+	int held = s != NULL && x->early && !x->granted;
+	uint8_t *bytes = x->bytes;
+	size_t n = x->nbytes;
 
 	if (r != 0)
 		rlog_debug(e->log, "handshake: the early resumption failed (%s); "
 		    "the full path", rock_err(r));
+	x->bytes = NULL;
 	early_free(x);
-	done(e, s, r, done_arg);
+	if (s != NULL)
+		rock_session_hold(s);
+	done(e, s, r, s == NULL ? bytes : NULL, s == NULL ? n : 0, done_arg);
+	if (s != NULL && rock_session_release(s) && held)
+		rock_session_fail(s, "the server held its early bytes back; "
+		    "they go again behind a reconnect");
+	if (bytes != NULL) {
+		rock_wipe(bytes, n);
+		free(bytes);
+	}
+}
+
+/* The owner's lock held: the program's bytes behind a CLIENT_EARLY,
+ * sent now on the attempt's connection and kept until the answer. How
+ * many went; 0: none may (no CLIENT_EARLY, the early bytes' bound
+ * reached, the kernel's buffer full or the connection failed), and the
+ * program waits for the answer as after CLIENT_RESUME. */
+size_t
+rock_early_send(struct rock_early *x, const struct iovec *iov, int iovcnt)
+{
+	struct iovec v[8];
+	size_t room, done = 0;
+	ssize_t w;
+	int k = 0, i, one = 1, zero = 0;
+
+	if (!x->early || x->fd < 0 || x->nbytes >= ROCK_EARLY_MAX ||
+	    (x->bytes == NULL && (x->bytes = malloc(ROCK_EARLY_MAX)) == NULL))
+		return 0;
+	room = ROCK_EARLY_MAX - x->nbytes;
+	for (i = 0; i < iovcnt && k < 8 && room > 0; i++) {
+		v[k] = iov[i];
+		if (v[k].iov_len > room)
+			v[k].iov_len = room;
+		room -= v[k++].iov_len;
+	}
+	w = rock_sys.sendmsg(x->fd, &(struct msghdr){ .msg_iov = v,
+	    .msg_iovlen = (size_t)k }, MSG_DONTWAIT | MSG_NOSIGNAL);
+	if (w <= 0)
+		return 0;
+	for (i = 0; i < k && done < (size_t)w; i++) {
+		size_t c = v[i].iov_len < (size_t)w - done ? v[i].iov_len :
+		    (size_t)w - done;
+
+		memcpy(x->bytes + x->nbytes + done, v[i].iov_base, c);
+		done += c;
+	}
+	x->nbytes += done;
+	/* The first goes now, not behind the flight's ack as Nagle would
+	 * have it; the program's own setting is put on at the install. */
+	if (!x->pushed) {
+		x->pushed = 1;
+		(void)rock_sys.setsockopt(x->fd, IPPROTO_TCP, TCP_NODELAY, &one,
+		    sizeof(one));
+		(void)rock_sys.setsockopt(x->fd, IPPROTO_TCP, TCP_NODELAY, &zero,
+		    sizeof(zero));
+	}
+	return done;
 }
 
 /* The loop's thread, lock held: the waits of the connects begun since
@@ -260,13 +363,17 @@ early_dial(struct rock_early *x, const uint8_t ann[ROCK_ANNOUNCE_LEN],
 	*deadline = rock_now_ms() + x->e->cfg.handshake_timeout_ms;
 	if ((r = rock_hello_socket(addr, &x->fd)) != 0)
 		return r;
-	rock_resume_flight(x->e, x->fd, ann, &x->tk, x->nonce, x->flight);
+	/* The server offers EARLY (a replay register): our first bytes
+	 * may follow the resumption without waiting for its answer. */
+	x->early = ((ann[10] << 8 | ann[11]) & ROCK_FEAT_EARLY) != 0;
+	x->nflight = rock_resume_flight(x->e, x->fd, ann, &x->tk, x->early,
+	    x->nonce, x->flight);
 	if ((r = rock_hello_dial(x->e, x->fd, addr, x->len, deadline, x->flight,
-	    sizeof(x->flight), fastopen, &sent, &x->rtt_ms)) != 0)
+	    x->nflight, fastopen, &sent, &x->rtt_ms)) != 0)
 		return r;
-	if (sent < sizeof(x->flight))
+	if (sent < x->nflight)
 		r = rock_blocking_write(x->fd, x->flight + sent,
-		    sizeof(x->flight) - sent, *deadline);
+		    x->nflight - sent, *deadline);
 	return r;
 }
 

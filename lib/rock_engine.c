@@ -29,6 +29,21 @@ rock_engine_config_defaults(struct rock_engine_config *cfg)
 	cfg->workers = 1;
 }
 
+static uint16_t
+features_offered(const struct rock_engine *e)
+{
+	return ROCK_FEAT_ALL | (e->cfg.strike != NULL ? ROCK_FEAT_EARLY : 0);
+}
+
+void
+rock_announce_features(struct rock_engine *e)
+{
+	uint16_t f = features_offered(e);
+
+	e->announcement[10] = (uint8_t)(f >> 8);
+	e->announcement[11] = (uint8_t)f;
+}
+
 static void
 make_announcement(struct rock_engine *e)
 {
@@ -36,8 +51,7 @@ make_announcement(struct rock_engine *e)
 
 	a.version_max = ROCK_VERSION;
 	a.version_min = ROCK_VERSION;
-	a.features = ROCK_FEAT_ALL |
-	    (e->cfg.strike != NULL ? ROCK_FEAT_EARLY : 0);
+	a.features = features_offered(e);
 	if (e->cfg.announce_random != NULL)
 		memcpy(a.random, e->cfg.announce_random, sizeof(a.random));
 	else

@@ -78,6 +78,11 @@ void rock_ticket_store_free(struct rock_ticket_store *st);
 struct rock_strike;
 int rock_strike_new(struct rock_strike **out);
 void rock_strike_free(struct rock_strike *st);
+/* A successor's master: no ticket counts (wait) until its predecessor's
+ * workers have stopped issuing them; then only those issued after
+ * (start). */
+void rock_strike_wait(struct rock_strike *st);
+void rock_strike_start(struct rock_strike *st);
 
 /* Where a server with workers writes the worker's number in a connection
  * id (doc/PROTOCOL.md 4.1). */
@@ -193,7 +198,7 @@ enum rock_early_verdict {
 	ROCK_EARLY_CLOCK,	/* its time and ours a window apart */
 	ROCK_EARLY_ERA,		/* a ticket older than the register */
 	ROCK_EARLY_FULL,	/* no room, or the register unusable */
-	ROCK_EARLY_OFF,		/* no register: EARLY is not offered */
+	ROCK_EARLY_OFF,		/* not offered (no register): refused */
 	ROCK_EARLY_VERDICTS
 };
 
@@ -233,13 +238,24 @@ int rock_client_open(struct rock_engine *e, const struct sockaddr *addr,
  * cached announcement or no ticket (take rock_client_open); another
  * error: the connect failed (errno kept for ROCK_ERR_SYSTEM). */
 struct rock_early;
+/* early, nearly: with no session (r != 0), the program's bytes that went
+ * behind a CLIENT_EARLY (rock_early_send), for the owner to send first on
+ * whatever connection it makes instead; NULL, 0 otherwise. */
 typedef void (*rock_early_done_fn)(struct rock_engine *e,
-    struct rock_session *s, int r, void *arg);
+    struct rock_session *s, int r, const uint8_t *early, size_t nearly,
+    void *arg);
 int rock_early_start(struct rock_engine *e, const struct sockaddr *addr,
     socklen_t len, const struct rock_session_cbs *cbs, void *arg,
     rock_early_done_fn done, void *done_arg, struct rock_early **out);
 /* The owner's lock held: given up (its program went), done never called. */
 void rock_early_cancel(struct rock_early *x);
+/* The owner's lock held, before done: the program's bytes, sent now
+ * behind the server's CLIENT_EARLY and kept (doc/PROTOCOL.md 2.9); how
+ * many, 0 when none may (wait for done as after a CLIENT_RESUME). At most
+ * ROCK_EARLY_MAX in all. */
+#define ROCK_EARLY_MAX	16384
+size_t rock_early_send(struct rock_early *x, const struct iovec *iov,
+    int iovcnt);
 /* The loop's thread, the owner's lock held, after a start: the owner
  * wakes its loop to call this (libevent is the loop's alone). */
 void rock_early_arm(struct rock_engine *e);

@@ -227,6 +227,9 @@ struct rock_ticket_entry {
 	struct sockaddr_storage addr;
 	socklen_t len;
 	int64_t expires_ms, origin_ms;	/* rock_ticket_now_ms() */
+	/* When it came (a CLIENT_EARLY tells its age): another process's,
+	 * read from the probe cache file, counted back from its end. */
+	int64_t received_ms;
 	uint8_t ticket[ROCK_TICKET_LEN];
 	uint8_t rms[ROCK_KEY_LEN];
 	uint8_t ident[ROCK_IDENT_LEN];
@@ -370,6 +373,11 @@ int rock_ticket_accept(struct rock_engine *e,
 /* Server: what the replay register says of a CLIENT_EARLY
  * (doc/PROTOCOL.md 2.9); only ADMITTED lets its bytes through. */
 #define ROCK_EARLY_WINDOW_MS	10000
+/* The announcement's features: what this engine offers (a hand-over's
+ * import keeps the random part and writes these). */
+void rock_announce_features(struct rock_engine *e);
+/* No ticket issued at or before ms counts. */
+void rock_strike_born(struct rock_strike *st, int64_t ms);
 enum rock_early_verdict rock_strike_admit(struct rock_strike *st,
     const uint8_t nonce[ROCK_NONCE_LEN], int64_t issued_ms, uint32_t age_ms,
     int64_t now_ms);
@@ -519,11 +527,14 @@ void rock_hello_keep_ticket(struct rock_engine *e, const struct sockaddr *addr,
     socklen_t len, const struct rock_ticket_msg *tm,
     const struct rock_keys *keys, const uint8_t id[ROCK_ID_LEN],
     const uint8_t ident[ROCK_IDENT_LEN], int64_t origin);
-void rock_resume_flight(struct rock_engine *e, int fd,
+/* CLIENT_RESUME (ROCK_RESUME_TOTAL with the announcement) or, early,
+ * CLIENT_EARLY (ROCK_EARLY_TOTAL) into flight; its length. */
+size_t rock_resume_flight(struct rock_engine *e, int fd,
     const uint8_t ann[ROCK_ANNOUNCE_LEN], const struct rock_ticket_entry *tk,
-    uint8_t nonce[ROCK_NONCE_LEN], uint8_t flight[ROCK_RESUME_TOTAL]);
+    int early, uint8_t nonce[ROCK_NONCE_LEN], uint8_t *flight);
 int rock_resume_answer_check(struct rock_engine *e, const uint8_t *flight,
-    const struct rock_ticket_entry *tk, const uint8_t nonce[ROCK_NONCE_LEN],
+    size_t nflight, const struct rock_ticket_entry *tk,
+    const uint8_t nonce[ROCK_NONCE_LEN],
     const uint8_t in[ROCK_SERVER_RESUME_LEN + ROCK_TICKET_MSG_LEN],
     struct rock_server_hello *sh, struct rock_keys *keys,
     struct rock_ticket_msg *tm);

@@ -341,6 +341,10 @@ rock_engine_import(struct rock_engine *e, const uint8_t *p, size_t n)
 	if ((err = rock_rec_open(&r, p, n, ENGINE_MAGIC, HANDOVER_VERSION)) != 0)
 		return err;
 	rock_rec_get_bytes(&r, e->announcement, ROCK_ANNOUNCE_LEN);
+	/* What we offer is ours (a predecessor of another build may have
+	 * offered less, or had a register where we have none): the same
+	 * random part, our features, as a worker respawned later makes. */
+	rock_announce_features(e);
 	/* The boot clock is the host's: the keys' ages carry over as they are. */
 	for (j = 0; j < 2; j++) {
 		struct rock_ticket_key *k = &e->ticket_keys[j];

@@ -132,9 +132,8 @@ early_check(struct rock_handshake *hs, uint32_t age_ms, int64_t issued_ms,
 	if (!ok)
 		return ROCK_ERR_PROTOCOL;
 	hs->early = 1;
-	hs->verdict = hs->e->cfg.strike == NULL ? ROCK_EARLY_OFF :
-	    rock_strike_admit(hs->e->cfg.strike, nonce, issued_ms, age_ms,
-	    rock_ticket_now_ms());
+	hs->verdict = rock_strike_admit(hs->e->cfg.strike, nonce, issued_ms,
+	    age_ms, rock_ticket_now_ms());
 	hs->e->stats.early[hs->verdict]++;
 	if (hs->verdict != ROCK_EARLY_ADMITTED)
 		rlog_debug(hs->e->log, "handshake: early bytes held back (%s): "
@@ -142,8 +141,7 @@ early_check(struct rock_handshake *hs, uint32_t age_ms, int64_t issued_ms,
 		    hs->verdict == ROCK_EARLY_REPLAY ? "a replayed flight" :
 		    hs->verdict == ROCK_EARLY_CLOCK ? "sent outside the window" :
 		    hs->verdict == ROCK_EARLY_ERA ? "a ticket older than the "
-		    "register" : hs->verdict == ROCK_EARLY_FULL ?
-		    "the register is full" : "not offered");
+		    "register" : "the register is full");
 	return 0;
 }
 
@@ -184,6 +182,18 @@ resume_check(struct rock_handshake *hs)
 	memcpy(hs->hello.nonce, cr.nonce, ROCK_NONCE_LEN);
 	if (cr.version != ROCK_VERSION)
 		return 0;		/* refused as any hello of that version */
+	/* Only a client told EARLY sends CLIENT_EARLY: a server that never
+	 * offered it (no register) would hold its session unproven for the
+	 * handshake's time, where a refusal sends it the full way now. */
+	if (hs->buf[ROCK_ANNOUNCE_LEN] == ROCK_MSG_CLIENT_EARLY &&
+	    hs->e->cfg.strike == NULL) {
+		hs->e->stats.early[ROCK_EARLY_OFF]++;
+		stranger(hs->e, ROCK_STRANGER_HANDSHAKE, "handshake: "
+		    "CLIENT_EARLY, never offered; refused");
+		rock_handshake_reject(hs, ROCK_WERR_PROTOCOL,
+		    "early bytes not offered");
+		return -1;
+	}
 	if ((r = rock_ticket_accept(hs->e, cr.ticket, hs->rms, &hs->origin,
 	    &issued)) == 0 && hs->buf[ROCK_ANNOUNCE_LEN] == ROCK_MSG_CLIENT_EARLY)
 		r = early_check(hs, age_ms, issued, cr.nonce);
@@ -332,6 +342,7 @@ rock_server_handshake(struct rock_engine *e, int fd, const uint8_t *early,
 	hs->arg = arg;
 	memcpy(hs->buf, early, nearly);
 	hs->have = nearly;
+	hs->verdict = ROCK_EARLY_OFF;	/* until a CLIENT_EARLY is judged */
 	hs->rtt_ms = rtt_ms;
 	hs->peer_len = sizeof(hs->peer);
 	if (rock_sys.getpeername(fd, (struct sockaddr *)&hs->peer, &hs->peer_len) != 0)

@@ -339,7 +339,8 @@ handshake_full(struct rock_engine *e, const struct sockaddr *addr,
  * handshake proved; *keys the session's. */
 int
 rock_resume_answer_check(struct rock_engine *e, const uint8_t *flight,
-    const struct rock_ticket_entry *tk, const uint8_t nonce[ROCK_NONCE_LEN],
+    size_t nflight, const struct rock_ticket_entry *tk,
+    const uint8_t nonce[ROCK_NONCE_LEN],
     const uint8_t in[ROCK_SERVER_RESUME_LEN + ROCK_TICKET_MSG_LEN],
     struct rock_server_hello *sh, struct rock_keys *keys,
     struct rock_ticket_msg *tm)
@@ -347,12 +348,14 @@ rock_resume_answer_check(struct rock_engine *e, const uint8_t *flight,
 	uint8_t tagged[ROCK_SERVER_RESUME_TAGGED + ROCK_TICKET_MSG_LEN];
 	uint8_t tag[ROCK_TAG_LEN];
 	struct rock_server_resume sr;
+	uint16_t may = ROCK_FEAT_ALL |
+	    (nflight == ROCK_EARLY_TOTAL ? ROCK_FEAT_EARLY : 0);
 
 	if (rock_server_resume_decode(&sr, in) != 0 || sr.version != ROCK_VERSION ||
-	    (sr.features & ~ROCK_FEAT_ALL) != 0 ||
+	    (sr.features & ~may) != 0 ||
 	    rock_ticket_msg_decode(tm, in + ROCK_SERVER_RESUME_LEN) != 0)
 		return ROCK_ERR_PROTOCOL;
-	rock_resume_tag(tag, tk->rms, flight, ROCK_RESUME_TOTAL, tagged,
+	rock_resume_tag(tag, tk->rms, flight, nflight, tagged,
 	    rock_answer_covered(tagged, in, ROCK_SERVER_RESUME_TAGGED,
 	    in + ROCK_SERVER_RESUME_LEN));
 	if (!rock_equal(tag, sr.tag, ROCK_TAG_LEN)) {
@@ -387,26 +390,37 @@ resume_exchange(struct rock_engine *e, int fd, const uint8_t *flight,
 	    tk->ident, in, ROCK_SERVER_RESUME_LEN + ROCK_TICKET_MSG_LEN,
 	    heard)) != 0)
 		return r;
-	return rock_resume_answer_check(e, flight, tk, nonce, in, sh, keys, tm);
+	return rock_resume_answer_check(e, flight, ROCK_RESUME_TOTAL, tk, nonce,
+	    in, sh, keys, tm);
 }
 
-/* The announcement and CLIENT_RESUME, with the nonce made for it. */
-void
+/* The announcement and CLIENT_RESUME, with the nonce made for it; or,
+ * early, CLIENT_EARLY (doc/PROTOCOL.md 2.9): the ticket's age and a tag
+ * by its secret after the same fields. Its length. */
+size_t
 rock_resume_flight(struct rock_engine *e, int fd,
     const uint8_t ann[ROCK_ANNOUNCE_LEN], const struct rock_ticket_entry *tk,
-    uint8_t nonce[ROCK_NONCE_LEN], uint8_t flight[ROCK_RESUME_TOTAL])
+    int early, uint8_t nonce[ROCK_NONCE_LEN], uint8_t *flight)
 {
 	struct rock_client_resume cr;
+	int64_t age = rock_ticket_now_ms() - tk->received_ms;
 
 	cr.version = ROCK_VERSION;
-	cr.features = ROCK_FEAT_ALL;
+	cr.features = ROCK_FEAT_ALL | (early ? ROCK_FEAT_EARLY : 0);
 	cr.udp_port = e->udp_port;
 	rock_random(cr.nonce, ROCK_NONCE_LEN);
 	memcpy(nonce, cr.nonce, ROCK_NONCE_LEN);
 	memcpy(cr.ticket, tk->ticket, ROCK_TICKET_LEN);
 	rock_socket_buffers_new(e, fd, &cr.rcvbuf, &cr.sndbuf);
 	memcpy(flight, ann, ROCK_ANNOUNCE_LEN);
-	rock_client_resume_encode(&cr, flight + ROCK_ANNOUNCE_LEN);
+	if (!early) {
+		rock_client_resume_encode(&cr, flight + ROCK_ANNOUNCE_LEN);
+		return ROCK_RESUME_TOTAL;
+	}
+	rock_client_early_encode(&cr, age < 0 ? 0 : age > UINT32_MAX ?
+	    UINT32_MAX : (uint32_t)age, flight + ROCK_ANNOUNCE_LEN);
+	rock_early_tag(flight + ROCK_EARLY_TOTAL - ROCK_TAG_LEN, tk->rms, flight);
+	return ROCK_EARLY_TOTAL;
 }
 
 /* A resumption by the ticket held for the destination: no key exchange,
@@ -428,7 +442,7 @@ handshake_resumed(struct rock_engine *e, const struct sockaddr *addr,
 
 	memset(&keys, 0, sizeof(keys));
 	if ((r = rock_hello_socket(addr, &fd)) == 0) {
-		rock_resume_flight(e, fd, ann, tk, nonce, flight);
+		(void)rock_resume_flight(e, fd, ann, tk, 0, nonce, flight);
 		if ((r = rock_hello_dial(e, fd, addr, len, &deadline, flight, sizeof(flight),
 		    fastopen, &sent, &rtt)) == 0)
 			r = resume_exchange(e, fd, flight, sent, deadline, tk,

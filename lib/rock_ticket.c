@@ -303,7 +303,8 @@ rock_ticket_find(struct rock_engine *e, const struct sockaddr *addr,
 static void
 put(struct rock_engine *e, const struct sockaddr *addr, socklen_t len,
     const uint8_t ticket[ROCK_TICKET_LEN], const uint8_t rms[ROCK_KEY_LEN],
-    const uint8_t ident[ROCK_IDENT_LEN], int64_t end, int64_t origin)
+    const uint8_t ident[ROCK_IDENT_LEN], int64_t end, int64_t origin,
+    int64_t received)
 {
 	struct rock_ticket_entry *t = find(e, addr, len);
 	int64_t now = rock_ticket_now_ms();
@@ -324,6 +325,7 @@ put(struct rock_engine *e, const struct sockaddr *addr, socklen_t len,
 	t->len = len;
 	t->expires_ms = end;
 	t->origin_ms = origin;
+	t->received_ms = received;
 	memcpy(t->ticket, ticket, ROCK_TICKET_LEN);
 	memcpy(t->rms, rms, ROCK_KEY_LEN);
 	memcpy(t->ident, ident, ROCK_IDENT_LEN);
@@ -341,7 +343,8 @@ rock_ticket_store(struct rock_engine *e, const struct sockaddr *addr,
 		life = ROCK_TICKET_LIFETIME_S;
 	/* Used well before the server's end of it: no race with its clock. */
 	put(e, addr, len, m->ticket, rms, ident, rock_ticket_now_ms() +
-	    ((int64_t)life - ROCK_TICKET_MARGIN_S) * 1000, origin);
+	    ((int64_t)life - ROCK_TICKET_MARGIN_S) * 1000, origin,
+	    rock_ticket_now_ms());
 }
 
 /* The file's times are another process's, through the wall clock: they
@@ -363,8 +366,12 @@ rock_ticket_remember(struct rock_engine *e, const struct sockaddr *addr,
 	rock_engine_enter(e);
 	have = find(e, addr, len);
 	if (have == NULL || have->expires_ms < now + ttl)
+		/* Its arrival, counted back from its end (a lifetime less
+		 * the margin; one cut short by its chain reads older, and
+		 * its early bytes are held back: a round trip, no more). */
 		put(e, addr, len, t->ticket, t->rms, t->ident, now + ttl,
-		    now + chain - ROCK_TICKET_CHAIN_S * 1000LL);
+		    now + chain - ROCK_TICKET_CHAIN_S * 1000LL, now + ttl -
+		    (ROCK_TICKET_LIFETIME_S - ROCK_TICKET_MARGIN_S) * 1000LL);
 	rock_engine_leave(e);
 }
 

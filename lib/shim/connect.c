@@ -59,6 +59,10 @@ struct attempt {
 	/* An early connect's own copy of the program's socket: the number
 	 * may be closed and reused while the handshake runs; -1: none. */
 	int own;
+	/* The program's bytes that went behind a CLIENT_EARLY whose
+	 * resumption failed: the first on whatever connection comes next. */
+	uint8_t *early;
+	size_t nearly;
 };
 
 /* The program's socket, as the attempt holds it. */
@@ -73,6 +77,10 @@ attempt_free(struct attempt *a)
 {
 	if (a->own >= 0)
 		shim_real.close(a->own);
+	if (a->early != NULL) {
+		rock_wipe(a->early, a->nearly);
+		free(a->early);
+	}
 	free(a);
 }
 
@@ -304,6 +312,28 @@ go_plain(struct attempt *a)
 	shim_epoll_resume(r);
 }
 
+/* Lock not held. The program's early bytes, first on the plain
+ * connection made instead (the server is no rock after all). 0 or errno. */
+static int
+early_resent_plain(struct attempt *a)
+{
+	struct pollfd p = { a->own, POLLOUT, 0 };
+	size_t done = 0;
+	ssize_t w;
+
+	while (done < a->nearly) {
+		w = shim_real.send(a->own, a->early + done, a->nearly - done,
+		    MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (w > 0)
+			done += (size_t)w;
+		else if (w < 0 && errno != EAGAIN && errno != EINTR)
+			return errno;
+		else if (shim_real.poll(&p, 1, -1) < 0 && errno != EINTR)
+			return errno;
+	}
+	return 0;
+}
+
 /* Lock not held. After an early connect() returned 0 and its handshake
  * failed: the plain connection now, on the attempt's copy of the
  * program's socket, to its end (the program may have made it
@@ -325,6 +355,8 @@ plain_behind(struct attempt *a)
 		    SO_ERROR, &err, &el) != 0)
 			err = errno;
 	}
+	if (err == 0)
+		err = early_resent_plain(a);
 	shim_busy = busy;
 	return err;
 }
@@ -348,6 +380,23 @@ went_plain_behind(struct attempt *a, int err)
 		shim_epoll_kick(r);
 }
 
+/* Lock held. The program's early bytes, on a rock made by the full path
+ * after its resumption failed: the session's first, in its ring as
+ * written, and sent by the replay of an immediate reconnect (the server
+ * has counted none). */
+static void
+early_resent_rock(struct attempt *a)
+{
+	struct iovec iov = { a->early, a->nearly };
+
+	rock_direct_sending(a->r->s, a->nearly);
+	if (rock_direct_sent(a->r->s, &iov, 1, a->nearly) != 0) {
+		rock_session_kill(a->r->s, "no room for its early bytes");
+		return;
+	}
+	shim_rock_failed(a->r);
+}
+
 /* Lock held. The rock is the program's: under its descriptor, ready. A
  * shutdown asked while an early connect's handshake ran is done now. */
 static void
@@ -362,6 +411,8 @@ settle_rock(struct attempt *a)
 	    shim_opts_copy_needed(a->entry));
 	r->finished_sent = 1;
 	shim_rock_set_ready(r, 1);
+	if (a->nearly > 0)
+		early_resent_rock(a);
 	if (r->wr_shut) {
 		rock_direct_shutdown(r->s, 1);
 		shim_post(r, SHIM_CMD_FINISH);
@@ -488,12 +539,23 @@ start_thread(struct attempt *a)
  * read and proved, a probe, a full handshake, plain TCP): no byte of the
  * program's went anywhere yet. */
 static void
-early_done(struct rock_engine *e, struct rock_session *s, int rc, void *arg)
+early_done(struct rock_engine *e, struct rock_session *s, int rc,
+    const uint8_t *early, size_t nearly, void *arg)
 {
 	struct attempt *a = arg;
 
 	(void)e;
 	a->r->s = s;
+	/* Bytes the program wrote behind it, kept for what comes next; with
+	 * no memory to keep them, the connection fails (never a silent
+	 * loss). */
+	if (nearly > 0 && (a->early = malloc(nearly)) != NULL) {
+		memcpy(a->early, early, nearly);
+		a->nearly = nearly;
+	} else if (nearly > 0) {
+		settle(a, ROCK_ERR_NOMEM, -1);
+		return;
+	}
 	a->engine_touched = 1;
 	/* A non-blocking write waiting for the early answer is told EAGAIN
 	 * now (io.c), not kept through the whole fallback. */

@@ -490,6 +490,16 @@ send_loop(struct shim_rock *r, struct call *c, struct msghdr *m)
 			shim_lock();
 			return n > 0 ? (ssize_t)sent + n : sent > 0 ? (ssize_t)sent : n;
 		}
+		/* connect() returned, its CLIENT_EARLY out: bytes follow it
+		 * at once, up to a bound, before the answer. */
+		if (r->s == NULL && r->early != NULL && (n = (ssize_t)
+		    rock_early_send(r->early, m->msg_iov, (int)m->msg_iovlen)) > 0) {
+			sent += (size_t)n;
+			if (sent == want || nonblocking(c))
+				return (ssize_t)sent;
+			iov_advance(m, (size_t)n);
+			continue;
+		}
 		if ((w = writable(r, c)) < 0)
 			return sent > 0 ? (ssize_t)sent : -1;
 		if (w == 0)

@@ -1179,9 +1179,10 @@ granted(const uint8_t *answer)
 /* Bytes after an admitted CLIENT_EARLY reach the server's owner at once
  * (its echo follows the answer, no FINISHED sent); the same flight sent
  * again gets an answer without EARLY and nothing more, as do a flight
- * outside the clock's window and one to a server with no register; a
- * flight altered after its tag, a TICKET refusal. Held flights' sessions
- * end at the handshake's deadline with nothing passed. */
+ * outside the clock's window; a flight altered after its tag, a TICKET
+ * refusal; one to a server with no register (EARLY never offered), a
+ * PROTOCOL refusal. Held flights' sessions end at the handshake's
+ * deadline with nothing passed. */
 START_TEST(test_early_flight)
 {
 	static const char msg[] = "POST /transfer?amount=100 HTTP/1.0\r\n\r\n";
@@ -1236,14 +1237,14 @@ START_TEST(test_early_flight)
 	    ROCK_HS_FINISHED], 2), 2);
 	ck_assert_uint_eq(__atomic_load_n(&server_got, __ATOMIC_RELAXED), got);
 	pair_down(&sv);
-	/* A server with no register offers no EARLY, and holds back. */
+	/* A server with no register offers no EARLY, and refuses one. */
 	pair_up(&sv, NULL);
 	ck_assert_uint_eq(sv.e->announcement[11] & ROCK_FEAT_EARLY, 0);
 	n = early_flight(&sv, 0x44, 0, msg, out);
 	got = __atomic_load_n(&server_got, __ATOMIC_RELAXED);
-	ck_assert_uint_eq(early_exchange(&sv, out, n, in, sizeof(in), 500),
-	    EARLY_ANSWER);
-	ck_assert_uint_eq(granted(in), ROCK_FEAT_ALL);
+	ck_assert_uint_ge(early_exchange(&sv, out, n, in, sizeof(in), 2000), 3);
+	ck_assert_uint_eq(in[0], ROCK_MSG_ERROR);
+	ck_assert_uint_eq(in[1], ROCK_WERR_PROTOCOL);
 	ck_assert_uint_eq(sv.e->stats.early[ROCK_EARLY_OFF], 1);
 	ck_assert_uint_eq(__atomic_load_n(&server_got, __ATOMIC_RELAXED), got);
 	pair_down(&sv);
@@ -1320,13 +1321,20 @@ static struct {
 	int calls, r;
 	struct rock_session *s;
 	struct rock_early *x;
+	uint8_t bytes[ROCK_EARLY_MAX];	/* handed back with no session */
+	size_t nbytes;
 } early;
 
 static void
-early_done(struct rock_engine *e, struct rock_session *s, int r, void *arg)
+early_done(struct rock_engine *e, struct rock_session *s, int r,
+    const uint8_t *bytes, size_t nbytes, void *arg)
 {
 	(void)e;
 	ck_assert_ptr_eq(arg, &early);
+	ck_assert_uint_le(nbytes, sizeof(early.bytes));
+	if (nbytes > 0)
+		memcpy(early.bytes, bytes, nbytes);
+	early.nbytes = nbytes;
 	early.calls++;
 	early.r = r;
 	early.s = s;
@@ -1372,6 +1380,64 @@ START_TEST(test_early_resumption)
 	ck_assert(run_until(got_all, 10000));
 	ck_assert_mem_eq(cl.got, msg, sizeof(msg));
 	pair_down(&sv);
+}
+END_TEST
+
+/* Bytes behind a CLIENT_EARLY (a server with a replay register offers
+ * EARLY): sent before the answer, admitted, the server's owner echoes
+ * them; sent outside the clock's window (the ticket's age doctored),
+ * held back: the session reconnects at once and they arrive once by its
+ * replay; a ticket refused: no session, the bytes handed back. */
+START_TEST(test_early_bytes)
+{
+	static char msg[] = "GET / HTTP/1.0\r\n\r\n";
+	struct iovec iov = { msg, sizeof(msg) - 1 };
+	struct rock_engine_config cfg;
+	struct rock_strike *st;
+	struct server sv;
+	int round;
+	unsigned i;
+
+	ck_assert_int_eq(rock_strike_new(&st), 0);
+	rock_engine_config_defaults(&cfg);
+	cfg.strike = st;
+	server_cfg = &cfg;
+	pair_up(&sv, NULL);
+	server_cfg = NULL;
+	for (round = 0; round < 3; round++) {
+		if (round == 1)		/* its age: 20 s more than it is */
+			for (i = 0; i < ROCK_TICKET_CACHE; i++)
+				cl.e->tickets[i].received_ms -= 20000;
+		if (round == 2)		/* not the server's ticket any more */
+			for (i = 0; i < ROCK_TICKET_CACHE; i++)
+				cl.e->tickets[i].ticket[ROCK_TICKET_LEN - 1] ^= 1;
+		ck_assert_int_eq(early_start(&sv), 0);
+		ck_assert_uint_eq(rock_early_send(early.x, &iov, 1),
+		    sizeof(msg) - 1);
+		rock_early_arm(cl.e);
+		ck_assert(run_until(early_over, 5000));
+		if (round == 2) {
+			ck_assert_int_ne(early.r, 0);
+			ck_assert_ptr_null(early.s);
+			ck_assert_uint_eq(early.nbytes, sizeof(msg) - 1);
+			ck_assert_mem_eq(early.bytes, msg, sizeof(msg) - 1);
+			break;
+		}
+		ck_assert_int_eq(early.r, 0);
+		ck_assert_uint_eq(early.nbytes, 0);
+		cl.s = early.s;
+		cl.ngot = 0;
+		want_bytes = sizeof(msg) - 1;
+		ck_assert(run_until(got_all, 5000));
+		ck_assert_uint_eq(cl.ngot, sizeof(msg) - 1);
+		ck_assert_mem_eq(cl.got, msg, sizeof(msg) - 1);
+		ck_assert_uint_eq(rock_engine_stats(cl.e)->reconnects,
+		    (unsigned)round);
+	}
+	ck_assert_uint_eq(sv.e->stats.early[ROCK_EARLY_ADMITTED], 1);
+	ck_assert_uint_eq(sv.e->stats.early[ROCK_EARLY_CLOCK], 1);
+	pair_down(&sv);
+	rock_strike_free(st);
 }
 END_TEST
 
@@ -1691,6 +1757,7 @@ session_suite(void)
 	tcase_add_test(tc, test_resume_tag_checked);
 	tcase_add_test(tc, test_replayed_flight);
 	tcase_add_test(tc, test_early_flight);
+	tcase_add_test(tc, test_early_bytes);
 	tcase_add_test(tc, test_finished_late);
 	tcase_add_test(tc, test_resume_refused);
 	tcase_add_test(tc, test_ticket_rotation);
