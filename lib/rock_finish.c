@@ -22,6 +22,7 @@ struct rock_finish {
 	int fd;				/* -1: a held flight's, drained */
 	enum rock_finish_mode mode;
 	size_t drained;			/* ROCK_FINISH_HELD: bytes dropped */
+	int counted;			/* in the engine's handshakes in progress */
 	int resumed;
 	uint16_t udp_port;		/* the client's, taken once proven */
 	uint8_t want[ROCK_FINISHED_LEN];
@@ -37,7 +38,8 @@ finish_end(struct rock_session *s, int reset)
 	struct rock_finish *f = s->finish;
 
 	s->finish = NULL;
-	s->e->nhandshakes--;
+	if (f->counted)
+		s->e->nhandshakes--;
 	rock_accept_disarm(&f->ev, &f->deadline);
 	if (reset && f->fd >= 0)
 		rock_close_reset(f->fd);
@@ -134,6 +136,11 @@ held_over(struct rock_session *s)
 	f->ev = NULL;
 	rock_close_reset(f->fd);
 	f->fd = -1;
+	/* Nothing more comes on a connection here: a hand-over need not
+	 * wait for it (its reconnect comes through the listeners, which a
+	 * hand-over pauses), nor the owner's bound on handshakes count it. */
+	f->counted = 0;
+	s->e->nhandshakes--;
 }
 
 static void
@@ -206,6 +213,7 @@ rock_finish_wait(struct rock_session *s, int fd, int rtt_ms, int resumed,
 	s->awaiting_finished = 1;
 	s->suspended_at_ms = rock_now_ms();
 	s->e->nhandshakes++;
+	f->counted = 1;
 	/* Admitted early bytes pass once the loop turns: the owner has its
 	 * session by then (an attach here would call it back before). */
 	if (mode == ROCK_FINISH_EARLY)
