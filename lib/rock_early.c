@@ -167,7 +167,8 @@ early_bytes_kept(struct rock_early *x, struct rock_session *s)
 	return rock_direct_sent(s, &iov, 1, x->nbytes);
 }
 
-/* The answer checked, CLIENT_FINISHED sent, the session made. */
+/* The answer checked, CLIENT_FINISHED sent (after CLIENT_RESUME), the
+ * session made, the program's early bytes in its ring. */
 static int
 finish(struct rock_early *x, struct rock_session **s)
 {
@@ -188,6 +189,9 @@ finish(struct rock_early *x, struct rock_session **s)
 	sh.features &= ROCK_FEAT_ALL;
 	if (!x->early && (r = send_finished(x, &keys)) != 0)
 		goto out;
+	if (x->pushed)
+		(void)rock_sys.setsockopt(x->fd, IPPROTO_TCP, TCP_NODELAY,
+		    &(int){ 0 }, sizeof(int));
 	event_free(x->ev);
 	x->ev = NULL;
 	if ((r = rock_hello_session(e, x->fd, x->rtt_ms,
@@ -199,8 +203,11 @@ finish(struct rock_early *x, struct rock_session **s)
 	    &keys, sh.id, sh.ident, x->tk.origin_ms);
 	e->stats.resumed++;
 	if ((r = early_bytes_kept(x, *s)) != 0) {
+		/* They went: whatever the server did with them, they must
+		 * not go again. The connection fails, as TCP's reset would. */
 		rock_session_close(*s, r, "no room for its early bytes");
 		*s = NULL;
+		r = ROCK_ERR_LOST;
 	}
 out:
 	rock_keys_wipe(&keys);
@@ -233,10 +240,15 @@ on_answer(evutil_socket_t fd, short what, void *arg)
 	rock_engine_leave(e);
 }
 
-/* Lock held: over, one way or the other; its owner told, with the
- * program's early bytes when there is no session to carry them. A
- * session whose early bytes the server held back reconnects at once:
- * its reconnect proves its keys, and they go again (2.9). */
+/* Lock held: over, one way or the other; its owner told. A session
+ * whose early bytes the server held back reconnects at once: its
+ * reconnect proves its keys, and they go again (2.9). With no session,
+ * the program's early bytes go to the owner only when the server is
+ * known to have passed none on (it refused: an ERROR came first), to be
+ * sent first on whatever connection comes next; when that is not known
+ * (a reset, silence, an answer that does not verify), they may have
+ * reached the backend, must not go twice, and the connection fails
+ * (ROCK_ERR_LOST), as TCP's would. */
 static void
 early_end(struct rock_early *x, struct rock_session *s, int r)
 {
@@ -247,6 +259,8 @@ early_end(struct rock_early *x, struct rock_session *s, int r)
 	uint8_t *bytes = x->bytes;
 	size_t n = x->nbytes;
 
+	if (s == NULL && n > 0 && r != ROCK_ERR_REFUSED)
+		r = ROCK_ERR_LOST;
 	if (r != 0)
 		rlog_debug(e->log, "handshake: the early resumption failed (%s); "
 		    "the full path", rock_err(r));
@@ -254,7 +268,8 @@ early_end(struct rock_early *x, struct rock_session *s, int r)
 	early_free(x);
 	if (s != NULL)
 		rock_session_hold(s);
-	done(e, s, r, s == NULL ? bytes : NULL, s == NULL ? n : 0, done_arg);
+	done(e, s, r, s == NULL && r != ROCK_ERR_LOST ? bytes : NULL,
+	    s == NULL && r != ROCK_ERR_LOST ? n : 0, done_arg);
 	if (s != NULL && rock_session_release(s) && held)
 		rock_session_fail(s, "the server held its early bytes back; "
 		    "they go again behind a reconnect");
@@ -275,12 +290,14 @@ rock_early_send(struct rock_early *x, const struct iovec *iov, int iovcnt)
 	struct iovec v[8];
 	size_t room, done = 0;
 	ssize_t w;
-	int k = 0, i, one = 1, zero = 0;
+	size_t most = x->e->cfg.ring_cap > 0 && x->e->cfg.ring_cap < ROCK_EARLY_MAX ?
+	    x->e->cfg.ring_cap : ROCK_EARLY_MAX;	/* all fit the ring */
+	int k = 0, i, one = 1;
 
-	if (!x->early || x->fd < 0 || x->nbytes >= ROCK_EARLY_MAX ||
+	if (!x->early || x->fd < 0 || x->nbytes >= most ||
 	    (x->bytes == NULL && (x->bytes = malloc(ROCK_EARLY_MAX)) == NULL))
 		return 0;
-	room = ROCK_EARLY_MAX - x->nbytes;
+	room = most - x->nbytes;
 	for (i = 0; i < iovcnt && k < 8 && room > 0; i++) {
 		v[k] = iov[i];
 		if (v[k].iov_len > room)
@@ -299,14 +316,14 @@ rock_early_send(struct rock_early *x, const struct iovec *iov, int iovcnt)
 		done += c;
 	}
 	x->nbytes += done;
-	/* The first goes now, not behind the flight's ack as Nagle would
-	 * have it; the program's own setting is put on at the install. */
+	/* These go now, not behind the flight's ack as Nagle would have
+	 * them: TCP_NODELAY while the answer is awaited (it pushes what
+	 * waits), off again at the session, where the program's own
+	 * setting is put on at the install. */
 	if (!x->pushed) {
 		x->pushed = 1;
 		(void)rock_sys.setsockopt(x->fd, IPPROTO_TCP, TCP_NODELAY, &one,
 		    sizeof(one));
-		(void)rock_sys.setsockopt(x->fd, IPPROTO_TCP, TCP_NODELAY, &zero,
-		    sizeof(zero));
 	}
 	return done;
 }

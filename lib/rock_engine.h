@@ -238,9 +238,12 @@ int rock_client_open(struct rock_engine *e, const struct sockaddr *addr,
  * cached announcement or no ticket (take rock_client_open); another
  * error: the connect failed (errno kept for ROCK_ERR_SYSTEM). */
 struct rock_early;
-/* early, nearly: with no session (r != 0), the program's bytes that went
- * behind a CLIENT_EARLY (rock_early_send), for the owner to send first on
- * whatever connection it makes instead; NULL, 0 otherwise. */
+/* early, nearly: with no session and the server's refusal (r
+ * ROCK_ERR_REFUSED), the program's bytes that went behind a CLIENT_EARLY
+ * (rock_early_send), for the owner to send first on whatever connection
+ * it makes instead; NULL, 0 otherwise. r ROCK_ERR_LOST: early bytes went
+ * and whether the server passed them on is not known: the connection
+ * fails (never a second copy). */
 typedef void (*rock_early_done_fn)(struct rock_engine *e,
     struct rock_session *s, int r, const uint8_t *early, size_t nearly,
     void *arg);

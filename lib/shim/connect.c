@@ -381,20 +381,32 @@ went_plain_behind(struct attempt *a, int err)
 }
 
 /* Lock held. The program's early bytes, on a rock made by the full path
- * after its resumption failed: the session's first, in its ring as
- * written, and sent by the replay of an immediate reconnect (the server
- * has counted none). */
-static void
-early_resent_rock(struct attempt *a)
+ * after the server refused its resumption: the session's first, in its
+ * ring as written; a reconnect's replay sends them (the server has
+ * counted none). 0, or the ring had no room. */
+static int
+early_kept(struct attempt *a)
 {
 	struct iovec iov = { a->early, a->nearly };
 
 	rock_direct_sending(a->r->s, a->nearly);
-	if (rock_direct_sent(a->r->s, &iov, 1, a->nearly) != 0) {
-		rock_session_kill(a->r->s, "no room for its early bytes");
-		return;
+	return rock_direct_sent(a->r->s, &iov, 1, a->nearly);
+}
+
+/* Lock held, the rock installed: its early bytes go by a reconnect's
+ * replay, or, with no room for them, its next call fails. 0 or -1. */
+static int
+early_resent_rock(struct attempt *a)
+{
+	struct shim_rock *r = a->r;
+
+	if (early_kept(a) != 0) {
+		r->err = ECONNRESET;
+		shim_epoll_kick(r);
+		return -1;
 	}
-	shim_rock_failed(a->r);
+	shim_rock_failed(r);
+	return 0;
 }
 
 /* Lock held. The rock is the program's: under its descriptor, ready. A
@@ -411,9 +423,12 @@ settle_rock(struct attempt *a)
 	    shim_opts_copy_needed(a->entry));
 	r->finished_sent = 1;
 	shim_rock_set_ready(r, 1);
-	if (a->nearly > 0)
-		early_resent_rock(a);
-	if (r->wr_shut) {
+	if (a->nearly > 0 && early_resent_rock(a) != 0)
+		return;
+	if (r->wr_shut && a->nearly > 0) {
+		rock_direct_shutdown(r->s, 0);	/* after the replay */
+		shim_post(r, SHIM_CMD_FINISH);
+	} else if (r->wr_shut) {
 		rock_direct_shutdown(r->s, 1);
 		shim_post(r, SHIM_CMD_FINISH);
 	}
@@ -486,9 +501,13 @@ settle(struct attempt *a, int rc, int plain)
 	if (rc == 0 && r->s == NULL)
 		rc = ROCK_ERR_RESET;
 	if (r->released) {
-		/* The program closed the descriptor meanwhile. */
+		/* The program closed the descriptor meanwhile; its early
+		 * bytes, refused, go on the rock made since (the plain
+		 * connection made since has had them). */
 		if (r->s != NULL) {
 			r->nfds = 0;
+			if (a->nearly > 0 && early_kept(a) == 0)
+				shim_post(r, SHIM_CMD_FAIL);
 			shim_post(r, SHIM_CMD_RELEASE);
 		} else {
 			shim_rock_free(r);
@@ -511,8 +530,10 @@ connect_thread(void *arg)
 	shim_lock();
 	released = a->r->released;
 	shim_unlock();
-	/* No plain connection for a descriptor the program closed. */
-	if (rc != 0 && a->r->returned && !refused_for_trust(rc) && !released)
+	/* No plain connection for a descriptor the program closed, unless
+	 * it wrote early bytes the server refused: they were written. */
+	if (rc != 0 && a->r->returned && !refused_for_trust(rc) &&
+	    (!released || a->nearly > 0))
 		plain = plain_behind(a);
 	shim_lock();
 	settle(a, rc, plain);
@@ -536,8 +557,8 @@ start_thread(struct attempt *a)
 
 /* The engine's thread, lock held: an early connect's handshake is over.
  * Failed, the whole EDP runs again on a thread of its own (a refusal
- * read and proved, a probe, a full handshake, plain TCP): no byte of the
- * program's went anywhere yet. */
+ * read and proved, a probe, a full handshake, plain TCP), with the
+ * program's early bytes the server refused to send first. */
 static void
 early_done(struct rock_engine *e, struct rock_session *s, int rc,
     const uint8_t *early, size_t nearly, void *arg)
@@ -546,21 +567,23 @@ early_done(struct rock_engine *e, struct rock_session *s, int rc,
 
 	(void)e;
 	a->r->s = s;
-	/* Bytes the program wrote behind it, kept for what comes next; with
-	 * no memory to keep them, the connection fails (never a silent
-	 * loss). */
+	/* Bytes the program wrote behind it that the server refused, kept
+	 * for what comes next, even if the program closed the descriptor
+	 * meanwhile (they were written); with no memory to keep them, the
+	 * connection fails (never a silent loss). Bytes whose fate is not
+	 * known (ROCK_ERR_LOST) fail it too: no fallback, no second copy. */
 	if (nearly > 0 && (a->early = malloc(nearly)) != NULL) {
 		memcpy(a->early, early, nearly);
 		a->nearly = nearly;
 	} else if (nearly > 0) {
-		settle(a, ROCK_ERR_NOMEM, -1);
-		return;
+		rc = ROCK_ERR_LOST;
 	}
 	a->engine_touched = 1;
 	/* A non-blocking write waiting for the early answer is told EAGAIN
 	 * now (io.c), not kept through the whole fallback. */
 	shim_wake();
-	if (rc != 0 && !a->r->released && start_thread(a) == 0)
+	if (rc != 0 && rc != ROCK_ERR_LOST &&
+	    (!a->r->released || a->nearly > 0) && start_thread(a) == 0)
 		return;
 	settle(a, rc, -1);
 }

@@ -492,8 +492,9 @@ send_loop(struct shim_rock *r, struct call *c, struct msghdr *m)
 		}
 		/* connect() returned, its CLIENT_EARLY out: bytes follow it
 		 * at once, up to a bound, before the answer. */
-		if (r->s == NULL && r->early != NULL && (n = (ssize_t)
-		    rock_early_send(r->early, m->msg_iov, (int)m->msg_iovlen)) > 0) {
+		if (r->s == NULL && r->early != NULL && !(c->flags & MSG_OOB) &&
+		    m->msg_controllen == 0 && (n = (ssize_t)rock_early_send(
+		    r->early, m->msg_iov, (int)m->msg_iovlen)) > 0) {
 			sent += (size_t)n;
 			if (sent == want || nonblocking(c))
 				return (ssize_t)sent;

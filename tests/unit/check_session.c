@@ -1356,6 +1356,7 @@ early_done(struct rock_engine *e, struct rock_session *s, int r,
 }
 
 static int early_over(void) { return early.calls > 0; }
+static int never(void) { return 0; }
 
 static int
 early_start(struct server *sv)
@@ -1399,16 +1400,20 @@ START_TEST(test_early_resumption)
 END_TEST
 
 /* Bytes behind a CLIENT_EARLY (a server with a replay register offers
- * EARLY): sent before the answer, admitted, the server's owner echoes
- * them; sent outside the clock's window (the ticket's age doctored),
- * held back: the session reconnects at once and they arrive once by its
- * replay; a ticket refused: no session, the bytes handed back. */
+ * EARLY): sent before the answer, admitted, the server's owner gets them
+ * once; sent outside the clock's window (the ticket's age doctored),
+ * held back: the session reconnects at once and they arrive once, by its
+ * replay; a ticket refused (an ERROR: nothing passed on): no session, the
+ * bytes handed back to be sent on what comes next; no answer at all
+ * (the server's loop stopped): whether they passed is not known, they
+ * are not handed back and the connect fails (ROCK_ERR_LOST). */
 START_TEST(test_early_bytes)
 {
 	static char msg[] = "GET / HTTP/1.0\r\n\r\n";
 	struct iovec iov = { msg, sizeof(msg) - 1 };
 	struct rock_engine_config cfg;
 	struct rock_strike *st;
+	unsigned long before;
 	struct server sv;
 	int round;
 	unsigned i;
@@ -1419,24 +1424,38 @@ START_TEST(test_early_bytes)
 	server_cfg = &cfg;
 	pair_up(&sv, NULL);
 	server_cfg = NULL;
-	for (round = 0; round < 3; round++) {
+	for (round = 0; round < 4; round++) {
 		if (round == 1)		/* its age: 20 s more than it is */
 			for (i = 0; i < ROCK_TICKET_CACHE; i++)
 				cl.e->tickets[i].received_ms -= 20000;
 		if (round == 2)		/* not the server's ticket any more */
 			for (i = 0; i < ROCK_TICKET_CACHE; i++)
 				cl.e->tickets[i].ticket[ROCK_TICKET_LEN - 1] ^= 1;
+		if (round == 3) {	/* a server that answers nothing: its
+					 * loop stopped, its listener open */
+			ck_assert_int_eq(client_connect(&sv), 0);
+			__atomic_store_n(&sv.stop, 1, __ATOMIC_RELEASE);
+			pthread_join(sv.thread, NULL);
+			cl.e->cfg.handshake_timeout_ms = 300;
+		}
+		before = __atomic_load_n(&server_got, __ATOMIC_RELAXED);
 		ck_assert_int_eq(early_start(&sv), 0);
 		ck_assert_uint_eq(rock_early_send(early.x, &iov, 1),
 		    sizeof(msg) - 1);
 		rock_early_arm(cl.e);
 		ck_assert(run_until(early_over, 5000));
-		if (round == 2) {
-			ck_assert_int_ne(early.r, 0);
+		if (round >= 2) {
+			ck_assert_int_eq(early.r, round == 2 ? ROCK_ERR_REFUSED :
+			    ROCK_ERR_LOST);
 			ck_assert_ptr_null(early.s);
-			ck_assert_uint_eq(early.nbytes, sizeof(msg) - 1);
-			ck_assert_mem_eq(early.bytes, msg, sizeof(msg) - 1);
-			break;
+			ck_assert_uint_eq(early.nbytes, round == 2 ?
+			    sizeof(msg) - 1 : 0);
+			if (round == 2)
+				ck_assert_mem_eq(early.bytes, msg, sizeof(msg) - 1);
+			usleep(200 * 1000);
+			ck_assert_uint_eq(__atomic_load_n(&server_got,
+			    __ATOMIC_RELAXED), before);
+			continue;
 		}
 		ck_assert_int_eq(early.r, 0);
 		ck_assert_uint_eq(early.nbytes, 0);
@@ -1444,14 +1463,20 @@ START_TEST(test_early_bytes)
 		cl.ngot = 0;
 		want_bytes = sizeof(msg) - 1;
 		ck_assert(run_until(got_all, 5000));
-		ck_assert_uint_eq(cl.ngot, sizeof(msg) - 1);
 		ck_assert_mem_eq(cl.got, msg, sizeof(msg) - 1);
 		ck_assert_uint_eq(rock_engine_stats(cl.e)->reconnects,
 		    (unsigned)round);
+		/* Once: nothing more comes after a quiet while. */
+		run_until(never, 300);
+		ck_assert_uint_eq(cl.ngot, sizeof(msg) - 1);
+		ck_assert_uint_eq(__atomic_load_n(&server_got, __ATOMIC_RELAXED),
+		    before + sizeof(msg) - 1);
 	}
 	ck_assert_uint_eq(sv.e->stats.early[ROCK_EARLY_ADMITTED], 1);
 	ck_assert_uint_eq(sv.e->stats.early[ROCK_EARLY_CLOCK], 1);
-	pair_down(&sv);
+	close(sv.lfd);
+	server_free(&sv);
+	client_free();
 	rock_strike_free(st);
 }
 END_TEST
