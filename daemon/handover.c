@@ -273,7 +273,7 @@ static size_t
 first_exchanges(const struct rockd *d)
 {
 	return d->nsniffs + rock_engine_nhandshakes(d->engine) +
-	    rockd_relays_dialing(d);
+	    rockd_relays_dialing(d) + rockd_rocks_dialing(d);
 }
 
 static void

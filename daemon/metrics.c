@@ -40,6 +40,10 @@ static const char *const hs_fail_names[ROCK_HS_FAIL_KINDS] = {
 	"backend", "error", "ticket", "finished"
 };
 
+static const char *const early_names[ROCK_EARLY_VERDICTS] = {
+	"admitted", "replay", "clock", "era", "full", "refused"
+};
+
 static void
 conn_free(struct metrics_conn *c)
 {
@@ -125,6 +129,11 @@ render(const struct rockd_snap *sn, int n, struct evbuffer *b)
 	family(b, "rockd_handshakes_resumed_total", "counter", "Of rock "
 	    "handshakes completed, those resumed by a ticket (no key exchange).");
 	EACH(b, sn, n, "rockd_handshakes_resumed_total", NULL, NULL, st.resumed);
+	family(b, "rockd_early_flights_total", "counter", "Resumptions with "
+	    "the client's first bytes (CLIENT_EARLY), by what became of them.");
+	for (i = 0; i < ROCK_EARLY_VERDICTS; i++)
+		EACH(b, sn, n, "rockd_early_flights_total", "verdict",
+		    early_names[i], st.early[i]);
 	family(b, "rockd_handshake_failures_total", "counter",
 	    "Rock handshakes that ended without a session, by reason.");
 	for (i = 0; i < ROCK_HS_FAIL_KINDS; i++)

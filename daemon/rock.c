@@ -45,6 +45,7 @@ struct rockd_rock {
 	int dial_failed;
 	int closing;			/* session over; flushing to the backend */
 	int proven;			/* its client proved its keys (FINISHED) */
+	int be_up;			/* its backend connected */
 	struct rockd_rock *prev, *next;
 };
 
@@ -250,23 +251,34 @@ be_write(struct bufferevent *bev, void *arg)
 	backend_shut_if_done(rr);
 }
 
-static void
-be_connected(struct rockd_rock *rr)
+/* The client's answer: the session made. 0, or rr is freed. */
+static int
+answer(struct rockd_rock *rr)
 {
 	struct rock_handshake *hs = rr->hs;
 
-	rockd_no_delay(bufferevent_getfd(rr->be));
-	bufferevent_set_timeouts(rr->be, NULL, NULL);
 	rr->hs = NULL;
 	if (rock_handshake_accept(hs, &rock_cbs, rr, &rr->s) != 0) {
 		rlog_warn(&rr->d->log, "rock: handshake could not complete");
 		rock_free(rr);
-		return;
+		return -1;
 	}
 	/* Logged at info once its client proves its keys (on_rock_state):
 	 * a replayed first flight gets this far and no further. */
-	rlog_debug(&rr->d->log, "rock %s: answered, backend %s",
-	    rock_session_name(rr->s), rr->backend.spec);
+	rlog_debug(&rr->d->log, "rock %s: answered, backend %s%s",
+	    rock_session_name(rr->s), rr->backend.spec, rr->be_up ? "" :
+	    " (dialling)");
+	return 0;
+}
+
+static void
+be_connected(struct rockd_rock *rr)
+{
+	rockd_no_delay(bufferevent_getfd(rr->be));
+	bufferevent_set_timeouts(rr->be, NULL, NULL);
+	rr->be_up = 1;
+	if (rr->hs != NULL && answer(rr) != 0)
+		return;
 	rr->be_rd = event_new(rr->d->base, bufferevent_getfd(rr->be),
 	    EV_READ | EV_PERSIST, be_readable, rr);
 	if (rr->be_rd == NULL || event_add(rr->be_rd, NULL) != 0) {
@@ -295,6 +307,11 @@ be_event(struct bufferevent *bev, short what, void *arg)
 		rock_handshake_reject(rr->hs, ROCK_WERR_BACKEND, "backend refused");
 		rr->hs = NULL;
 		rock_free(rr);
+	} else if ((what & BEV_EVENT_TIMEOUT) && !rr->be_up) {
+		rlog_info(&rr->d->log, "rock %s: backend %s: connect timed out; "
+		    "resetting the client", rock_session_name(rr->s),
+		    rr->backend.spec);
+		rock_session_kill(rr->s, "its backend did not answer");
 	} else if (what & BEV_EVENT_ERROR) {
 		rlog_info(&rr->d->log, "rock %s: backend %s failed: %s; resetting "
 		    "the client", rock_session_name(rr->s), rr->backend.spec,
@@ -338,7 +355,16 @@ rockd_rock_start(struct rockd *d, const struct rockd_backend *b,
 		rock_handshake_reject(rr->hs, ROCK_WERR_BACKEND, "backend unreachable");
 		rr->hs = NULL;
 		rock_free(rr);
+		return;
 	}
+	/* A client whose first bytes came with its resumption and were
+	 * admitted (protocol 2.9) had its connect() return already: it is
+	 * answered now, the dial running meanwhile, so the answer's way
+	 * through the client overlaps the dial and its bytes wait in the
+	 * backend's queue. A backend that then fails resets the rock, as
+	 * after any backend failure. */
+	if (rock_handshake_early_admitted(hs))
+		(void)answer(rr);
 }
 
 /* A rock whose backend is still being dialled is mid-handshake with its
@@ -383,6 +409,19 @@ rockd_rocks_cut(struct rockd *d, int all)
 			rock_cut(rr);
 		}
 	}
+}
+
+/* Rocks answered while their backend is being dialled (an admitted
+ * CLIENT_EARLY's): a hand-over waits for them as for handshakes. */
+size_t
+rockd_rocks_dialing(const struct rockd *d)
+{
+	const struct rockd_rock *rr;
+	size_t n = 0;
+
+	for (rr = d->rocks; rr != NULL; rr = rr->next)
+		n += rr->hs == NULL && !rr->be_up && !rr->closing;
+	return n;
 }
 
 void
@@ -440,8 +479,8 @@ rock_export(struct rockd_rock *rr, struct evbuffer *out, int fds[2], int *nfds)
 	struct evbuffer *sess;
 	int r;
 
-	if (rr->hs != NULL)
-		return ROCK_ERR_INVALID;
+	if (rr->hs != NULL || !rr->be_up)
+		return ROCK_ERR_INVALID;	/* mid-handshake, or its dial */
 	if ((sess = evbuffer_new()) == NULL)
 		return ROCK_ERR_NOMEM;
 	if (rr->s != NULL && (r = rock_session_export(rr->s, sess)) != 0) {
@@ -537,6 +576,7 @@ rockd_rock_import(struct rockd *d, struct rockd_msg *m)
 	rr->be_shut = (f.bits & 4) != 0;
 	rr->closing = (f.bits & 8) != 0;
 	rr->proven = 1;		/* a session still unproven is not handed over */
+	rr->be_up = 1;		/* nor one whose backend is being dialled */
 	rock_link(d, rr);
 	if ((rr->be = rockd_bufferevent(d->base, m->fds[0])) == NULL) {
 		rock_free(rr);

@@ -256,6 +256,7 @@ void rockd_maybe_done(struct rockd *d);
 void rockd_relays_cut(struct rockd *d);
 void rockd_rocks_cut(struct rockd *d, int all);
 size_t rockd_relays_dialing(const struct rockd *d);
+size_t rockd_rocks_dialing(const struct rockd *d);
 /* For the metrics: relays open; rocks by state and the bytes their rings
  * hold for replay. */
 size_t rockd_relays_count(const struct rockd *d);

@@ -34,6 +34,7 @@ struct rock_early {
 	 * sent behind it, kept until the answer says what became of them
 	 * (granted: EARLY in the answer). */
 	int early, pushed, granted;
+	int sending;			/* counted in e->early_sending */
 	uint8_t *bytes;
 	size_t nbytes;
 	const struct rock_session_cbs *cbs;
@@ -61,6 +62,8 @@ early_free(struct rock_early *x)
 		rock_wipe(x->bytes, x->nbytes);
 		free(x->bytes);
 	}
+	if (x->sending)
+		x->e->early_sending--;
 	rock_wipe(x, sizeof(*x));
 	free(x);
 }
@@ -265,6 +268,7 @@ early_end(struct rock_early *x, struct rock_session *s, int r)
 		rlog_debug(e->log, "handshake: the early resumption failed (%s); "
 		    "the full path", rock_err(r));
 	x->bytes = NULL;
+	x->nbytes = 0;
 	early_free(x);
 	if (s != NULL)
 		rock_session_hold(s);
@@ -292,10 +296,16 @@ rock_early_send(struct rock_early *x, const struct iovec *iov, int iovcnt)
 	ssize_t w;
 	size_t most = x->e->cfg.ring_cap > 0 && x->e->cfg.ring_cap < ROCK_EARLY_MAX ?
 	    x->e->cfg.ring_cap : ROCK_EARLY_MAX;	/* all fit the ring */
+	uint8_t *grown;
 	int k = 0, i, one = 1;
 
+	/* A program that opens connections faster than their answers come
+	 * (all its connects, then all its reads) would hold three
+	 * descriptors for each (ours, its own, our copy of it) where it
+	 * held two: past a bound, its writes wait for the answers as they
+	 * did before CLIENT_EARLY. */
 	if (!x->early || x->fd < 0 || x->nbytes >= most ||
-	    (x->bytes == NULL && (x->bytes = malloc(ROCK_EARLY_MAX)) == NULL))
+	    (!x->sending && x->e->early_sending >= ROCK_EARLY_PENDING_MAX))
 		return 0;
 	room = most - x->nbytes;
 	for (i = 0; i < iovcnt && k < 8 && room > 0; i++) {
@@ -304,10 +314,21 @@ rock_early_send(struct rock_early *x, const struct iovec *iov, int iovcnt)
 			v[k].iov_len = room;
 		room -= v[k++].iov_len;
 	}
+	/* Room for what this call may send, no more (many connections may
+	 * each keep a few bytes). */
+	for (i = 0, room = 0; i < k; i++)
+		room += v[i].iov_len;
+	if ((grown = realloc(x->bytes, x->nbytes + room)) == NULL)
+		return 0;
+	x->bytes = grown;
 	w = rock_sys.sendmsg(x->fd, &(struct msghdr){ .msg_iov = v,
 	    .msg_iovlen = (size_t)k }, MSG_DONTWAIT | MSG_NOSIGNAL);
 	if (w <= 0)
 		return 0;
+	if (!x->sending) {
+		x->sending = 1;
+		x->e->early_sending++;
+	}
 	for (i = 0; i < k && done < (size_t)w; i++) {
 		size_t c = v[i].iov_len < (size_t)w - done ? v[i].iov_len :
 		    (size_t)w - done;

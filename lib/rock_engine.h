@@ -388,6 +388,9 @@ void rock_server_handshake(struct rock_engine *e, int fd,
 const struct sockaddr *rock_handshake_peer(const struct rock_handshake *hs);
 int rock_handshake_accept(struct rock_handshake *hs,
     const struct rock_session_cbs *cbs, void *arg, struct rock_session **out);
+/* 1: a CLIENT_EARLY whose bytes the replay register admitted (protocol
+ * 2.9): its client's connect() has returned, its bytes follow. */
+int rock_handshake_early_admitted(const struct rock_handshake *hs);
 void rock_handshake_reject(struct rock_handshake *hs, uint8_t code,
     const char *text);
 void rock_server_reconnect(struct rock_engine *e, int fd, const uint8_t *early,

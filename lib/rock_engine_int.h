@@ -288,6 +288,7 @@ struct rock_engine {
 	int spare_ready;
 	struct rock_early *early;	/* clients' resumptions being answered */
 	size_t nhandshakes;		/* server handshakes and reconnects in progress */
+	unsigned early_sending;		/* client: early attempts holding bytes */
 	rock_route_fn route;		/* workers: another's reconnects; NULL: none */
 	void *route_arg;
 	/* Signatures left for refusals of unproven requests (rock_accept.c),
@@ -373,6 +374,9 @@ int rock_ticket_accept(struct rock_engine *e,
 /* Server: what the replay register says of a CLIENT_EARLY
  * (doc/PROTOCOL.md 2.9); only ADMITTED lets its bytes through. */
 #define ROCK_EARLY_WINDOW_MS	10000
+/* Client: early connects at once whose program's bytes went ahead of the
+ * answer; the next waits for its answer (rock_early_send). */
+#define ROCK_EARLY_PENDING_MAX	64
 /* The announcement's features: what this engine offers (a hand-over's
  * import keeps the random part and writes these). */
 void rock_announce_features(struct rock_engine *e);

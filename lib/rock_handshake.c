@@ -473,6 +473,12 @@ answer(struct rock_handshake *hs, const uint8_t id[ROCK_ID_LEN],
 	    (ssize_t)n ? 0 : ROCK_ERR_SYSTEM;
 }
 
+int
+rock_handshake_early_admitted(const struct rock_handshake *hs)
+{
+	return hs->early && hs->verdict == ROCK_EARLY_ADMITTED;
+}
+
 const struct sockaddr *
 rock_handshake_peer(const struct rock_handshake *hs)
 {

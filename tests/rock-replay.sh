@@ -6,8 +6,9 @@ ROCKD="$top_builddir/daemon/rockd"
 PY="$top_srcdir/tests/rock-replay.py"
 t_kill_on_exit
 command -v python3 >/dev/null || t_skip_all "python3 not found"
+command -v curl >/dev/null || t_skip_all "curl not found"
 
-be=$(free_port) port=$(free_port) tap=$(free_port)
+be=$(free_port) port=$(free_port) tap=$(free_port) mport=$(free_port)
 marker="POST /transfer?amount=100&id=$$ HTTP/1.0"
 mkdir "$t_tmp/rec"
 python3 "$PY" backend "$be" "$t_tmp/backend.log" &
@@ -15,8 +16,8 @@ pids+=($!)
 # Two workers, each connection to either (the kernel's hash of its
 # addresses and ports): a replay may land on another worker than the
 # flight it copies.
-printf 'workers 2\nspread connection\nlisten 127.0.0.1:%s backend 127.0.0.1:%s\n' \
-	"$port" "$be" >"$t_tmp/rockd.conf"
+printf 'workers 2\nspread connection\nmetrics 127.0.0.1:%s\nlisten 127.0.0.1:%s backend 127.0.0.1:%s\n' \
+	"$mport" "$port" "$be" >"$t_tmp/rockd.conf"
 "$ROCKD" -F -v -k "$t_tmp/rockd.key" -f "$t_tmp/rockd.conf" 2>"$t_tmp/rockd.log" &
 rockd_pid=$!
 pids+=("$rockd_pid")
@@ -57,4 +58,11 @@ sleep 0.5
 t_eq "the backend still got the first bytes once" "$(grep -aoF "$marker" "$t_tmp/backend.log" | wc -l)" 1
 t_check "rockd said why it held them back" \
 	grep -q 'early bytes held back (a replayed flight)' "$t_tmp/rockd.log"
+# Its metrics, summed over the workers: one admitted, four replays.
+early_count() {
+	curl -s "http://127.0.0.1:$mport/metrics" |
+		awk -v v="verdict=\"$1\"" 'index($0, "rockd_early_flights_total{") == 1 && index($0, v) { n += $2 } END { print n + 0 }'
+}
+t_eq "metrics: one early flight admitted" "$(early_count admitted)" 1
+t_eq "metrics: four held back as replays" "$(early_count replay)" 4
 t_done
