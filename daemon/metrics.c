@@ -129,8 +129,9 @@ render(const struct rockd_snap *sn, int n, struct evbuffer *b)
 	family(b, "rockd_handshakes_resumed_total", "counter", "Of rock "
 	    "handshakes completed, those resumed by a ticket (no key exchange).");
 	EACH(b, sn, n, "rockd_handshakes_resumed_total", NULL, NULL, st.resumed);
-	family(b, "rockd_early_flights_total", "counter", "Resumptions with "
-	    "the client's first bytes (CLIENT_EARLY), by what became of them.");
+	family(b, "rockd_early_flights_total", "counter", "Resumptions that "
+	    "let the client's first bytes follow (CLIENT_EARLY), by the "
+	    "replay register's verdict.");
 	for (i = 0; i < ROCK_EARLY_VERDICTS; i++)
 		EACH(b, sn, n, "rockd_early_flights_total", "verdict",
 		    early_names[i], st.early[i]);

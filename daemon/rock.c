@@ -34,7 +34,9 @@ struct rockd_rock {
 	struct rockd *d;
 	unsigned long id;
 	struct rockd_backend backend;
-	struct rock_handshake *hs;	/* until the backend answers */
+	struct rock_handshake *hs;	/* until answered: once the backend
+					 * is connected, or at once for an
+					 * admitted early flight */
 	struct rock_session *s;
 	struct bufferevent *be;
 	struct event *be_rd;		/* reading the backend, once connected */
@@ -81,10 +83,11 @@ rock_link(struct rockd *d, struct rockd_rock *rr)
 	d->rocks = rr;
 }
 
+/* Not while its dial runs: a shutdown then aborts the connect. */
 static void
 backend_shut_if_done(struct rockd_rock *rr)
 {
-	if (!rr->rock_eof || rr->be_shut ||
+	if (!rr->be_up || !rr->rock_eof || rr->be_shut ||
 	    evbuffer_get_length(bufferevent_get_output(rr->be)) > 0)
 		return;
 	shutdown(bufferevent_getfd(rr->be), SHUT_WR);
@@ -104,8 +107,10 @@ on_rock_data(struct rock_session *s, const uint8_t *p, size_t n, void *arg)
 	/* Nothing queued before them: the bytes go to the backend's socket
 	 * now, without a copy into the queue nor its write event turned on
 	 * and off (one epoll_ctl each). What the socket does not take, or
-	 * a failure, is the bufferevent's to write or report. */
-	if (evbuffer_get_length(out) == 0 &&
+	 * a failure, is the bufferevent's to write or report; while its
+	 * dial runs (an early client's), all wait in the queue (a send
+	 * would take the dial's error from libevent). */
+	if (rr->be_up && evbuffer_get_length(out) == 0 &&
 	    (w = send(bufferevent_getfd(rr->be), p, n,
 	    MSG_DONTWAIT | MSG_NOSIGNAL)) < 0)
 		w = 0;
@@ -279,6 +284,7 @@ be_connected(struct rockd_rock *rr)
 	rr->be_up = 1;
 	if (rr->hs != NULL && answer(rr) != 0)
 		return;
+	backend_shut_if_done(rr);	/* a client's end that came first */
 	rr->be_rd = event_new(rr->d->base, bufferevent_getfd(rr->be),
 	    EV_READ | EV_PERSIST, be_readable, rr);
 	if (rr->be_rd == NULL || event_add(rr->be_rd, NULL) != 0) {
@@ -326,6 +332,7 @@ rockd_rock_start(struct rockd *d, const struct rockd_backend *b,
 {
 	static const struct timeval dial_timeout = { 10, 0 };
 	struct rockd_rock *rr = calloc(1, sizeof(*rr));
+	int early;
 
 	if (rr == NULL ||
 	    (rr->be = rockd_bufferevent(d->base, -1)) == NULL) {
@@ -337,11 +344,13 @@ rockd_rock_start(struct rockd *d, const struct rockd_backend *b,
 	rr->id = ++next_id;
 	rr->backend = *b;
 	rr->hs = hs;
+	early = rock_handshake_early_admitted(hs);
 	rock_link(d, rr);
 	bufferevent_setcb(rr->be, NULL, be_write, be_event, rr);
 	bufferevent_setwatermark(rr->be, EV_WRITE, ROCK_LOW, 0);
 	/* The backend is dialled before the client hears back, so a refusal
-	 * reaches the client's connect() as ECONNREFUSED. */
+	 * reaches the client's connect() as ECONNREFUSED (but for an
+	 * admitted early flight, below). */
 	/* The client waits for this answer: bound it. */
 	bufferevent_set_timeouts(rr->be, NULL, &dial_timeout);
 	rr->dialing = 1;
@@ -363,7 +372,7 @@ rockd_rock_start(struct rockd *d, const struct rockd_backend *b,
 	 * through the client overlaps the dial and its bytes wait in the
 	 * backend's queue. A backend that then fails resets the rock, as
 	 * after any backend failure. */
-	if (rock_handshake_early_admitted(hs))
+	if (early)
 		(void)answer(rr);
 }
 
@@ -458,6 +467,16 @@ rockd_rocks_release(struct rockd *d)
 	 * refused (its connect fails as on a busy server) and its backend
 	 * dial reset. The others are the successor's now. */
 	while ((rr = d->rocks) != NULL) {
+		if (rr->hs == NULL && !rr->be_up && rr->s != NULL &&
+		    !rr->closing) {
+			/* Answered (an early flight) but its backend still
+			 * dialling past the hand-over's wait: not moved; its
+			 * client is told the rock is over. */
+			rlog_info(&d->log, "rock %s: its backend still dialling at "
+			    "the hand-over; reset", rock_session_name(rr->s));
+			rock_cut(rr);
+			continue;
+		}
 		if (rr->hs != NULL) {
 			rlog_info(&d->log, "rock %lu: still in its handshake at the "
 			    "hand-over; refused", rr->id);

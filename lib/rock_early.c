@@ -318,7 +318,8 @@ rock_early_send(struct rock_early *x, const struct iovec *iov, int iovcnt)
 	 * each keep a few bytes). */
 	for (i = 0, room = 0; i < k; i++)
 		room += v[i].iov_len;
-	if ((grown = realloc(x->bytes, x->nbytes + room)) == NULL)
+	if (room == 0 ||	/* nothing to send (realloc to 0 would free) */
+	    (grown = realloc(x->bytes, x->nbytes + room)) == NULL)
 		return 0;
 	x->bytes = grown;
 	w = rock_sys.sendmsg(x->fd, &(struct msghdr){ .msg_iov = v,

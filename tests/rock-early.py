@@ -207,6 +207,17 @@ def m_failed(s, port):
     raise SystemExit("no error: read %r" % d[:16])
 
 
+def m_zero_write(s, port):
+    """A zero-length write says 0 at once (it hung on a rock: taken for
+    no room), before the answer and after."""
+    if s.send(b"") != 0:
+        raise SystemExit("a zero-length send did not return 0")
+    echo_blocking(s)
+    if s.send(b"") != 0:
+        raise SystemExit("a zero-length send on the rock did not return 0")
+    echo_blocking(s)
+
+
 MODES = {n[2:].replace("_", "-"): f for n, f in globals().items() if n.startswith("m_")}
 
 

@@ -37,7 +37,7 @@ client() {
 early() { grep -c 'the answer to its resumption is read behind the connect$' "$1"; }
 rocks() { grep -c ': a rock$' "$1"; }
 
-for m in blocking nonblock-write poll-out select epoll names sockopt shut-wr fork stdio close; do
+for m in blocking nonblock-write poll-out select epoll names sockopt shut-wr fork stdio zero-write close; do
 	client "$m"
 	t_eq "$m: the program's verdict" "$out" "ok $m"
 	t_eq "$m: the second connect returned before its handshake was over" "$(early "$log")" 1

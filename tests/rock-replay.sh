@@ -6,7 +6,6 @@ ROCKD="$top_builddir/daemon/rockd"
 PY="$top_srcdir/tests/rock-replay.py"
 t_kill_on_exit
 command -v python3 >/dev/null || t_skip_all "python3 not found"
-command -v curl >/dev/null || t_skip_all "curl not found"
 
 be=$(free_port) port=$(free_port) tap=$(free_port) mport=$(free_port)
 marker="POST /transfer?amount=100&id=$$ HTTP/1.0"
@@ -63,6 +62,10 @@ early_count() {
 	curl -s "http://127.0.0.1:$mport/metrics" |
 		awk -v v="verdict=\"$1\"" 'index($0, "rockd_early_flights_total{") == 1 && index($0, v) { n += $2 } END { print n + 0 }'
 }
-t_eq "metrics: one early flight admitted" "$(early_count admitted)" 1
-t_eq "metrics: four held back as replays" "$(early_count replay)" 4
+if command -v curl >/dev/null; then
+	t_eq "metrics: one early flight admitted" "$(early_count admitted)" 1
+	t_eq "metrics: four held back as replays" "$(early_count replay)" 4
+else
+	t_skipped "metrics: curl not found"
+fi
 t_done

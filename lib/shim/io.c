@@ -484,6 +484,10 @@ send_loop(struct shim_rock *r, struct call *c, struct msghdr *m)
 			errno = EPIPE;
 			return sent > 0 ? (ssize_t)sent : -1;
 		}
+		/* Nothing to send: 0, as the kernel says (a zero-length send
+		 * would go round for ever below, taken for "no room"). */
+		if (want == 0)
+			return 0;
 		if (r->s == NULL && !r->connecting) {
 			shim_unlock();
 			n = shim_real.sendmsg(c->fd, m, c->flags);
