@@ -37,7 +37,7 @@ struct rockd_metrics {
 /* Label values of enum rock_hs_fail, in its order. */
 static const char *const hs_fail_names[ROCK_HS_FAIL_KINDS] = {
 	"timeout", "closed", "stale", "malformed", "version", "busy",
-	"backend", "error", "ticket", "finished"
+	"backend", "error", "ticket", "finished", "late"
 };
 
 static const char *const early_names[ROCK_EARLY_VERDICTS] = {
@@ -105,6 +105,7 @@ rockd_metrics_snap(const struct rockd *d, struct rockd_snap *sn)
 	sn->st = *rock_engine_stats(d->engine);
 	sn->n = d->n;
 	sn->st.handshake_failed[ROCK_HS_BUSY] += d->n.refused_busy;
+	sn->st.handshake_failed[ROCK_HS_LATE] += d->n.late_rocks;
 }
 
 static void

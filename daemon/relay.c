@@ -52,6 +52,9 @@ struct rockd_relay {
 	int eof[2];		/* no more bytes will come from side i */
 	int shut[2];		/* we half-closed toward side i */
 	int connected;		/* backend connection established */
+	/* Made for a client silent through the sniff's wait: its first
+	 * bytes are looked at once, for a rock's hello that came late. */
+	int late_check;
 	struct rockd_relay *prev, *next;
 };
 
@@ -192,6 +195,34 @@ settle(struct rockd_relay *r, int side, int e)
 		relay_free(r, 0);
 }
 
+/* A client taken for a silent plain one whose first bytes are a rock's
+ * hello or reconnect (lost and resent after the sniff's wait, or sent by
+ * a starved host): the backend must not get them as its client's bytes,
+ * and the client, reset, tries again as a rock. 1 if so (r is freed).
+ * A hello's first segment carries all 8 bytes of its magic: fewer that
+ * begin like one are a plain client's. */
+static int
+late_rock(struct rockd_relay *r, int fd)
+{
+	uint8_t buf[ROCK_MAGIC_LEN];
+	size_t have = 0;
+	enum rock_sniff kind;
+
+	r->late_check = 0;
+	kind = rock_sniff_read(fd, buf, &have, 1);
+	if (have < ROCK_MAGIC_LEN || (kind != ROCK_SNIFF_ANNOUNCE &&
+	    kind != ROCK_SNIFF_RECONNECT))
+		return 0;
+	rlog_limited(&r->d->log, rock_engine_stranger_log(r->d->engine,
+	    ROCK_STRANGER_REFUSAL), ROCK_LOG_INFO, "relay %lu: a rock's %s came "
+	    "after the wait for a plain client's first bytes: reset, the "
+	    "backend given none of it", r->id,
+	    kind == ROCK_SNIFF_ANNOUNCE ? "hello" : "reconnect");
+	r->d->n.late_rocks++;
+	relay_free(r, 1);
+	return 1;
+}
+
 static void
 on_readable(evutil_socket_t fd, short what, void *arg)
 {
@@ -202,6 +233,8 @@ on_readable(evutil_socket_t fd, short what, void *arg)
 	int e = 0;
 
 	(void)what;
+	if (i == CLIENT && r->late_check && late_rock(r, fd))
+		return;
 	do {
 		n = splice(fd, NULL, p->pw, NULL, RELAY_SPLICE,
 		    SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
@@ -342,6 +375,7 @@ rockd_relay_start(struct rockd *d, const struct rockd_backend *b,
 		return;
 	}
 	r->id = ++next_id;
+	r->late_check = nearly == 0;
 	rockd_no_delay(client);
 	if (relay_side(r, CLIENT, client) != 0 ||
 	    set_head(&r->dir[CLIENT], early, nearly) != 0 ||

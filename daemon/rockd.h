@@ -93,6 +93,7 @@ struct rockd_counters {
 	uint64_t rock_bytes[2];		/* taken from one side of a rock for the other */
 	uint64_t plain_bytes[2];	/* the same for plain relays */
 	unsigned long refused_busy;	/* rock clients refused before their handshake */
+	unsigned long late_rocks;	/* hellos after the sniff took a plain client */
 };
 
 /* One worker's figures for the metrics (metrics.c). */

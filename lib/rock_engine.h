@@ -184,6 +184,7 @@ enum rock_hs_fail {
 	ROCK_HS_ERROR,		/* a local failure: memory, a send */
 	ROCK_HS_TICKET,		/* a resumption ticket not ours, or expired */
 	ROCK_HS_FINISHED,	/* answered, but the client never proved its keys */
+	ROCK_HS_LATE,		/* after the owner's wait for a plain client's bytes */
 	ROCK_HS_FAIL_KINDS
 };
 

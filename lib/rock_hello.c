@@ -569,11 +569,18 @@ rock_client_open(struct rock_engine *e, const struct sockaddr *addr,
 	    key) ? key : NULL;
 	r = handshake_once(e, addr, len, deadline, known, cbs, arg, out, &cached);
 	hit = cached || known != NULL;
-	/* A known rockd that misread us (its sniff gave up on a hello that
-	 * came late, on a loaded host): twice more as it is. */
-	for (tries = 0; hit && r == ROCK_ERR_PROTOCOL && tries < 2; tries++)
+	/* A rockd that misread us (its sniff gave up on a hello that came
+	 * late: lost twice, or from a loaded host): twice more as it is. It
+	 * resets such a connection before its backend gets a byte; a known
+	 * one may also have let its backend answer, which fails our check. */
+	for (tries = 0; tries < 2 && ((hit && r == ROCK_ERR_PROTOCOL) ||
+	    (r == ROCK_ERR_SYSTEM && (errno == ECONNRESET || errno == EPIPE)));
+	    tries++) {
+		rlog_debug(e->log, "handshake: %s before an answer; again",
+		    r == ROCK_ERR_PROTOCOL ? "no rock's answer" : "reset");
 		r = handshake_once(e, addr, len, deadline, known, cbs, arg, out,
 		    &cached);
+	}
 	/* The server restarted since the probe (STALE), or a cached answer no
 	 * longer holds: forget it, probe again, once. A cached announcement
 	 * that drew a refusal the known key did not sign may be a rockd
