@@ -2,6 +2,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <string.h>
 #include <linux/sockios.h>
 #include <sys/ioctl.h>
@@ -111,6 +112,19 @@ rock_direct_sent(struct rock_session *s, const struct iovec *iov, int iovcnt,
 	end = rock_ring_end(&s->ring);
 	return rock_ring_ack(&s->ring, s->peer_consumed < end ?
 	    s->peer_consumed : end);
+}
+
+/* Bytes the application wrote before the session was in place (behind
+ * a CLIENT_EARLY): its first, in the ring as written. */
+int
+rock_direct_written(struct rock_session *s, const void *p, size_t n)
+{
+	struct iovec iov = { (void *)(uintptr_t)p, n };
+
+	if (n == 0)
+		return 0;
+	rock_direct_sending(s, n);
+	return rock_direct_sent(s, &iov, 1, n);
 }
 
 void

@@ -157,19 +157,6 @@ send_finished(struct rock_early *x, const struct rock_keys *keys)
 	    ROCK_ERR_SYSTEM;
 }
 
-/* The program's bytes that went behind CLIENT_EARLY: the session's
- * first, in its ring as written. */
-static int
-early_bytes_kept(struct rock_early *x, struct rock_session *s)
-{
-	struct iovec iov = { x->bytes, x->nbytes };
-
-	if (x->nbytes == 0)
-		return 0;
-	rock_direct_sending(s, x->nbytes);
-	return rock_direct_sent(s, &iov, 1, x->nbytes);
-}
-
 /* The answer checked, CLIENT_FINISHED sent (after CLIENT_RESUME), the
  * session made, the program's early bytes in its ring. */
 static int
@@ -205,7 +192,7 @@ finish(struct rock_early *x, struct rock_session **s)
 	rock_hello_keep_ticket(e, (struct sockaddr *)&x->addr, x->len, &tm,
 	    &keys, sh.id, sh.ident, x->tk.origin_ms);
 	e->stats.resumed++;
-	if ((r = early_bytes_kept(x, *s)) != 0) {
+	if ((r = rock_direct_written(*s, x->bytes, x->nbytes)) != 0) {
 		/* They went: whatever the server did with them, they must
 		 * not go again. The connection fails, as TCP's reset would. */
 		rock_session_close(*s, r, "no room for its early bytes");
@@ -292,7 +279,7 @@ size_t
 rock_early_send(struct rock_early *x, const struct iovec *iov, int iovcnt)
 {
 	struct iovec v[8];
-	size_t room, done = 0;
+	size_t room, want = 0, done = 0;
 	ssize_t w;
 	size_t most = x->e->cfg.ring_cap > 0 && x->e->cfg.ring_cap < ROCK_EARLY_MAX ?
 	    x->e->cfg.ring_cap : ROCK_EARLY_MAX;	/* all fit the ring */
@@ -312,14 +299,13 @@ rock_early_send(struct rock_early *x, const struct iovec *iov, int iovcnt)
 		v[k] = iov[i];
 		if (v[k].iov_len > room)
 			v[k].iov_len = room;
-		room -= v[k++].iov_len;
+		room -= v[k].iov_len;
+		want += v[k++].iov_len;
 	}
-	/* Room for what this call may send, no more (many connections may
-	 * each keep a few bytes). */
-	for (i = 0, room = 0; i < k; i++)
-		room += v[i].iov_len;
-	if (room == 0 ||	/* nothing to send (realloc to 0 would free) */
-	    (grown = realloc(x->bytes, x->nbytes + room)) == NULL)
+	/* Memory for what this call may send, no more (many connections
+	 * may each keep a few bytes). */
+	if (want == 0 ||	/* nothing to send (realloc to 0 would free) */
+	    (grown = realloc(x->bytes, x->nbytes + want)) == NULL)
 		return 0;
 	x->bytes = grown;
 	w = rock_sys.sendmsg(x->fd, &(struct msghdr){ .msg_iov = v,

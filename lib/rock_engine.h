@@ -409,6 +409,9 @@ void rock_direct_sending(struct rock_session *s, size_t n);
 int rock_direct_sent(struct rock_session *s, const struct iovec *iov,
     int iovcnt, size_t n);
 size_t rock_direct_space(struct rock_session *s);
+/* n bytes the application wrote before the session was in place (behind
+ * a CLIENT_EARLY), as sending and sent: 0, or no room in the ring. */
+int rock_direct_written(struct rock_session *s, const void *p, size_t n);
 /* The descriptor the engine holds on the current data connection. */
 int rock_direct_fd(const struct rock_session *s);
 /* The peer said (authenticated) that its stream ends where the

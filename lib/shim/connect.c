@@ -380,27 +380,16 @@ went_plain_behind(struct attempt *a, int err)
 		shim_epoll_kick(r);
 }
 
-/* Lock held. The program's early bytes, on a rock made by the full path
- * after the server refused its resumption: the session's first, in its
- * ring as written; a reconnect's replay sends them (the server has
- * counted none). 0, or the ring had no room. */
-static int
-early_kept(struct attempt *a)
-{
-	struct iovec iov = { a->early, a->nearly };
-
-	rock_direct_sending(a->r->s, a->nearly);
-	return rock_direct_sent(a->r->s, &iov, 1, a->nearly);
-}
-
-/* Lock held, the rock installed: its early bytes go by a reconnect's
- * replay, or, with no room for them, its next call fails. 0 or -1. */
+/* Lock held, the rock installed: the program's early bytes, refused by
+ * the server, are the session's first, in its ring as written, and go by
+ * a reconnect's replay (the server has counted none); with no room for
+ * them, its next call fails. 0 or -1. */
 static int
 early_resent_rock(struct attempt *a)
 {
 	struct shim_rock *r = a->r;
 
-	if (early_kept(a) != 0) {
+	if (rock_direct_written(r->s, a->early, a->nearly) != 0) {
 		r->err = ECONNRESET;
 		shim_epoll_kick(r);
 		return -1;
@@ -425,11 +414,9 @@ settle_rock(struct attempt *a)
 	shim_rock_set_ready(r, 1);
 	if (a->nearly > 0 && early_resent_rock(a) != 0)
 		return;
-	if (r->wr_shut && a->nearly > 0) {
-		rock_direct_shutdown(r->s, 0);	/* after the replay */
-		shim_post(r, SHIM_CMD_FINISH);
-	} else if (r->wr_shut) {
-		rock_direct_shutdown(r->s, 1);
+	if (r->wr_shut) {
+		/* With early bytes to replay, after the replay. */
+		rock_direct_shutdown(r->s, a->nearly == 0);
 		shim_post(r, SHIM_CMD_FINISH);
 	}
 	shim_epoll_resume(r);
@@ -506,7 +493,8 @@ settle(struct attempt *a, int rc, int plain)
 		 * connection made since has had them). */
 		if (r->s != NULL) {
 			r->nfds = 0;
-			if (a->nearly > 0 && early_kept(a) == 0)
+			if (a->nearly > 0 &&
+			    rock_direct_written(r->s, a->early, a->nearly) == 0)
 				shim_post(r, SHIM_CMD_FAIL);
 			shim_post(r, SHIM_CMD_RELEASE);
 		} else {
