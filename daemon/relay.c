@@ -198,9 +198,11 @@ settle(struct rockd_relay *r, int side, int e)
 /* A client taken for a silent plain one whose first bytes are a rock's
  * hello or reconnect (lost and resent after the sniff's wait, or sent by
  * a starved host): the backend must not get them as its client's bytes,
- * and the client, reset, tries again as a rock. 1 if so (r is freed).
- * A hello's first segment carries all 8 bytes of its magic: fewer that
- * begin like one are a plain client's. */
+ * and the client, reset, tries again as a rock. 1 if so, or if the peek
+ * failed (the relay failed as a splice's error would fail it: a peek
+ * takes the socket's error, and the splice after would read a clean
+ * end); r is freed then. A hello's first segment carries all 8 bytes of
+ * its magic: fewer that begin like one are a plain client's. */
 static int
 late_rock(struct rockd_relay *r, int fd)
 {
@@ -208,8 +210,14 @@ late_rock(struct rockd_relay *r, int fd)
 	size_t have = 0;
 	enum rock_sniff kind;
 
-	r->late_check = 0;
 	kind = rock_sniff_read(fd, buf, &have, 1);
+	if (kind == ROCK_SNIFF_MORE && have == 0)
+		return 0;	/* nothing yet: looked at again next time */
+	r->late_check = 0;
+	if (kind == ROCK_SNIFF_PLAIN && have == 0) {
+		relay_failed(r, CLIENT, errno);
+		return 1;
+	}
 	if (have < ROCK_MAGIC_LEN || (kind != ROCK_SNIFF_ANNOUNCE &&
 	    kind != ROCK_SNIFF_RECONNECT))
 		return 0;

@@ -572,11 +572,14 @@ rock_client_open(struct rock_engine *e, const struct sockaddr *addr,
 	/* A rockd that misread us (its sniff gave up on a hello that came
 	 * late: lost twice, or from a loaded host): twice more as it is. It
 	 * resets such a connection before its backend gets a byte; a known
-	 * one may also have let its backend answer, which fails our check. */
+	 * one may also have let its backend answer, which fails our check.
+	 * Any reset before the session is taken so (a refusal whose ERROR
+	 * the reset overtook, a plain server resetting the probe): none has
+	 * had a byte of the program's. */
 	for (tries = 0; tries < 2 && ((hit && r == ROCK_ERR_PROTOCOL) ||
 	    (r == ROCK_ERR_SYSTEM && (errno == ECONNRESET || errno == EPIPE)));
 	    tries++) {
-		rlog_debug(e->log, "handshake: %s before an answer; again",
+		rlog_debug(e->log, "handshake: %s; again",
 		    r == ROCK_ERR_PROTOCOL ? "no rock's answer" : "reset");
 		r = handshake_once(e, addr, len, deadline, known, cbs, arg, out,
 		    &cached);
