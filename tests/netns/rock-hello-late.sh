@@ -42,7 +42,7 @@ late_hello() {
 			-m statistic --mode nth --every 1000000 --packet 0 -j DROP
 	done
 	printf 'line1\n' | ROCK_DEBUG=1 ROCK_LOG="$t_tmp/$name.log" \
-		nn_c "$ROCK" socat -t 5 - "TCP4:$NN_S_ADDR:$port" >"$t_tmp/$name.out" 2>"$t_tmp/$name.err"
+		t_foreign nn_c "$ROCK" socat -t 5 - "TCP4:$NN_S_ADDR:$port" >"$t_tmp/$name.out" 2>"$t_tmp/$name.err"
 	t_eq "$name: socat's exit status" "$?" 0
 	t_eq "$name: socat printed the backend's bytes exactly" "$(cat "$t_tmp/$name.out")" "$want"
 	dropped=$(nn_c iptables -w -L OUTPUT -v -n -x | awk '/statistic/ { n += $1 } END { print n }')
