@@ -76,14 +76,22 @@ rock_hello(struct rock_handshake *hs, void *arg)
 	free(b);
 }
 
-/* ERROR BUSY, so the client's connect fails as refused, not garbled. */
+/* ERROR BUSY, so the client's connect fails as refused, not garbled.
+ * What its first flight brought so far is read first: a close over
+ * unread bytes is a reset, which can overtake the ERROR, and a client
+ * reset before its session makes the handshake again. */
 static void
 refuse_busy(struct rockd *d, evutil_socket_t fd)
 {
-	uint8_t out[ROCK_ERROR_MAX_LEN];
+	uint8_t out[ROCK_ERROR_MAX_LEN], sink[4096];
 	size_t n = rock_error_encode(ROCK_WERR_BUSY, "busy", out);
+	size_t left = ROCK_FIRST_FLIGHT_MAX;
+	ssize_t got;
 
 	d->n.refused_busy++;
+	while (left > 0 && (got = recv(fd, sink, left < sizeof(sink) ? left :
+	    sizeof(sink), MSG_DONTWAIT)) > 0)
+		left -= (size_t)got;
 
 	(void)send(fd, out, n, MSG_NOSIGNAL | MSG_DONTWAIT);
 	close(fd);
