@@ -202,7 +202,8 @@ settle(struct rockd_relay *r, int side, int e)
  * failed (the relay failed as a splice's error would fail it: a peek
  * takes the socket's error, and the splice after would read a clean
  * end); r is freed then. A hello's first segment carries all 8 bytes of
- * its magic: fewer that begin like one are a plain client's. */
+ * its magic: fewer that begin like one (rock_sniff's MORE) are a plain
+ * client's. */
 static int
 late_rock(struct rockd_relay *r, int fd)
 {
@@ -218,8 +219,7 @@ late_rock(struct rockd_relay *r, int fd)
 		relay_failed(r, CLIENT, errno);
 		return 1;
 	}
-	if (have < ROCK_MAGIC_LEN || (kind != ROCK_SNIFF_ANNOUNCE &&
-	    kind != ROCK_SNIFF_RECONNECT))
+	if (kind != ROCK_SNIFF_ANNOUNCE && kind != ROCK_SNIFF_RECONNECT)
 		return 0;
 	rlog_limited(&r->d->log, rock_engine_stranger_log(r->d->engine,
 	    ROCK_STRANGER_REFUSAL), ROCK_LOG_INFO, "relay %lu: a rock's %s came "

@@ -83,15 +83,11 @@ rock_hello(struct rock_handshake *hs, void *arg)
 static void
 refuse_busy(struct rockd *d, evutil_socket_t fd)
 {
-	uint8_t out[ROCK_ERROR_MAX_LEN], sink[4096];
+	uint8_t out[ROCK_ERROR_MAX_LEN];
 	size_t n = rock_error_encode(ROCK_WERR_BUSY, "busy", out);
-	size_t left = ROCK_FIRST_FLIGHT_MAX;
-	ssize_t got;
 
 	d->n.refused_busy++;
-	while (left > 0 && (got = recv(fd, sink, left < sizeof(sink) ? left :
-	    sizeof(sink), MSG_DONTWAIT)) > 0)
-		left -= (size_t)got;
+	(void)rock_discard_unread(fd);
 
 	(void)send(fd, out, n, MSG_NOSIGNAL | MSG_DONTWAIT);
 	close(fd);

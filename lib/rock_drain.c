@@ -23,8 +23,8 @@ struct rock_drain {
 /* What has arrived, discarded (MSG_TRUNC: TCP drops it in the kernel, no
  * copy). 1: the peer's FIN, or the connection is gone; 0: nothing more
  * yet. */
-static int
-discard(int fd)
+int
+rock_discard_unread(int fd)
 {
 	ssize_t n;
 	int i;
@@ -47,7 +47,7 @@ end(struct rock_engine *e, struct rock_drain *d)
 	*(d->prev != NULL ? &d->prev->next : &e->drains) = d->next;
 	*(d->next != NULL ? &d->next->prev : &e->drain_oldest) = d->prev;
 	e->ndrains--;
-	(void)discard(d->fd);
+	(void)rock_discard_unread(d->fd);
 	event_free(d->ev);
 	rock_sys.close(d->fd);
 	free(d);
@@ -78,7 +78,7 @@ on_drain(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	rock_engine_enter(e);
-	if ((what & EV_TIMEOUT) || discard(d->fd))
+	if ((what & EV_TIMEOUT) || rock_discard_unread(d->fd))
 		end(e, d);
 	else
 		arm(e, d);
@@ -99,7 +99,7 @@ rock_drain_close(struct rock_engine *e, int fd, int fin_read)
 	struct rock_drain *d;
 
 	/* The usual end: the peer's FIN was read, nothing can follow it. */
-	if (fin_read || discard(fd)) {
+	if (fin_read || rock_discard_unread(fd)) {
 		rock_sys.close(fd);
 		return 0;
 	}

@@ -370,6 +370,10 @@ int rock_first_bytes_ms(int fd, int floor_ms, int *rtt_ms);
  * it is a plain client of a server-speaks-first protocol); PROBE: EDP
  * step 1c, answer with the announcement; PLAIN also on an error or an
  * end of file after bytes (the program sees it). */
+/* What has arrived on fd, dropped in the kernel (a bounded number of
+ * reads): a close then sends no reset over unread bytes. 1: the peer's
+ * FIN came, or the connection is gone; 0: nothing more yet. */
+int rock_discard_unread(int fd);
 enum rock_sniff rock_sniff_read(int fd, uint8_t buf[ROCK_MAGIC_LEN],
     size_t *have, int peek);
 

@@ -506,6 +506,19 @@ resume_fell_through(int r, int heard)
 	}
 }
 
+/* A rockd that misread us (its sniff gave up on a hello that came late:
+ * lost twice, or from a loaded host) resets such a connection before its
+ * backend gets a byte; a known one may also have let its backend answer,
+ * which fails our check. Any reset before the session is taken so (a
+ * refusal whose ERROR the reset overtook, a plain server resetting the
+ * probe): none has had a byte of the program's. */
+static int
+misread(int r, int hit)
+{
+	return (hit && r == ROCK_ERR_PROTOCOL) ||
+	    (r == ROCK_ERR_SYSTEM && (errno == ECONNRESET || errno == EPIPE));
+}
+
 /* *cached: as announcement_for's. A ticket held for the destination is
  * tried first, when the key it was proved with is the one known now. */
 static int
@@ -569,16 +582,8 @@ rock_client_open(struct rock_engine *e, const struct sockaddr *addr,
 	    key) ? key : NULL;
 	r = handshake_once(e, addr, len, deadline, known, cbs, arg, out, &cached);
 	hit = cached || known != NULL;
-	/* A rockd that misread us (its sniff gave up on a hello that came
-	 * late: lost twice, or from a loaded host): twice more as it is. It
-	 * resets such a connection before its backend gets a byte; a known
-	 * one may also have let its backend answer, which fails our check.
-	 * Any reset before the session is taken so (a refusal whose ERROR
-	 * the reset overtook, a plain server resetting the probe): none has
-	 * had a byte of the program's. */
-	for (tries = 0; tries < 2 && ((hit && r == ROCK_ERR_PROTOCOL) ||
-	    (r == ROCK_ERR_SYSTEM && (errno == ECONNRESET || errno == EPIPE)));
-	    tries++) {
+	/* A rockd that misread us: twice more as it is. */
+	for (tries = 0; tries < 2 && misread(r, hit); tries++) {
 		rlog_debug(e->log, "handshake: %s; again",
 		    r == ROCK_ERR_PROTOCOL ? "no rock's answer" : "reset");
 		r = handshake_once(e, addr, len, deadline, known, cbs, arg, out,

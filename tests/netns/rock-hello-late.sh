@@ -67,12 +67,8 @@ late_hello() {
 	t_check "$name: rockd reset the relay when the hello came ($n times)" [ "$n" "$op" 1 ]
 	t_check "$name: the client made its handshake again" \
 		grep -q 'handshake: reset; again' "$t_tmp/$name.log"
-	if grep -q ': a rock$' "$t_tmp/$name.log"; then
-		t_ok "$name: its connection is a rock"
-	else
-		t_bad "$name: its connection is a rock"
-		grep -h 'handshake\|plain\|relay\|rock' "$t_tmp/$name.log" "$t_tmp/rockd.log" | sed 's/^/    /'
-	fi
+	t_is_rock "$name" "$t_tmp/$name.log" 'handshake\|plain\|relay\|rock' \
+		"$t_tmp/$name.log" "$t_tmp/rockd.log"
 }
 late_hello speaks-first 7311 "$(printf 'banner\nline1')"
 late_hello silent 7312 line1

@@ -32,6 +32,17 @@ rock_netns_up() {
 # broke the others' logins ("chroot(/run/sshd): No such file or directory").
 run_sshd_dir() { [ -d /run/sshd ] || mkdir -p /run/sshd; }
 
+# NAME LOG PATTERN FILE...: passes if the rock client's LOG says its
+# connection is a rock; else fails, with FILES' lines matching PATTERN.
+t_is_rock() {
+	if grep -q ': a rock$' "$2"; then
+		t_ok "$1: its connection is a rock"
+	else
+		t_bad "$1: its connection is a rock"
+		grep -h "$3" "${@:4}" | sed 's/^/    /'
+	fi
+}
+
 # TIMEOUT_S CMD...: wait until CMD succeeds; 1 if it did not in time.
 wait_for() {
 	local end=$(($(now_ms) + $1 * 1000))

@@ -47,12 +47,8 @@ lost_fins() {
 		"$(tail -n +$((from + 1)) "$t_tmp/rockd.log" | grep -c 'no byte in [0-9]* ms: a plain client')" 1
 	t_check "$name: the client saw its end unheard and probed again" \
 		grep -q 'probing again' "$t_tmp/$name.log"
-	if grep -q ': a rock$' "$t_tmp/$name.log"; then
-		t_ok "$name: its connection is a rock"
-	else
-		t_bad "$name: its connection is a rock"
-		grep -h 'probe\|plain\|relay' "$t_tmp/$name.log" "$t_tmp/rockd.log" | sed 's/^/    /'
-	fi
+	t_is_rock "$name" "$t_tmp/$name.log" 'probe\|plain\|relay' \
+		"$t_tmp/$name.log" "$t_tmp/rockd.log"
 }
 lost_fins speaks-first 7301
 lost_fins silent 7302
