@@ -648,6 +648,7 @@ void rock_control_send_packet(struct rock_engine *e,
 void rock_farewell_add(struct rock_session *s);
 int rock_control_word_heard(struct rock_session *s);
 int rock_control_word_sent(const struct rock_session *s);
+int rock_control_lossless(struct rock_session *s);
 void rock_farewell_batch_end(struct rock_engine *e);
 /* A record for no session: 0 if it was a finished one's, answered. */
 int rock_farewell_answer(struct rock_engine *e, const struct rock_hb_record *r,

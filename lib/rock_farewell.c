@@ -10,6 +10,7 @@
 #include "rock_rec.h"
 
 #define FAREWELL_COPIES 6
+#define FAREWELL_COPIES_CLEAN 2
 static_assert(FAREWELL_COPIES <= ROCK_CONTROL_BATCH, "one sendmmsg");
 /* Every record and packet for an id no session has is looked up here: a
  * list scanned per datagram cost a mass close seconds of CPU at 4,096
@@ -41,8 +42,8 @@ struct rock_farewell {
 	 * once) would otherwise answer each other at round-trip speed. */
 	int answered;
 	/* Made while the peer's packets of this batch were read: the rest of
-	 * them (the peer's farewell is six copies at once, the first of
-	 * which its six acknowledge) get no answer of their own. */
+	 * them (the peer's farewell is up to six copies at once, the first of
+	 * which its copies acknowledge) get no answer of their own. */
 	unsigned long born_batch;
 	struct rock_farewell *next, *prev;	/* e->farewells, newest first */
 	struct rock_farewell *hnext;		/* its bucket of e->farewell_table */
@@ -168,7 +169,7 @@ acknowledge(struct rock_engine *e, struct rock_farewell *f)
 }
 
 /* Acknowledgements a quiet farewell gives per tick: the peer's farewell
- * is six copies and one repeat a tick; a key holder's flood gets no more. */
+ * is up to six copies and one repeat a tick; a key holder's flood gets no more. */
 #define QUIET_ACKS 8
 
 /* A quiet farewell acknowledges what the peer sent: at the end of the
@@ -265,8 +266,13 @@ rock_farewell_add(struct rock_session *s)
 	}
 	/* Copies now: the process may exit before the next tick, and a peer
 	 * that hears none waits for its dead time. Six make one rock in a
-	 * thousand of those closed at 20 % loss wait so (0.2^6 each). */
-	say(e, f, FAREWELL_COPIES);
+	 * thousand of those closed at 20 % loss wait so (0.2^6 each). A path
+	 * that lost none of the last packets each way gets two: a short
+	 * connection's evidence is a packet or two, too little to bet the
+	 * peer's dead time on one copy, and four fewer datagrams each side
+	 * is most of what is to be saved. */
+	say(e, f, rock_control_lossless(s) ? FAREWELL_COPIES_CLEAN :
+	    FAREWELL_COPIES);
 }
 
 static struct rock_farewell *

@@ -74,7 +74,8 @@ t_eq "$((5 + 4 * rtt / 1000)) s after the client's exit rockd holds none of them
 t_eq "each ended as closed by both ends" "$(grep -c 'on_rock_closed: rock [0-9a-f]*: both ends closed' "$t_tmp/rockd.log")" "$ROCKS"
 t_eq "rockd's data connections are all closed" "$(held 7001)" 0
 # The farewells ended them, not the fallback (after the dead time): six
-# copies at 20 % loss leave one rock in 15,000 to it.
+# copies at 20 % loss leave one rock in 15,000 to it (two, sent where the
+# group's window showed no loss, are rare in a group of 300 at 20 %).
 t_check "at most 2 of $ROCKS waited for the peer's silence" \
 	test "$(grep -c "the peer's last word was lost" "$t_tmp/rockd.log")" -le 2
 echo "measured: $ROCKS rocks closed at 20 % UDP loss: client exit $((exited - ${closed:-0})) ms after its last close; rockd empty $gone ms after it ($in2 open at 2 s); $(grep -c "the peer's last word was lost" "$t_tmp/rockd.log") ended by the peer's silence"

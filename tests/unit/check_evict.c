@@ -448,6 +448,58 @@ START_TEST(test_farewell_acked)
 }
 END_TEST
 
+/* Copies of the farewell said at once, s having sent out packets (acked:
+ * the acknowledgement bits before the last, which the peer acknowledged)
+ * and received in (rx: the bits before that one); those read within
+ * 200 ms. */
+static int
+farewell_copies(uint64_t out, uint64_t acked, uint64_t in, uint64_t rx)
+{
+	struct rock_session *s = add("done", "192.0.2.1", 0, rock_now_ms(), 1);
+	struct rock_keys k = s->keys;
+	struct rock_hb_header h;
+	struct rock_hb_record r;
+	uint8_t id[ROCK_ID_LEN];
+	int n = 0;
+
+	farewell_ready(s, id);
+	s->peer_flags = ROCK_FLAG_WR_SHUT | ROCK_FLAG_EOF_SEEN;
+	s->pkt_out = out;
+	s->ack_top = out;
+	s->ack_bits = acked;
+	s->pkt_in = in;
+	s->rx_bits = rx;
+	rock_session_maybe_finish(s);
+	while (peer_read_packet(&k, &h, &r, 200) == 0) {
+		ck_assert(rock_equal(r.id, id, ROCK_ID_LEN));
+		ck_assert_uint_eq(h.seq, out + 1 + (uint64_t)n);
+		n++;
+	}
+	close(peer_fd);
+	return n;
+}
+
+/* A path that lost none of the last packets either way gets its
+ * farewell twice (the ticks repeat it as ever); one that lost a packet of
+ * ours, or of the peer's, six times; so does one with nothing sent or
+ * received yet. */
+START_TEST(test_farewell_lossless)
+{
+	ck_assert_int_eq(farewell_copies(5, 0xf, 3, 0x3), 2);
+	ck_assert_int_eq(farewell_copies(5, 0xd, 3, 0x3), 6);	/* our 3rd lost */
+	ck_assert_int_eq(farewell_copies(5, 0xf, 3, 0x2), 6);	/* the peer's 2nd */
+	ck_assert_int_eq(farewell_copies(5, 0x7, 3, 0x3), 6);	/* our 1st */
+	ck_assert_int_eq(farewell_copies(5, 0xf, 1, 0), 2);	/* its first */
+	ck_assert_int_eq(farewell_copies(5, 0xf, 0, 0), 6);	/* none yet */
+	ck_assert_int_eq(farewell_copies(0, 0, 3, 0x3), 6);	/* none of ours */
+	/* The windows' ends: 65 of ours, 64 before the peer's newest. */
+	ck_assert_int_eq(farewell_copies(70, UINT64_MAX, 65, UINT64_MAX), 2);
+	ck_assert_int_eq(farewell_copies(70, UINT64_MAX >> 1, 65, UINT64_MAX), 6);
+	ck_assert_int_eq(farewell_copies(70, UINT64_MAX, 65, UINT64_MAX >> 1), 6);
+	ck_assert_int_eq(farewell_copies(70, UINT64_MAX, 64, UINT64_MAX >> 1), 2);
+}
+END_TEST
+
 /* The peer's farewell, six copies read in one batch, ends the session:
  * its farewell's six copies acknowledge the first, and the rest of the
  * batch gets no answer of its own. A copy in a later batch does, once. */
@@ -1368,6 +1420,7 @@ evict_suite(void)
 	tcase_add_test(tc, test_long_connection_proves);
 	tcase_add_test(tc, test_farewell);
 	tcase_add_test(tc, test_farewell_acked);
+	tcase_add_test(tc, test_farewell_lossless);
 	tcase_add_test(tc, test_farewell_ack_beyond);
 	tcase_add_test(tc, test_farewell_batch);
 	tcase_add_test(tc, test_farewell_quiet);
