@@ -165,6 +165,9 @@ size_t rock_engine_nsessions(const struct rock_engine *e);
 size_t rock_engine_nhandshakes(const struct rock_engine *e);
 /* Finished rocks whose last record is still being repeated to the peer. */
 size_t rock_engine_nfarewells(const struct rock_engine *e);
+/* Of those, the ones the peer has not acknowledged yet (the ticks repeat
+ * them). */
+size_t rock_engine_farewells_unheard(const struct rock_engine *e);
 /* fd is one of the engine's: its control socket, a data connection, a
  * reconnect attempt, a status exchange (what a keeper must keep open). */
 int rock_engine_owns_fd(const struct rock_engine *e, int fd);

@@ -422,6 +422,19 @@ rock_farewell_tick(struct rock_engine *e, int64_t now)
 	flush(e, &b);
 }
 
+size_t
+rock_engine_farewells_unheard(const struct rock_engine *e)
+{
+	const struct rock_farewell *f;
+	int64_t now = rock_now_ms();
+	size_t n = 0;
+
+	for (f = e->farewells; f != NULL; f = f->next)
+		if (!f->heard && now < f->expires_ms)
+			n++;
+	return n;
+}
+
 void
 rock_farewell_free_all(struct rock_engine *e)
 {
