@@ -166,7 +166,7 @@ size_t rock_engine_nhandshakes(const struct rock_engine *e);
 /* Finished rocks whose last record is still being repeated to the peer. */
 size_t rock_engine_nfarewells(const struct rock_engine *e);
 /* Of those, the ones the peer has not acknowledged yet (the ticks repeat
- * them). */
+ * them), where it may: not a reset's, not on a path never heard on UDP. */
 size_t rock_engine_farewells_unheard(const struct rock_engine *e);
 /* fd is one of the engine's: its control socket, a data connection, a
  * reconnect attempt, a status exchange (what a keeper must keep open). */

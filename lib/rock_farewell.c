@@ -33,6 +33,7 @@ struct rock_farewell {
 	int ack_owed;			/* in e->acks_owed */
 	unsigned acks_left;		/* this tick's */
 	int final_said;			/* its one answer to that, sent */
+	int verified;			/* the session heard the peer on UDP */
 	uint64_t consumed, end;
 	uint32_t flags;
 	struct sockaddr_storage to;
@@ -243,6 +244,7 @@ rock_farewell_add(struct rock_session *s)
 	f->consumed = s->consumed;
 	f->end = rock_session_end(s);
 	f->flags = s->flags;
+	f->verified = s->udp_verified;
 	f->to = s->udp_peer;
 	f->tolen = s->udp_peer_len;
 	f->expires_ms = rock_now_ms() + ROCK_FAREWELL_MS;
@@ -429,8 +431,11 @@ rock_engine_farewells_unheard(const struct rock_engine *e)
 	int64_t now = rock_now_ms();
 	size_t n = 0;
 
+	/* A reset's peer drops the session without a word back, and one
+	 * never heard on UDP may not hear us either: none acknowledges. */
 	for (f = e->farewells; f != NULL; f = f->next)
-		if (!f->heard && now < f->expires_ms)
+		if (!f->heard && now < f->expires_ms && f->verified &&
+		    !(f->flags & ROCK_FLAG_RESET))
 			n++;
 	return n;
 }

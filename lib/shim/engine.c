@@ -598,7 +598,7 @@ hand_to_keeper(int nrocks)
  * program itself waits only while the paths are up, ROCK_LINGER_MS at
  * most (once all is consumed, a moment for the ends to close, then for
  * the farewells to be heard); what is left goes to a keeper, so a dead
- * path never delays the exit. */
+ * path delays the exit by ROCK_LINGER_MS at most. */
 static int
 hand_over(void)
 {
@@ -622,19 +622,21 @@ hand_over(void)
 			break;
 		leave_wait(until);
 	}
-	/* All finished, their farewells said: while the peers have not
-	 * acknowledged some, the ticks repeat them (a mass close's copies can
-	 * overflow a queue on the way, and a peer that hears none holds the
-	 * rock for its dead time). Heard within a round trip on a working
-	 * path; nothing tells this thread, so it looks every 5 ms. */
-	while (left == 0 && (unheard = rock_engine_farewells_unheard(eng.e)) > 0 &&
+	/* All finished, their farewells said, and no keeper to come (it
+	 * would repeat them itself): while the peers have not acknowledged
+	 * some, the ticks repeat them (a mass close's copies can overflow a
+	 * queue on the way, and a peer that hears none holds the rock for
+	 * its dead time). Heard within a round trip on a working path;
+	 * nothing tells this thread, so it looks every 5 ms. */
+	while ((relays = shim_fork_relay_count()) == 0 &&
+	    left == 0 && (left = shim_rock_count()) == 0 &&
+	    (unheard = rock_engine_farewells_unheard(eng.e)) > 0 &&
 	    shim_now_ms() < deadline)
 		leave_wait(shim_now_ms() + 5 < deadline ? shim_now_ms() + 5 :
 		    deadline);
-	if (unheard > 0)
+	if (unheard > 0 && left == 0 && relays == 0)
 		rlog_debug(&st->log, "exit: %zu farewells not acknowledged; "
 		    "the program goes", unheard);
-	relays = shim_fork_relay_count();
 	shim_unlock();
 	if (left > 0 || relays > 0)
 		hand_to_keeper(left + relays);
