@@ -81,11 +81,14 @@ between "$avg" 95 105 "jitter: average RTT (ms)"
 between "$mdev" 16 24 "jitter: RTT standard deviation (ms)"
 nn_netem_clear
 
-# ---- loss: 10 % of 2,000 probes
+# ---- loss: 10 % of 2,000 probes. The draws start from the clock (no
+# seed given): the counts are binomial, standard deviation 13.4, and the
+# bounds are 4 of them either way (3 failed one run in 370: a CI
+# simulation counted 241).
 c2s loss 10%
 out=$(udp_probe 2000 1000)
 echo "measured: loss 10%: $out"
-between "$(field lost "$out")" 160 240 "loss 10%: datagrams lost (of 2000)"
+between "$(field lost "$out")" 146 254 "loss 10%: datagrams lost (of 2000)"
 t_eq "loss 10%: no duplicates" "$(field duplicates "$out")" 0
 nn_netem_clear
 
@@ -93,7 +96,7 @@ nn_netem_clear
 c2s delay 5ms duplicate 10%
 out=$(udp_probe 2000 1000)
 echo "measured: duplicate 10%: $out"
-between "$(field duplicates "$out")" 160 240 "duplicate 10%: duplicates received (of 2000)"
+between "$(field duplicates "$out")" 146 254 "duplicate 10%: duplicates received (of 2000)"
 t_eq "duplicate 10%: nothing lost" "$(field lost "$out")" 0
 c2s delay 10ms reorder 25%
 out=$(udp_probe 2000 1000)
