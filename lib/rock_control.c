@@ -382,6 +382,14 @@ acked(const struct rock_session *g, uint64_t seq)
 	return d == 0 || (d <= 64 && ((g->ack_bits >> (d - 1)) & 1));
 }
 
+/* The bits of an ack window below its newest packet, top, that name
+ * packets at all (numbers start at 1). */
+static uint64_t
+window_mask(uint64_t top)
+{
+	return top > 64 ? UINT64_MAX : (UINT64_C(1) << (top - 1)) - 1;
+}
+
 /* No loss seen lately on s's path: every one of the last packets each
  * way under its anchor (up to 65 of ours, 64 before the peer's newest)
  * arrived. None sent or received yet is no evidence either way: 0. */
@@ -389,16 +397,11 @@ int
 rock_control_lossless(struct rock_session *s)
 {
 	struct rock_session *g = group_of(s);
-	uint64_t seq, lo, mask;
 
-	if (g->pkt_out == 0 || g->pkt_in == 0)
+	if (g->pkt_out == 0 || g->pkt_in == 0 || g->ack_top != g->pkt_out)
 		return 0;
-	lo = g->pkt_out > 64 ? g->pkt_out - 64 : 1;
-	for (seq = lo; seq <= g->pkt_out; seq++)
-		if (!acked(g, seq))
-			return 0;
-	mask = g->pkt_in > 64 ? UINT64_MAX : (UINT64_C(1) << (g->pkt_in - 1)) - 1;
-	return (g->rx_bits & mask) == mask;
+	return (g->ack_bits & window_mask(g->pkt_out)) == window_mask(g->pkt_out) &&
+	    (g->rx_bits & window_mask(g->pkt_in)) == window_mask(g->pkt_in);
 }
 
 /* Counts (or the anchor) the peer has not confirmed. */

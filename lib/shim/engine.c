@@ -628,12 +628,14 @@ hand_over(void)
 	 * queue on the way, and a peer that hears none holds the rock for
 	 * its dead time). Heard within a round trip on a working path;
 	 * nothing tells this thread, so it looks every 5 ms. */
-	while ((relays = shim_fork_relay_count()) == 0 &&
-	    left == 0 && (left = shim_rock_count()) == 0 &&
+	relays = shim_fork_relay_count();
+	while (left == 0 && relays == 0 &&
 	    (unheard = rock_engine_farewells_unheard(eng.e)) > 0 &&
-	    shim_now_ms() < deadline)
-		leave_wait(shim_now_ms() + 5 < deadline ? shim_now_ms() + 5 :
-		    deadline);
+	    (until = shim_now_ms()) < deadline) {
+		leave_wait(until + 5 < deadline ? until + 5 : deadline);
+		left = shim_rock_count();	/* another thread's, meanwhile */
+		relays = shim_fork_relay_count();
+	}
 	if (unheard > 0 && left == 0 && relays == 0)
 		rlog_debug(&st->log, "exit: %zu farewells not acknowledged; "
 		    "the program goes", unheard);

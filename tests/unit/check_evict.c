@@ -462,14 +462,11 @@ farewell_copies(uint64_t out, uint64_t acked, uint64_t in, uint64_t rx)
 	uint8_t id[ROCK_ID_LEN];
 	int n = 0;
 
-	farewell_ready(s, id);
-	s->peer_flags = ROCK_FLAG_WR_SHUT | ROCK_FLAG_EOF_SEEN;
-	s->pkt_out = out;
 	s->ack_top = out;
 	s->ack_bits = acked;
 	s->pkt_in = in;
 	s->rx_bits = rx;
-	rock_session_maybe_finish(s);
+	farewell_begin(s, id, out);
 	while (peer_read_packet(&k, &h, &r, 200) == 0) {
 		ck_assert(rock_equal(r.id, id, ROCK_ID_LEN));
 		ck_assert_uint_eq(h.seq, out + 1 + (uint64_t)n);
