@@ -226,7 +226,9 @@ proxy_syscalls() {
 	sleep 0.5
 	"${pre[@]}" "$bench" connect plain 127.0.0.1 "${port[$k:echo]}" 1000 >/dev/null 2>>"$tmp/client.err"
 	sleep 1
-	kill -INT "$ps"
+	# perf stat ends with its command; a signal to perf itself is
+	# taken only once the 60 s are up
+	pkill -P "$ps" -x sleep
 	wait "$ps"
 	awk -F, '/sys_enter/ { printf "%.1f", $1 / 1000 }' "$tmp/proxy-perf"
 }
