@@ -84,12 +84,33 @@ reject_reason(uint8_t code)
 	}
 }
 
+/* The end after an ERROR. A CLIENT_EARLY's own bytes follow it, unread,
+ * and close() over unread bytes sends a reset, which can reach the
+ * client before the ERROR does (a lost segment waits for its resend, the
+ * reset does not): the client would fail where the ERROR tells it to
+ * fall back. So its connection is held and read until the client's FIN
+ * (it closes on the ERROR) or the drain's bound, as a finished rock's. */
+static void
+refused_free(struct rock_handshake *hs)
+{
+	struct rock_engine *e = hs->e;
+	int fd = hs->fd;
+
+	if (hs->have <= ROCK_ANNOUNCE_LEN ||
+	    hs->buf[ROCK_ANNOUNCE_LEN] != ROCK_MSG_CLIENT_EARLY) {
+		handshake_free(hs, 1);
+		return;
+	}
+	handshake_free(hs, 0);
+	(void)rock_drain_close(e, fd, 0);
+}
+
 void
 rock_handshake_reject(struct rock_handshake *hs, uint8_t code, const char *text)
 {
 	hs->e->stats.handshake_failed[reject_reason(code)]++;
 	rock_accept_send_error(hs->e, hs->fd, code, text, hs->buf, hs->have);
-	handshake_free(hs, 1);
+	refused_free(hs);
 }
 
 /* A ticket that does not open (another instance's, a key retired and
@@ -112,7 +133,7 @@ ticket_refused(struct rock_handshake *hs, int r)
 	    "a resumption ticket not ours");
 	hs->e->stats.handshake_failed[ROCK_HS_TICKET]++;
 	(void)rock_sys.send(hs->fd, out, n, MSG_NOSIGNAL | MSG_DONTWAIT);
-	handshake_free(hs, 1);
+	refused_free(hs);
 }
 
 /* A CLIENT_EARLY's tag, by the secret its ticket sealed, then whether

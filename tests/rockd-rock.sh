@@ -68,6 +68,7 @@ port=$(free_port) be=$(free_port)
 socat -u TCP-LISTEN:"$be",bind=127.0.0.1,reuseaddr OPEN:"$t_tmp/3.backend",creat 2>/dev/null &
 backend_pid=$!
 pids+=("$backend_pid")
+for _ in $(seq 200); do listening "$be" && break; sleep 0.05; done
 printf 'listen 127.0.0.1:%s backend 127.0.0.1:%s\nsuspend-timeout 2\n' "$port" "$be" >"$t_tmp/3.conf"
 start_rockd "$t_tmp/3.log" "$t_tmp/3.conf" || t_bad "rockd starts"
 sleep 0.2
