@@ -498,9 +498,9 @@ static void
 after_fork_child(void)
 {
 	if (eng.forking_keeper) {
-		/* The keeper runs the loop itself, in this thread, and does
-		 * not answer rock ls: its rocks only finish what is owed,
-		 * under the program's name, which the program removes. */
+		/* The keeper runs the loop itself, in this thread, and
+		 * answers rock ls at a socket of its own (keeper.c); the
+		 * program's is the program's to remove. */
 		rock_ctl_free(eng.ctl, 0);
 		eng.ctl = NULL;
 		eng.stopping = 0;

@@ -2,7 +2,9 @@
 #include "config.h"
 
 #include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <signal.h>
@@ -12,6 +14,7 @@
 
 #include <event2/event.h>
 
+#include "rock_ctl.h"
 #include "shim.h"
 
 #define KEEPER_CHECK_MS 100
@@ -121,6 +124,27 @@ on_check(evutil_socket_t fd, short what, void *arg)
 		event_base_loopbreak(k->base);
 }
 
+/* rock ls and rock kill reach the rocks a keeper holds as they reached
+ * the program's: at its own socket, under "keeper:PROGRAM". NULL: they
+ * finish unseen. */
+static struct rock_ctl *
+keeper_ctl(const struct shim_state *st, struct rock_engine *e)
+{
+	char path[PATH_MAX], name[64];
+	struct rock_ctl *c;
+
+	if (st->cfg.run_dir[0] == '\0' || rock_ctl_path(st->cfg.run_dir,
+	    (long)getpid(), path, sizeof(path)) != 0)
+		return NULL;
+	snprintf(name, sizeof(name), "keeper:%s", program_invocation_short_name);
+	if (rock_ctl_open(e, path, name, NULL, NULL, ROCK_CTL_MKDIR, &c) != 0) {
+		rlog_warn(&st->log, "keeper %d: %s: %s; rock ls will not list "
+		    "its rocks", (int)getpid(), path, rock_ctl_strerror(errno));
+		return NULL;
+	}
+	return c;
+}
+
 /* In the forked child, the only thread; the engine's thread is gone and
  * its loop stopped. Runs the loop until every rock is finished. */
 void
@@ -130,6 +154,7 @@ shim_keeper_run(struct event_base *base, struct rock_engine *e, int keep_fd,
 	const struct shim_state *st = shim_state();
 	struct timeval check = { 0, KEEPER_CHECK_MS * 1000 };
 	struct keeper k = { base, e, NULL, 0 };
+	struct rock_ctl *ctl;
 
 	shim_busy = 1;
 	/* libc's syslog descriptor is about to be closed behind its back; a
@@ -154,8 +179,10 @@ shim_keeper_run(struct event_base *base, struct rock_engine *e, int keep_fd,
 	}
 	rlog_info(&st->log, "keeper %d: finishing %d rocks of pid %d",
 	    (int)getpid(), nrocks, (int)program);
+	ctl = keeper_ctl(st, e);
 	shim_fork_relay_start();
 	event_base_dispatch(base);
+	rock_ctl_free(ctl, 1);
 	rlog_info(&st->log, "keeper %d: done", (int)getpid());
 	_exit(0);
 }

@@ -62,6 +62,11 @@ fi
 keepers=$(keeper_pids)
 t_check "a keeper finishes the rock" [ -n "$keepers" ]
 t_check "the keeper runs during the outage" kill -0 "$keepers"
+# rock ls finds the keeper's rock at the keeper's own socket, as it found
+# the program's (the program's is gone with it).
+t_eq "rock ls: the keeper's rock, under its pid and the program's name" \
+	"$("$ROCK" ls --json | grep -c "\"program\": \"keeper:traffic\", \"pid\": $keepers, \"role\": \"client\"")" 1
+t_eq "rock ls: no other rock" "$("$ROCK" ls --json | grep -c '"source"')" 1
 nap "$outage"
 t_check "backend: no end of file during the outage" kill -0 "$backend_pid"
 nn_restore
@@ -74,6 +79,7 @@ fi
 t_eq "backend: $mib MiB, sha256 matches" "$(sha256sum <"$t_tmp/got.bin")" "$send_sum"
 nn_log "delivered $(stat -c %s "$t_tmp/got.bin") of $((mib * 1048576)) bytes"
 t_check "the keeper exited" wait_for 10 eval '! kill -0 $keepers 2>/dev/null'
+t_check "the keeper removed its control socket" test ! -e "$XDG_RUNTIME_DIR/rock/ctl.$keepers"
 t_check "the keeper reconnected and replayed" \
 	grep -q ': reconnected; resending' "$t_tmp/writer.rock.log"
 t_check "rockd ended the session cleanly" wait_for 10 grep -q ': both ends closed' "$t_tmp/rockd.log"
