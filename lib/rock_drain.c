@@ -1,4 +1,4 @@
-/* rock_drain.c: a finished rock's data connection, held and read until the peer's FIN or the farewell's end, then closed without a reset. */
+/* rock_drain.c: a finished rock's data connection (or a refused early flight's), held and read until the peer's FIN or the farewell's end, then closed without a reset. */
 #include "config.h"
 
 #include <errno.h>
@@ -16,6 +16,7 @@ struct rock_drain {
 	struct rock_engine *e;
 	int fd;
 	int64_t until_ms;
+	int refused;		/* a refused early flight's connection */
 	struct event *ev;
 	struct rock_drain *next, *prev;	/* e->drains, newest first */
 };
@@ -47,6 +48,7 @@ end(struct rock_engine *e, struct rock_drain *d)
 	*(d->prev != NULL ? &d->prev->next : &e->drains) = d->next;
 	*(d->next != NULL ? &d->next->prev : &e->drain_oldest) = d->prev;
 	e->ndrains--;
+	e->ndrains_refused -= d->refused != 0;
 	(void)rock_discard_unread(d->fd);
 	event_free(d->ev);
 	rock_sys.close(d->fd);
@@ -93,8 +95,8 @@ make_room(struct rock_engine *e)
 		end(e, e->drain_oldest);
 }
 
-int
-rock_drain_close(struct rock_engine *e, int fd, int fin_read)
+static int
+drain_start(struct rock_engine *e, int fd, int fin_read, int refused)
 {
 	struct rock_drain *d;
 
@@ -112,13 +114,33 @@ rock_drain_close(struct rock_engine *e, int fd, int fin_read)
 	}
 	d->e = e;
 	d->fd = fd;
+	d->refused = refused;
 	d->until_ms = rock_now_ms() + ROCK_FAREWELL_MS;
 	d->next = e->drains;
 	*(d->next != NULL ? &d->next->prev : &e->drain_oldest) = d;
 	e->drains = d;
 	e->ndrains++;
+	e->ndrains_refused += refused != 0;
 	arm(e, d);
 	return 1;
+}
+
+int
+rock_drain_close(struct rock_engine *e, int fd, int fin_read)
+{
+	return drain_start(e, fd, fin_read, 0);
+}
+
+void
+rock_drain_refused(struct rock_engine *e, int fd)
+{
+	if (e->ndrains_refused >= ROCK_DRAIN_REFUSED_MAX ||
+	    e->ndrains >= ROCK_DRAIN_MAX) {
+		(void)rock_discard_unread(fd);
+		rock_sys.close(fd);
+		return;
+	}
+	(void)drain_start(e, fd, 0, 1);
 }
 
 /* A drain's descriptor is the engine's like a session's: a keeper keeps

@@ -200,6 +200,10 @@ struct rock_session {
 void rock_rx_window_note(uint64_t *top, uint64_t *bits, uint64_t seq);
 /* Finished rocks' data connections held at most: the oldest goes first. */
 #define ROCK_DRAIN_MAX 4096
+/* Of those, refused early flights' connections (anyone can make one, a
+ * finished rock takes a proven session): past this a refusal closes at
+ * once, and never pushes a finished rock's drain out. */
+#define ROCK_DRAIN_REFUSED_MAX 256
 #define PROBE_CACHE 16
 #define PROBE_CACHE_MS ROCK_PROBE_TTL_MS
 #define PROBE_CACHE_PLAIN_MS ROCK_PROBE_PLAIN_TTL_MS
@@ -320,7 +324,7 @@ struct rock_engine {
 	size_t nfarewells;
 	/* Finished rocks' data connections awaiting the peer's FIN. */
 	struct rock_drain *drains, *drain_oldest;
-	size_t ndrains;
+	size_t ndrains, ndrains_refused;
 	void (*lock)(void *);		/* the owner's, when other threads */
 	void (*unlock)(void *);		/* touch sessions (the preload shim) */
 	void *lock_arg;
@@ -664,6 +668,9 @@ void rock_farewell_free_all(struct rock_engine *e);
  * read (at once if fin_read), or at the farewell's end, and read and
  * discarded until then, so that close() never sends a reset. 1: held. */
 int rock_drain_close(struct rock_engine *e, int fd, int fin_read);
+/* A connection refused with an ERROR while the client's bytes may still
+ * come (a CLIENT_EARLY's): the same, within ROCK_DRAIN_REFUSED_MAX. */
+void rock_drain_refused(struct rock_engine *e, int fd);
 void rock_drain_free_all(struct rock_engine *e);
 int rock_drain_owns_fd(const struct rock_engine *e, int fd);
 void rock_drain_close_fds(const struct rock_engine *e, int (*close_fn)(int));

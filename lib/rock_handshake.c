@@ -89,7 +89,8 @@ reject_reason(uint8_t code)
  * client before the ERROR does (a lost segment waits for its resend, the
  * reset does not): the client would fail where the ERROR tells it to
  * fall back. So its connection is held and read until the client's FIN
- * (it closes on the ERROR) or the drain's bound, as a finished rock's. */
+ * (it closes on the ERROR) or the drain's bound, as a finished rock's,
+ * as long as few are (anyone can send a CLIENT_EARLY to be refused). */
 static void
 refused_free(struct rock_handshake *hs)
 {
@@ -102,7 +103,7 @@ refused_free(struct rock_handshake *hs)
 		return;
 	}
 	handshake_free(hs, 0);
-	(void)rock_drain_close(e, fd, 0);
+	rock_drain_refused(e, fd);
 }
 
 void
