@@ -32,8 +32,9 @@
 #define RELAY_PIPE (1024 * 1024)
 /* One splice from a socket moves at most this much. */
 #define RELAY_SPLICE (1024 * 1024)
-/* One copied read; a direction holds at most about this much unsent
- * while it copies (a backend still connecting, a slow reader). */
+/* One copied read. A copying direction stops reading once this much is
+ * held unsent (a backend still connecting, a slow reader), so it holds
+ * under twice this. */
 #define RELAY_COPY (16 * 1024)
 
 enum { CLIENT = 0, BACKEND = 1 };
@@ -54,13 +55,15 @@ struct rockd_relay {
 	unsigned long id;
 	int fd[2];
 	struct relay_dir dir[2];	/* dir[i]: from side i to side 1 - i */
-	struct event *rd[2];	/* side i readable: kept while its pipe has room */
+	struct event *rd[2];	/* side i readable: kept while its direction
+				 * has room (pipe, or under RELAY_COPY held) */
 	struct event *wr[2];	/* side i writable: only while a write to it
 				 * would block (or the backend connects) */
 	int reading[2], writing[2];	/* rd[i], wr[i] added */
 	int eof[2];		/* no more bytes will come from side i */
 	int shut[2];		/* we half-closed toward side i */
 	int connected;		/* backend connection established */
+	int no_pipe;		/* pipe2 failed: copy on, said once */
 	/* Made for a client silent through the sniff's wait: its first
 	 * bytes are looked at once, for a rock's hello that came late. */
 	int late_check;
@@ -123,8 +126,8 @@ relay_failed(struct rockd_relay *r, int i, int err)
 	relay_free(r, 1);
 }
 
-/* Interest changes only when it must: read interest stays while the pipe
- * has room, write interest exists only while a write would block, so a
+/* Interest changes only when it must: read interest stays while the
+ * direction has room, write interest exists only while a write would block, so a
  * relayed round trip costs no epoll_ctl. 0 or -ENOMEM. */
 static int
 want(struct event *ev, int *on, int v)
@@ -208,9 +211,8 @@ settle(struct rockd_relay *r, int side, int e)
  * hello or reconnect (lost and resent after the sniff's wait, or sent by
  * a starved host): the backend must not get them as its client's bytes,
  * and the client, reset, tries again as a rock. 1 if so, or if the peek
- * failed (the relay failed as a splice's error would fail it: a peek
- * takes the socket's error, and the splice after would read a clean
- * end); r is freed then. A hello's first segment carries all 8 bytes of
+ * failed (the relay failed as a read's error would fail it: a peek
+ * takes the socket's error, and the read after would see a clean end); r is freed then. A hello's first segment carries all 8 bytes of
  * its magic: fewer that begin like one (rock_sniff's MORE) are a plain
  * client's. */
 static int
@@ -249,10 +251,11 @@ head_add(struct relay_dir *p, const uint8_t *b, size_t n)
 
 	if (n == 0)
 		return 0;
-	if (p->headoff > 0)
-		memmove(p->head, p->head + p->headoff, left);
-	if ((h = realloc(p->head, left + n)) == NULL)
+	/* Grown first: a failure leaves the head as it was. */
+	if ((h = realloc(p->head, p->headlen + n)) == NULL)
 		return -ENOMEM;
+	if (p->headoff > 0)
+		memmove(h, h + p->headoff, left);
 	memcpy(h + left, b, n);
 	p->head = h;
 	p->headlen = left + n;
@@ -261,14 +264,20 @@ head_add(struct relay_dir *p, const uint8_t *b, size_t n)
 }
 
 /* Bulk: the direction splices from now on. Without a pipe (descriptors
- * short) it copies on, which only costs rockd more CPU. */
+ * short) the relay copies on, which only costs rockd more CPU. */
 static void
-dir_pipe(struct relay_dir *p)
+dir_pipe(struct rockd_relay *r, struct relay_dir *p)
 {
 	int fds[2];
 
-	if (pipe2(fds, O_NONBLOCK | O_CLOEXEC) != 0)
+	if (r->no_pipe)
 		return;
+	if (pipe2(fds, O_NONBLOCK | O_CLOEXEC) != 0) {
+		r->no_pipe = 1;
+		rlog_warn(&r->d->log, "relay %lu: pipe: %s; copying instead of "
+		    "splicing", r->id, strerror(errno));
+		return;
+	}
 	p->pr = fds[0];
 	p->pw = fds[1];
 	/* Smaller if the limit says so: a fuller pipe only means more
@@ -294,27 +303,41 @@ splice_in(struct rockd_relay *r, int i)
 	return n;
 }
 
-/* Side i's bytes copied into the head: how many (0: its end), or -errno
- * (-EAGAIN: none, or enough held already). A read that fills the buffer
- * makes the direction splice. */
+/* Side i's bytes read into rockd and sent on at once where nothing is
+ * waiting before them; what side 1 - i does not take yet is held for
+ * send_out. How many were read (0: its end), or -errno (-EAGAIN: none,
+ * or enough held already); *send_err: the send's error, 0 if none. A
+ * read that fills the buffer makes the direction splice. */
 static ssize_t
-copy_in(struct rockd_relay *r, int i)
+copy_in(struct rockd_relay *r, int i, int *send_err)
 {
 	struct relay_dir *p = &r->dir[i];
+	int to = 1 - i;
 	uint8_t buf[RELAY_COPY];
-	ssize_t n;
+	ssize_t n, w = 0;
 
 	if (p->headlen - p->headoff >= RELAY_COPY)
 		return -EAGAIN;
 	do {
 		n = recv(r->fd[i], buf, sizeof(buf), MSG_DONTWAIT);
 	} while (n < 0 && errno == EINTR);
-	if (n < 0)
-		return -errno;
-	if (head_add(p, buf, (size_t)n) != 0)
+	if (n <= 0)
+		return n < 0 ? -errno : 0;
+	if (p->headlen == p->headoff && !r->writing[to] &&
+	    (to == CLIENT || r->connected)) {
+		do {
+			w = send(r->fd[to], buf, (size_t)n,
+			    MSG_DONTWAIT | MSG_NOSIGNAL);
+		} while (w < 0 && errno == EINTR);
+		if (w < 0 && errno != EAGAIN)
+			*send_err = errno;
+		if (w < 0)
+			w = 0;
+	}
+	if (head_add(p, buf + w, (size_t)(n - w)) != 0)
 		return -ENOMEM;
 	if (n == RELAY_COPY)
-		dir_pipe(p);
+		dir_pipe(r, p);
 	return n;
 }
 
@@ -325,12 +348,16 @@ on_readable(evutil_socket_t fd, short what, void *arg)
 	int i = fd == r->fd[CLIENT] ? CLIENT : BACKEND;
 	struct relay_dir *p = &r->dir[i];
 	ssize_t n;
-	int e = 0;
+	int e = 0, send_err = 0;
 
 	(void)what;
 	if (i == CLIENT && r->late_check && late_rock(r, fd))
 		return;
-	n = p->pw >= 0 ? splice_in(r, i) : copy_in(r, i);
+	n = p->pw >= 0 ? splice_in(r, i) : copy_in(r, i, &send_err);
+	if (send_err != 0) {
+		relay_failed(r, 1 - i, send_err);
+		return;
+	}
 	if (n == -EAGAIN) {
 		/* Readable yet nothing moved: the pipe is full, or enough
 		 * is held. Reading resumes once send_out has emptied it. */
