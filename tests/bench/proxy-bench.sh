@@ -221,7 +221,7 @@ proxy_syscalls() {
 	local -a pre=()
 	pp=$(proxy_pid "$k")
 	[ "$k" = rock ] && pre=("$wrapper")
-	perf stat -x, -e raw_syscalls:sys_enter -p "$pp" -o "$tmp/proxy-perf" -- sleep 60 &
+	perf stat -x, -e raw_syscalls:sys_enter -p "$pp" -o "$tmp/proxy-perf" -- sleep 60 2>/dev/null &
 	ps=$!
 	sleep 0.5
 	"${pre[@]}" "$bench" connect plain 127.0.0.1 "${port[$k:echo]}" 1000 >/dev/null 2>>"$tmp/client.err"
