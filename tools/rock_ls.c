@@ -146,7 +146,7 @@ print_json(struct out *o, char **f, const char *source)
 	putchar('}');
 }
 
-#define TABLE_FMT "%-8s %-12s %7s %-6s %-22s %-22s %-9s %7s %5s %9s %9s %6s\n"
+#define TABLE_FMT "%-8s %-16s %7s %-6s %-22s %-22s %-9s %7s %5s %9s %9s %6s\n"
 
 static void
 print_row(struct out *o, char **f)

@@ -370,7 +370,7 @@ ctl_start(const struct shim_state *st)
 	    rock_ctl_path(st->cfg.run_dir, (long)getpid(), eng.ctl_path,
 	    sizeof(eng.ctl_path)) != 0)
 		return;
-	if (rock_ctl_open(eng.e, eng.ctl_path, program_invocation_short_name,
+	if (rock_ctl_open(eng.e, eng.ctl_path, st->program,
 	    NULL, NULL, ROCK_CTL_MKDIR, &eng.ctl) != 0) {
 		rlog_warn(&st->log, "%s: %s; rock ls will not list this "
 		    "process's rocks", eng.ctl_path, rock_ctl_strerror(errno));

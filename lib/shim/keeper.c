@@ -136,7 +136,7 @@ keeper_ctl(const struct shim_state *st, struct rock_engine *e)
 	if (st->cfg.run_dir[0] == '\0' || rock_ctl_path(st->cfg.run_dir,
 	    (long)getpid(), path, sizeof(path)) != 0)
 		return NULL;
-	snprintf(name, sizeof(name), "keeper:%s", program_invocation_short_name);
+	snprintf(name, sizeof(name), "keeper:%s", st->program);
 	if (rock_ctl_open(e, path, name, NULL, NULL, ROCK_CTL_MKDIR, &c) != 0) {
 		rlog_warn(&st->log, "keeper %d: %s: %s; rock ls will not list "
 		    "its rocks", (int)getpid(), path, rock_ctl_strerror(errno));
@@ -177,9 +177,10 @@ shim_keeper_run(struct event_base *base, struct rock_engine *e, int keep_fd,
 		    "pid %d are cut", (int)getpid(), nrocks, (int)program);
 		_exit(1);
 	}
+	/* Before the line that names it: whoever reads the line finds it. */
+	ctl = keeper_ctl(st, e);
 	rlog_info(&st->log, "keeper %d: finishing %d rocks of pid %d",
 	    (int)getpid(), nrocks, (int)program);
-	ctl = keeper_ctl(st, e);
 	shim_fork_relay_start();
 	event_base_dispatch(base);
 	rock_ctl_free(ctl, 1);

@@ -96,6 +96,9 @@ struct shim_state {
 	struct rock_config cfg;
 	struct rock_log log;
 	int active;		/* mode is not off */
+	/* The program's name as it started, for rock ls: a program that
+	 * rewrites its title (sshd) overwrites what argv[0] says later. */
+	char program[32];
 };
 
 /* The state, initialised on first use (before or after our constructor). */

@@ -66,6 +66,8 @@ shim_init(void)
 	shim_resolve();
 	read_settings(&state.cfg, &state.log);
 	state.active = state.cfg.mode != ROCK_MODE_OFF;
+	snprintf(state.program, sizeof(state.program), "%s",
+	    program_invocation_short_name);
 	log_settings(&state.cfg, &state.log);
 	__atomic_store_n(&state_ready, 1, __ATOMIC_RELEASE);
 }
