@@ -63,7 +63,7 @@ struct rockd_relay {
 	int eof[2];		/* no more bytes will come from side i */
 	int shut[2];		/* we half-closed toward side i */
 	int connected;		/* backend connection established */
-	int no_pipe;		/* pipe2 failed: copy on, said once */
+	int no_pipe;		/* pipe2 failed: it copies to the end */
 	/* Made for a client silent through the sniff's wait: its first
 	 * bytes are looked at once, for a rock's hello that came late. */
 	int late_check;
@@ -71,6 +71,7 @@ struct rockd_relay {
 };
 
 static unsigned long next_id;
+static int pipe_warned;		/* pipe2 failed once: said once */
 
 static void
 relay_link(struct rockd *d, struct rockd_relay *r)
@@ -127,8 +128,8 @@ relay_failed(struct rockd_relay *r, int i, int err)
 }
 
 /* Interest changes only when it must: read interest stays while the
- * direction has room, write interest exists only while a write would block, so a
- * relayed round trip costs no epoll_ctl. 0 or -ENOMEM. */
+ * direction has room, write interest exists only while a write would
+ * block, so a relayed round trip costs no epoll_ctl. 0 or -ENOMEM. */
 static int
 want(struct event *ev, int *on, int v)
 {
@@ -212,8 +213,9 @@ settle(struct rockd_relay *r, int side, int e)
  * a starved host): the backend must not get them as its client's bytes,
  * and the client, reset, tries again as a rock. 1 if so, or if the peek
  * failed (the relay failed as a read's error would fail it: a peek
- * takes the socket's error, and the read after would see a clean end); r is freed then. A hello's first segment carries all 8 bytes of
- * its magic: fewer that begin like one (rock_sniff's MORE) are a plain
+ * takes the socket's error, and the read after would see a clean end);
+ * r is freed then. A hello's first segment carries all 8 bytes of its
+ * magic: fewer that begin like one (rock_sniff's MORE) are a plain
  * client's. */
 static int
 late_rock(struct rockd_relay *r, int fd)
@@ -274,8 +276,10 @@ dir_pipe(struct rockd_relay *r, struct relay_dir *p)
 		return;
 	if (pipe2(fds, O_NONBLOCK | O_CLOEXEC) != 0) {
 		r->no_pipe = 1;
-		rlog_warn(&r->d->log, "relay %lu: pipe: %s; copying instead of "
-		    "splicing", r->id, strerror(errno));
+		if (!pipe_warned++)
+			rlog_warn(&r->d->log, "relay %lu: pipe: %s; relays that "
+			    "cannot have one copy instead of splicing (said "
+			    "once)", r->id, strerror(errno));
 		return;
 	}
 	p->pr = fds[0];
@@ -333,6 +337,10 @@ copy_in(struct rockd_relay *r, int i, int *send_err)
 			*send_err = errno;
 		if (w < 0)
 			w = 0;
+		/* Not all taken: the rest goes when `to` has room. */
+		if (w < n && *send_err == 0 &&
+		    want(r->wr[to], &r->writing[to], 1) != 0)
+			return -ENOMEM;
 	}
 	if (head_add(p, buf + w, (size_t)(n - w)) != 0)
 		return -ENOMEM;
@@ -377,7 +385,10 @@ on_readable(evutil_socket_t fd, short what, void *arg)
 		r->d->n.plain_bytes[i == CLIENT ? ROCKD_TO_BACKEND :
 		    ROCKD_TO_CLIENT] += (uint64_t)n;
 	}
-	if (e == 0 && (p->headlen > p->headoff || p->inpipe > 0 || r->eof[i]))
+	/* Awaiting 1 - i's room already: on_writable sends (and passes
+	 * the end on); a send now would only hear EAGAIN. */
+	if (e == 0 && !r->writing[1 - i] &&
+	    (p->headlen > p->headoff || p->inpipe > 0 || r->eof[i]))
 		e = send_out(r, 1 - i);
 	settle(r, 1 - i, e);
 }
