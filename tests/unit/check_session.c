@@ -1122,6 +1122,23 @@ END_TEST
 
 #define EARLY_ANSWER (ROCK_SERVER_RESUME_LEN + ROCK_TICKET_MSG_LEN)
 
+/* A server that offers EARLY (a replay register of its own, in *st) and
+ * the client engine; handshake_ms: the server's bound (0: its default). */
+static void
+pair_up_early(struct server *sv, struct rock_strike **st, int handshake_ms)
+{
+	struct rock_engine_config cfg;
+
+	ck_assert_int_eq(rock_strike_new(st), 0);
+	rock_engine_config_defaults(&cfg);
+	cfg.strike = *st;
+	if (handshake_ms > 0)
+		cfg.handshake_timeout_ms = handshake_ms;
+	server_cfg = &cfg;
+	pair_up(sv, NULL);
+	server_cfg = NULL;
+}
+
 /* A CLIENT_EARLY to sv under the ticket the client engine holds for it,
  * nonce filled with `fill`, claiming age_ms; msg after it. Its length. */
 static size_t
@@ -1199,19 +1216,12 @@ START_TEST(test_early_flight)
 {
 	static const char msg[] = "POST /transfer?amount=100 HTTP/1.0\r\n\r\n";
 	uint8_t out[ROCK_EARLY_TOTAL + sizeof(msg)], in[1024];
-	struct rock_engine_config cfg;
 	struct rock_strike *st;
 	struct server sv;
 	unsigned long got;
 	size_t n;
 
-	ck_assert_int_eq(rock_strike_new(&st), 0);
-	rock_engine_config_defaults(&cfg);
-	cfg.strike = st;
-	cfg.handshake_timeout_ms = 2000;
-	server_cfg = &cfg;
-	pair_up(&sv, NULL);
-	server_cfg = NULL;
+	pair_up_early(&sv, &st, 2000);
 	ck_assert_uint_eq(sv.e->announcement[11] & ROCK_FEAT_EARLY,
 	    ROCK_FEAT_EARLY);
 	n = early_flight(&sv, 0x11, 0, msg, out);
@@ -1323,7 +1333,6 @@ START_TEST(test_early_refused_drained)
 	static const char msg[] = "GET / HTTP/1.0\r\n\r\n";
 	uint8_t out[ROCK_EARLY_TOTAL + sizeof(msg)];
 	static int held[ROCK_DRAIN_REFUSED_MAX];
-	struct rock_engine_config cfg;
 	struct rock_strike *st;
 	struct server sv;
 	struct pollfd p = { -1, POLLIN, 0 };
@@ -1332,12 +1341,7 @@ START_TEST(test_early_refused_drained)
 	size_t n;
 	int i;
 
-	ck_assert_int_eq(rock_strike_new(&st), 0);
-	rock_engine_config_defaults(&cfg);
-	cfg.strike = st;
-	server_cfg = &cfg;
-	pair_up(&sv, NULL);
-	server_cfg = NULL;
+	pair_up_early(&sv, &st, 0);
 	got = __atomic_load_n(&server_got, __ATOMIC_RELAXED);
 	n = early_flight(&sv, 0x55, 0, msg, out);
 	out[ROCK_ANNOUNCE_LEN + 14] ^= 1;	/* the tag fails: TICKET */
@@ -1521,19 +1525,13 @@ START_TEST(test_early_bytes)
 {
 	static char msg[] = "GET / HTTP/1.0\r\n\r\n";
 	struct iovec iov = { msg, sizeof(msg) - 1 };
-	struct rock_engine_config cfg;
 	struct rock_strike *st;
 	unsigned long before;
 	struct server sv;
 	int round;
 	unsigned i;
 
-	ck_assert_int_eq(rock_strike_new(&st), 0);
-	rock_engine_config_defaults(&cfg);
-	cfg.strike = st;
-	server_cfg = &cfg;
-	pair_up(&sv, NULL);
-	server_cfg = NULL;
+	pair_up_early(&sv, &st, 0);
 	for (round = 0; round < 4; round++) {
 		if (round == 1)		/* its age: 20 s more than it is */
 			for (i = 0; i < ROCK_TICKET_CACHE; i++)
