@@ -66,6 +66,7 @@ struct rock_config {
 	int linger_ms;			/* at exit: wait for peers to consume */
 	int suspend_timeout_s;		/* give a suspended rock up; 0: never */
 	int serve;			/* 1: listeners accept rocks (rock mode) */
+	int early;			/* 1: first bytes go with a resumption */
 	struct rock_trust trust;	/* server keys: known file, pin, accept new */
 	char probe_cache[PATH_MAX];	/* shared probe cache file; "": none */
 	char run_dir[PATH_MAX];		/* the user's runtime directory for rocks
@@ -86,7 +87,7 @@ typedef void rock_env_warn_fn(void *arg, const char *var, const char *value,
 /* Looks a variable up; returns NULL when unset (getenv has this shape). */
 typedef const char *rock_env_get_fn(void *arg, const char *name);
 
-#define ROCK_ENV_NVARS 24
+#define ROCK_ENV_NVARS 25
 
 /*
  * The parser remembers the bad values it has reported, so that re-reading

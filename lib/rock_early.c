@@ -389,8 +389,10 @@ early_dial(struct rock_early *x, const uint8_t ann[ROCK_ANNOUNCE_LEN],
 	if ((r = rock_hello_socket(addr, &x->fd)) != 0)
 		return r;
 	/* The server offers EARLY (a replay register): our first bytes
-	 * may follow the resumption without waiting for its answer. */
-	x->early = ((ann[10] << 8 | ann[11]) & ROCK_FEAT_EARLY) != 0;
+	 * may follow the resumption without waiting for its answer, unless
+	 * the user keeps them until the server has proved its key. */
+	x->early = x->e->cfg.early &&
+	    ((ann[10] << 8 | ann[11]) & ROCK_FEAT_EARLY) != 0;
 	x->nflight = rock_resume_flight(x->e, x->fd, ann, &x->tk, x->early,
 	    x->nonce, x->flight);
 	if ((r = rock_hello_dial(x->e, x->fd, addr, x->len, deadline, x->flight,

@@ -23,6 +23,7 @@ rock_engine_config_defaults(struct rock_engine_config *cfg)
 	cfg->backoff_max_ms = 500;
 	cfg->dial_timeout_ms = 2000;
 	cfg->handshake_timeout_ms = 10000;
+	cfg->early = 1;
 	cfg->ring_cap = 0;
 	cfg->ack_every = 256 * 1024;
 	cfg->refusal_signs_per_s = 1000;

@@ -41,6 +41,9 @@ struct rock_engine_config {
 	int backoff_max_ms;	/* cap between attempts (500) */
 	int dial_timeout_ms;	/* one reconnect attempt (2000) */
 	int handshake_timeout_ms; /* server: a handshake must finish within (10000) */
+	/* client: the program's first bytes follow a resumption at once
+	 * where the server offers EARLY (1), or wait for its answer (0) */
+	int early;
 	size_t ring_cap;	/* in-flight cap per rock; 0: from socket buffers */
 	int ack_every;		/* bytes consumed between unsolicited acks (256 KiB) */
 	/* server: signed refusals of reconnects per second, and a second's

@@ -19,6 +19,10 @@
 /* 1: a TCP listener accepts rocks itself (lib/shim/serve.c); 0 (default)
  * until a forking server's children can keep them (issue 11, item 1). */
 #define ROCK_ENV_SERVE			"ROCK_SERVE"
+/* 0: a resumption waits for the server's answer before the program's
+ * first bytes go (no CLIENT_EARLY, doc/PROTOCOL.md 2.9); 1 (default):
+ * they go at once where the server offers it. */
+#define ROCK_ENV_EARLY			"ROCK_EARLY"
 /* The probe cache shared by the user's processes ("": none); by default
  * in the runtime directory, else in /tmp/rock-UID. */
 #define ROCK_ENV_PROBE_CACHE		"ROCK_PROBE_CACHE"

@@ -68,4 +68,28 @@ if command -v curl >/dev/null; then
 else
 	t_skipped "metrics: curl not found"
 fi
+
+# ROCK_EARLY=0: the same program's second connect resumes with
+# CLIENT_RESUME (0x06) and sends its first bytes only after the answer
+# proved the key: no connection of this run begins with CLIENT_EARLY.
+ls "$t_tmp/rec" >"$t_tmp/rec.before"
+marker0="POST /transfer?amount=200&id=$$ HTTP/1.0"
+out=$(ROCK_EARLY=0 ROCK_DEBUG=1 ROCK_LOG="$t_tmp/client0.log" t_foreign timeout 60 "$ROCK" \
+	python3 "$PY" client "$tap" "$marker0" 2>"$t_tmp/client0.log.err")
+t_eq "ROCK_EARLY=0: the program's verdict" "$out" "ok"
+t_eq "ROCK_EARLY=0: its second connect still returned at TCP up" \
+	"$(grep -c 'the answer to its resumption is read behind the connect$' "$t_tmp/client0.log")" 1
+types=""
+for f in "$t_tmp"/rec/conn-*.bin; do
+	grep -qxF "$(basename "$f")" "$t_tmp/rec.before" && continue
+	types="$types $(od -An -tx1 -j1024 -N1 "$f" | tr -d ' ')"
+done
+t_check "ROCK_EARLY=0: a CLIENT_RESUME recorded (types:$types)" grep -qw 06 <<<"$types"
+t_check "ROCK_EARLY=0: no CLIENT_EARLY recorded (types:$types)" bash -c "! grep -qw 0a <<<'$types'"
+sleep 0.3
+t_eq "ROCK_EARLY=0: the backend got those first bytes once" \
+	"$(grep -aoF "$marker0" "$t_tmp/backend.log" | wc -l)" 1
+if command -v curl >/dev/null; then
+	t_eq "ROCK_EARLY=0: still one early flight admitted" "$(early_count admitted)" 1
+fi
 t_done

@@ -386,6 +386,7 @@ engine_start(const struct shim_state *st)
 	eng.owner = getpid();
 	rock_engine_config_defaults(&cfg);
 	cfg.suspend_timeout_s = st->cfg.suspend_timeout_s;
+	cfg.early = st->cfg.early;
 	if ((eng.base = event_base_new()) == NULL)
 		return -1;
 	if (rock_engine_new(&eng.e, eng.base, &st->log, &cfg, NULL, 0) != 0)
