@@ -69,6 +69,9 @@ struct rock_session {
 	/* Written to the kernel, not yet acked; past replay_from, bytes
 	 * rock_session_send_from read straight in, not yet written. */
 	struct rock_ring ring;
+	/* What rock_session_send_from's next read may grow the ring for:
+	 * twice a read that filled its offer; 0 after a short one. */
+	size_t read_offer;
 	uint64_t tcp_bound;		/* older bytes are surely consumed (no ack needed) */
 	uint64_t consumed;		/* delivered to the owner */
 	uint64_t acked_consumed;	/* our count the peer last saw from us */

@@ -309,6 +309,26 @@ flush(struct rock_session *s)
 	}
 }
 
+/* A read's offer when the ring has no storage: its smallest. */
+#define READ_OFFER_MIN 4096
+
+/* What a read into the ring may take: all its storage has free, and
+ * more (growing it) only as far as the source has shown it has: a
+ * request/response stream keeps a small ring, where offering every read
+ * the whole room grew it to 256 KiB and compaction shrank it back at
+ * every tick (in rockd, 0.13 brk and 0.18 page faults per round trip at
+ * 2,000 rocks); a bulk stream's offers double up to the room. */
+static size_t
+read_offer(const struct rock_session *s, size_t want)
+{
+	size_t storage = rock_ring_memory(&s->ring) - rock_ring_used(&s->ring);
+	size_t offer = s->read_offer > storage ? s->read_offer : storage;
+
+	if (offer == 0)
+		offer = READ_OFFER_MIN;
+	return offer < want ? offer : want;
+}
+
 /* The owner's bytes go behind those already queued: into the queue while
  * it holds any (after a hand-over, say), else straight into the ring,
  * whose cap then bounds them as it bounds the bytes in flight. */
@@ -316,7 +336,7 @@ ssize_t
 rock_session_send_from(struct rock_session *s, int fd, size_t max)
 {
 	struct iovec iov[2];
-	size_t room;
+	size_t room, offer;
 	ssize_t n;
 	int cnt, r;
 
@@ -337,11 +357,12 @@ rock_session_send_from(struct rock_session *s, int fd, size_t max)
 			s->drain_owed = s->room_owed = 1;
 			return ROCK_ERR_FULL;
 		}
-		if ((r = rock_ring_tail(&s->ring, max < room ? max : room, iov,
-		    &cnt)) != 0)
+		offer = read_offer(s, max < room ? max : room);
+		if ((r = rock_ring_tail(&s->ring, offer, iov, &cnt)) != 0)
 			return r;
 		if ((n = rock_sys.readv(fd, iov, cnt)) < 0)
 			return ROCK_ERR_SYSTEM;
+		s->read_offer = (size_t)n == offer ? 2 * offer : 0;
 		/* readv filled no more than the segments: this cannot fail */
 		if ((r = rock_ring_commit(&s->ring, (size_t)n)) != 0)
 			return r;

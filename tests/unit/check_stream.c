@@ -265,6 +265,43 @@ START_TEST(test_send_from_ring)
 }
 END_TEST
 
+/* A read into the ring is offered what its storage has free, and more
+ * only after reads that filled their offer: small messages leave a 4 KiB
+ * ring however much room is asked for (256 KiB), where the ring used to
+ * grow to it for every read; a bulk source's reads then double, up to
+ * the room asked. */
+START_TEST(test_send_from_offer)
+{
+	struct rock_session *s = suspended(1024 * 1024);
+	int p[2], fd, i;
+	uint8_t msg[64] = { 0 };
+	ssize_t n, want = 4096 - 640;
+
+	ck_assert_int_eq(pipe2(p, O_CLOEXEC | O_NONBLOCK), 0);
+	for (i = 0; i < 10; i++) {
+		ck_assert_int_eq(write(p[1], msg, sizeof(msg)), sizeof(msg));
+		ck_assert_int_eq(rock_session_send_from(s, p[0], 256 * 1024),
+		    sizeof(msg));
+		ck_assert_uint_eq(rock_ring_memory(&s->ring), 4096);
+	}
+	close(p[1]);
+	close(p[0]);
+	/* 640 bytes held, 3,456 free: the first bulk read takes those, and
+	 * each that fills its offer doubles the next, up to the 256 KiB. */
+	fd = source(0, 512 * 1024);
+	for (i = 0; i < 7; i++) {
+		n = rock_session_send_from(s, fd, 256 * 1024);
+		ck_assert_int_eq(n, want);
+		want *= 2;
+	}
+	/* 3,456 x 127 read, the 256 KiB offered next: the source's rest. */
+	ck_assert_int_eq(rock_session_send_from(s, fd, 256 * 1024),
+	    512 * 1024 - 3456 * 127);
+	ck_assert_int_eq(rock_session_send_from(s, fd, 256 * 1024), 0);
+	close(fd);
+}
+END_TEST
+
 /* The ordinary way: the queue drains through the connection; the owner
  * hears once, when it is under the low mark, and not again. */
 START_TEST(test_drain_told_once)
@@ -494,6 +531,7 @@ stream_suite(void)
 	tcase_add_test(tc, test_drain_told_once);
 	tcase_add_test(tc, test_send_into_ring_replays);
 	tcase_add_test(tc, test_send_from_ring);
+	tcase_add_test(tc, test_send_from_offer);
 	tcase_add_test(tc, test_count_past_written);
 	tcase_add_test(tc, test_direct_release_counts);
 	tcase_add_test(tc, test_tcp_rto_bounded);
