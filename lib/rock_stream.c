@@ -309,7 +309,8 @@ flush(struct rock_session *s)
 	}
 }
 
-/* A read's offer when the ring has no storage: its smallest. */
+/* The least a read is offered: the ring's smallest storage, never a
+ * few bytes at a time (as room_low's bound, below). */
 #define READ_OFFER_MIN 4096
 
 /* What a read into the ring may take: all its storage has free, and
@@ -324,7 +325,9 @@ read_offer(const struct rock_session *s, size_t want)
 	size_t storage = rock_ring_memory(&s->ring) - rock_ring_used(&s->ring);
 	size_t offer = s->read_offer > storage ? s->read_offer : storage;
 
-	if (offer == 0)
+	/* Storage nearly full (or none): grow it rather than read a few
+	 * bytes; half the floor free is still a read's worth. */
+	if (offer < READ_OFFER_MIN / 2)
 		offer = READ_OFFER_MIN;
 	return offer < want ? offer : want;
 }
