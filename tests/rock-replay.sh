@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# rock-replay.sh: a program's first bytes sent early (CLIENT_EARLY behind a resumption) reach rockd's backend once; the recorded flight, sent to rockd again (any of its workers), gets an answer without EARLY and no byte to the backend. Loopback.
+# rock-replay.sh: a program's first bytes sent early (CLIENT_EARLY behind a resumption) reach rockd's backend once; the recorded flight, sent to rockd again (any of its workers), gets an answer without EARLY and no byte to the backend; under ROCK_EARLY=0 the program resumes with CLIENT_RESUME and nothing goes early. Loopback.
 set -u
 . "$(dirname "$0")/lib.sh"
 ROCKD="$top_builddir/daemon/rockd"
@@ -79,12 +79,14 @@ out=$(ROCK_EARLY=0 ROCK_DEBUG=1 ROCK_LOG="$t_tmp/client0.log" t_foreign timeout 
 t_eq "ROCK_EARLY=0: the program's verdict" "$out" "ok"
 t_eq "ROCK_EARLY=0: its second connect still returned at TCP up" \
 	"$(grep -c 'the answer to its resumption is read behind the connect$' "$t_tmp/client0.log")" 1
-types=""
+types="" carrier=""
 for f in "$t_tmp"/rec/conn-*.bin; do
 	grep -qxF "$(basename "$f")" "$t_tmp/rec.before" && continue
 	types="$types $(od -An -tx1 -j1024 -N1 "$f" | tr -d ' ')"
+	grep -qaF "$marker0" "$f" && carrier=$(od -An -tx1 -j1024 -N1 "$f" | tr -d ' ')
 done
-t_check "ROCK_EARLY=0: a CLIENT_RESUME recorded (types:$types)" grep -qw 06 <<<"$types"
+t_eq "ROCK_EARLY=0: the connection that carried the first bytes began with CLIENT_RESUME" \
+	"$carrier" 06
 t_check "ROCK_EARLY=0: no CLIENT_EARLY recorded (types:$types)" bash -c "! grep -qw 0a <<<'$types'"
 sleep 0.3
 t_eq "ROCK_EARLY=0: the backend got those first bytes once" \

@@ -94,6 +94,7 @@ START_TEST(test_defaults)
 	ck_assert_int_eq(cfg.eval_env_once, 1);
 	ck_assert_int_eq(cfg.log_sink, ROCK_LOG_SYSLOG);
 	ck_assert_int_eq(cfg.serve, 0);
+	ck_assert_int_eq(cfg.early, 1);
 }
 END_TEST
 
@@ -103,7 +104,7 @@ START_TEST(test_good_values)
 	    "ROCK_KEEPALIVE_INTVL=5", "ROCK_KEEPALIVE_PROBES=127",
 	    "ROCK_USER_TIMEOUT_MS=0", "ROCK_DEBUG=1", "ROCK_LOG=/tmp/x.log",
 	    "DD_USE_KEEPALIVE=0", "DD_EVAL_ENVIRONMENT_ONCE=0", "ROCK_SERVE=1",
-	    NULL } };
+	    "ROCK_EARLY=0", NULL } };
 	struct rock_config cfg;
 
 	parse_env(&cfg, &env);
@@ -119,6 +120,7 @@ START_TEST(test_good_values)
 	ck_assert_int_eq(cfg.use_keepalive, 0);
 	ck_assert_int_eq(cfg.eval_env_once, 0);
 	ck_assert_int_eq(cfg.serve, 1);
+	ck_assert_int_eq(cfg.early, 0);
 }
 END_TEST
 
@@ -225,6 +227,7 @@ static const struct bad_case bad_cases[] = {
 	    "seconds, 0 (never) to 2147483647" },
 	{ "ROCK_SERVE=yes", "not a decimal integer", "0 or 1" },
 	{ "ROCK_SERVE=2", "too large", "0 or 1" },
+	{ "ROCK_EARLY=-1", "too small", "0 or 1" },
 };
 
 /* Every bad value: one report naming variable, value, problem and range;
