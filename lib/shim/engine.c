@@ -361,21 +361,25 @@ engine_main(void *arg)
 	return NULL;
 }
 
-/* rock ls and rock kill reach this process here; without it the rocks
- * still work, unseen. */
-static void
-ctl_start(const struct shim_state *st)
+struct rock_ctl *
+shim_ctl_open(const struct shim_state *st, struct rock_engine *e,
+    const char *name, char *path, size_t len)
 {
-	if (st->cfg.run_dir[0] == '\0' ||
-	    rock_ctl_path(st->cfg.run_dir, (long)getpid(), eng.ctl_path,
-	    sizeof(eng.ctl_path)) != 0)
-		return;
-	if (rock_ctl_open(eng.e, eng.ctl_path, st->program,
-	    NULL, NULL, ROCK_CTL_MKDIR, &eng.ctl) != 0) {
-		rlog_warn(&st->log, "%s: %s; rock ls will not list this "
-		    "process's rocks", eng.ctl_path, rock_ctl_strerror(errno));
-		eng.ctl_path[0] = '\0';
+	struct rock_ctl *c;
+
+	if (st->cfg.run_dir[0] == '\0' || rock_ctl_path(st->cfg.run_dir,
+	    (long)getpid(), path, len) != 0) {
+		path[0] = '\0';
+		return NULL;
 	}
+	if (rock_ctl_open(e, path, name, NULL, NULL, ROCK_CTL_MKDIR, &c) != 0) {
+		rlog_warn(&st->log, "%s: %s; rock ls will not list the rocks of "
+		    "%s (pid %d)", path, rock_ctl_strerror(errno), name,
+		    (int)getpid());
+		path[0] = '\0';
+		return NULL;
+	}
+	return c;
 }
 
 static int
@@ -394,7 +398,8 @@ engine_start(const struct shim_state *st)
 	rock_engine_set_lock(eng.e, engine_lock, engine_unlock, NULL);
 	rock_engine_set_trust(eng.e, &st->cfg.trust);
 	rock_engine_set_probe_file(eng.e, shim_probe_file());
-	ctl_start(st);
+	eng.ctl = shim_ctl_open(st, eng.e, st->program, eng.ctl_path,
+	    sizeof(eng.ctl_path));
 	eng.cmd_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (eng.cmd_fd < 0)
 		return -1;

@@ -131,18 +131,9 @@ static struct rock_ctl *
 keeper_ctl(const struct shim_state *st, struct rock_engine *e)
 {
 	char path[PATH_MAX], name[64];
-	struct rock_ctl *c;
 
-	if (st->cfg.run_dir[0] == '\0' || rock_ctl_path(st->cfg.run_dir,
-	    (long)getpid(), path, sizeof(path)) != 0)
-		return NULL;
 	snprintf(name, sizeof(name), "keeper:%s", st->program);
-	if (rock_ctl_open(e, path, name, NULL, NULL, ROCK_CTL_MKDIR, &c) != 0) {
-		rlog_warn(&st->log, "keeper %d: %s: %s; rock ls will not list "
-		    "its rocks", (int)getpid(), path, rock_ctl_strerror(errno));
-		return NULL;
-	}
-	return c;
+	return shim_ctl_open(st, e, name, path, sizeof(path));
 }
 
 /* In the forked child, the only thread; the engine's thread is gone and

@@ -357,6 +357,12 @@ struct shim_rock *shim_rock_overdue(int64_t now, int64_t after_ms); /* lock held
 void shim_waiters_forget(void);				/* lock held */
 void shim_keeper_run(struct event_base *base, struct rock_engine *e,
     int keep_fd, int nrocks, pid_t program) __attribute__((noreturn));
+/* rock ls and rock kill reach engine e at its control socket, ctl.PID in
+ * the runtime directory (its path into path, "" when none), rows under
+ * name. NULL: its rocks work on, unseen, which is said once. */
+struct rock_ctl;
+struct rock_ctl *shim_ctl_open(const struct shim_state *st,
+    struct rock_engine *e, const char *name, char *path, size_t len);
 /* opts.c. Lock held: read the program's socket fd before a rock replaces
  * it; put the program's buffer sizes on a new data connection. */
 /* An int option of fd, from the kernel (0 when it has none). */
