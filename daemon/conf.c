@@ -270,6 +270,17 @@ parse_line(struct rockd_config *cfg, char *line, char *err, size_t errlen)
 		}
 		return 0;
 	}
+	if (strcmp(tok[0], "node") == 0) {
+		long long v;
+
+		if (n != 2 || rock_parse_ll(tok[1], 1, ROCKD_MAX_NODE, &v) != 0) {
+			snprintf(err, errlen, "expected: node N (1 to %d), "
+			    "this rockd's number in its fleet", ROCKD_MAX_NODE);
+			return -1;
+		}
+		cfg->node = (long)v;
+		return 0;
+	}
 	if (strcmp(tok[0], "spread") == 0) {
 		if (n != 2 || rockd_parse_spread(tok[1], &cfg->spread) != 0) {
 			snprintf(err, errlen, "expected: spread address or "

@@ -304,6 +304,10 @@ rockd_engine_start(struct rockd *d, int udp_fd)
 	d->max_rocks = max_rocks(&d->cfg);
 	if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
 		rl.rlim_cur = 0;
+	if (d->node > 0)
+		rlog_info(&d->log, "node %d of a fleet: the announcement is "
+		    "the key's, connection ids and tickets name the node",
+		    d->node);
 	rlog_info(&d->log, "capacity: %zu rocks (%s; descriptor limit %llu)",
 	    d->max_rocks, d->cfg.max_rocks > 0 ? "max-rocks" :
 	    "a third of the descriptors", (unsigned long long)rl.rlim_cur);
@@ -317,6 +321,9 @@ rockd_engine_start(struct rockd *d, int udp_fd)
 		rlog_warn(&d->log, "replay register: %s; early bytes refused",
 		    strerror(errno));
 	d->engine_cfg.strike = d->strike;
+	d->engine_cfg.node = d->node;
+	if (d->node > 0)
+		d->engine_cfg.announce_random = d->fleet_random;
 	if (d->nworkers > 1) {
 		d->engine_cfg.workers = d->nworkers;
 		d->engine_cfg.worker = d->worker;
@@ -577,7 +584,8 @@ main(int argc, char **argv)
 		r = 2;
 		goto out;
 	}
-	if (rockd_control_check(&o, &d.cfg) != 0 || rockd_workers_check(&o, &d) != 0) {
+	if (rockd_control_check(&o, &d.cfg) != 0 ||
+	    rockd_workers_check(&o, &d) != 0 || rockd_node_check(&o, &d) != 0) {
 		r = 2;
 		goto out;
 	}
@@ -594,6 +602,10 @@ main(int argc, char **argv)
 		r = 2;
 		goto out;
 	}
+	/* Any node answers a probe and takes the hello that follows. */
+	if (d.node > 0)
+		rock_fleet_announcement(d.fleet_random, sizeof(d.fleet_random),
+		    d.ident.pk);
 	if (o.test) {
 		printf("rockd: configuration OK\n");
 		goto out;

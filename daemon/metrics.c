@@ -158,6 +158,11 @@ render(const struct rockd_snap *sn, int n, struct evbuffer *b)
 	    "passed to it.");
 	EACH(b, sn, n, "rockd_reconnects_routed_total", NULL, NULL,
 	    st.reconnects_routed);
+	family(b, "rockd_reconnects_elsewhere_total", "counter", "Reconnect "
+	    "requests for another node's session (a fleet's balancer sent "
+	    "them here), answered ELSEWHERE.");
+	EACH(b, sn, n, "rockd_reconnects_elsewhere_total", NULL, NULL,
+	    st.reconnects_elsewhere);
 	family(b, "rockd_rock_bytes_total", "counter", "Bytes relayed by rocks, "
 	    "by direction.");
 	EACH(b, sn, n, "rockd_rock_bytes_total", "direction", "to_backend",
@@ -192,6 +197,11 @@ render_all(const struct rockd *d, struct evbuffer *b)
 	struct rockd_snap one, *all;
 	int k;
 
+	if (d->node > 0) {
+		family(b, "rockd_node", "gauge", "This rockd's number in its "
+		    "fleet (its node, doc/fleet.md).");
+		evbuffer_add_printf(b, "rockd_node %d\n", d->node);
+	}
 	if (d->nworkers <= 1 ||
 	    (all = calloc((size_t)d->nworkers, sizeof(*all))) == NULL) {
 		rockd_metrics_snap(d, &one);

@@ -19,10 +19,11 @@ usage(FILE *f)
 {
 	fprintf(f,
 	    "usage: rockd [-F] [-v] [-p PIDFILE] [-k KEY] [--drain-timeout S] [--metrics ADDR:PORT]\n"
-	    "             [--control PATH] [--workers N|auto] [--spread HOW]\n"
+	    "             [--control PATH] [--workers N|auto] [--spread HOW] [--node N]\n"
 	    "             [--listen [ADDR:]PORT --backend HOST:PORT]...\n"
 	    "       rockd [-F] [-v] [-p PIDFILE] [-k KEY] [--drain-timeout S] [--metrics ADDR:PORT]\n"
-	    "             [--control PATH] [--workers N|auto] [--spread HOW] -f CONFIG\n"
+	    "             [--control PATH] [--workers N|auto] [--spread HOW] [--node N]\n"
+	    "             -f CONFIG\n"
 	    "       rockd -t [-k KEY] [--metrics ADDR:PORT] [--control PATH]\n"
 	    "             [-f CONFIG | --listen ... --backend ...]\n"
 	    "       rockd --session [-F] [-v] [-p PIDFILE] [-k KEY] [--control PATH]\n"
@@ -48,6 +49,8 @@ usage(FILE *f)
 	    "                             auto, the default: one per CPU\n"
 	    "      --spread address|connection  workers: a client address's\n"
 	    "                             connections to one (default), or each anywhere\n"
+	    "      --node N               this rockd is node N (1 to 255) of a fleet\n"
+	    "                             behind a balancer (see doc/fleet.md)\n"
 	    "  -v, --verbose              debug log\n"
 	    "  -h, --help, -V, --version\n");
 }
@@ -75,6 +78,7 @@ rockd_parse_options(int argc, char **argv, struct options *o, struct rockd_confi
 		{ "control", required_argument, NULL, 'C' },
 		{ "workers", required_argument, NULL, 'W' },
 		{ "spread", required_argument, NULL, 'A' },
+		{ "node", required_argument, NULL, 'N' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 }
@@ -171,6 +175,15 @@ rockd_parse_options(int argc, char **argv, struct options *o, struct rockd_confi
 				return 2;
 			}
 			o->spread_set = 1;
+			break;
+		case 'N':
+			if (rock_parse_ll(optarg, 1, ROCKD_MAX_NODE, &v) != 0) {
+				fprintf(stderr, "rockd: --node needs a number, "
+				    "1 to %d\n", ROCKD_MAX_NODE);
+				return 2;
+			}
+			o->node = (long)v;
+			o->node_set = 1;
 			break;
 		case 'h': usage(stdout); return -1;
 		case 'V': printf("rockd (%s) %s\n", PACKAGE_NAME, PACKAGE_VERSION); return -1;
@@ -341,4 +354,16 @@ rockd_control_check(const struct options *o, const struct rockd_config *cfg)
 		fprintf(stderr, "rockd: %s:%d: control %s: %s\n", o->config,
 		    cfg->control_line, path, rock_ctl_strerror(errno));
 	return -1;
+}
+
+int
+rockd_node_check(const struct options *o, struct rockd *d)
+{
+	d->node = (int)(o->node_set ? o->node : d->cfg.node);
+	if (d->node > 0 && o->session) {
+		fprintf(stderr, "rockd: --session is no fleet's node; drop %s\n",
+		    o->node_set ? "--node" : "the file's node");
+		return -1;
+	}
+	return 0;
 }

@@ -24,6 +24,8 @@ struct options {
 	long workers;		/* --workers (0: auto), if workers_set */
 	int workers_set;
 	int spread, spread_set;	/* --spread, enum rockd_spread */
+	long node;		/* --node, if node_set */
+	int node_set;
 };
 
 /* 0: parsed; -1: --help or --version printed (exit 0); 2: a usage error,
@@ -36,6 +38,9 @@ int rockd_metrics_option(struct rockd_config *cfg, const char *spec,
 /* Workers: the option's, else the file's, else one per CPU; -1 (printed)
  * if the count cannot work. */
 int rockd_workers_check(const struct options *o, struct rockd *d);
+/* The fleet's node: the option's, else the file's; -1 (printed) for a
+ * --session rockd, which is no fleet's. */
+int rockd_node_check(const struct options *o, struct rockd *d);
 /* The control socket's place; -1 (printed) if unusable. */
 int rockd_control_check(const struct options *o, const struct rockd_config *cfg);
 

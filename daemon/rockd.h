@@ -69,6 +69,7 @@ struct rockd_config {
 					 * CPU (auto); -1: not set (auto) */
 	int workers_line;		/* where the file set it */
 	int spread;			/* enum rockd_spread; read at start */
+	long node;			/* a fleet's node, 1 to 255; 0: none */
 };
 
 /* How the workers' listeners share new connections: a client address's
@@ -82,6 +83,10 @@ enum rockd_spread { ROCKD_SPREAD_ADDRESS, ROCKD_SPREAD_CONNECTION };
 /* Workers: how long they may take to listen (or to take a predecessor's
  * share over) before the start fails. */
 #define ROCKD_WORKERS_START_MS 30000
+
+/* node N: a fleet's nodes are numbered 1 to this (a connection id's
+ * byte names one). */
+#define ROCKD_MAX_NODE 255
 
 /* workers N: at most this many (the connection id's byte names one). */
 #define ROCKD_MAX_WORKERS 64
@@ -152,6 +157,10 @@ struct rockd {
 	 * inbox takes reconnects its siblings accepted for its sessions:
 	 * inbox_tx[k] sends to worker k, inbox_rx is ours. */
 	int nworkers, worker;
+	/* A fleet's node (1 to 255; 0: none) and the announcement every
+	 * node with our key makes (rock_fleet_announcement). */
+	int node;
+	uint8_t fleet_random[ROCK_ANNOUNCE_RANDOM];
 	int *inbox_tx, inbox_rx;
 	struct event *inbox_ev;
 	int ready_fd;			/* told "started" (a byte), then closed */

@@ -825,6 +825,9 @@ rockd_workers_run(struct rockd *d, int foreground, int successor,
 	    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (d->board == MAP_FAILED)
 		d->board = NULL;
+	else if (d->node > 0)
+		memcpy(d->board->announce_random, d->fleet_random,
+		    ROCK_ANNOUNCE_RANDOM);
 	else
 		rock_random(d->board->announce_random, ROCK_ANNOUNCE_RANDOM);
 	if (d->board == NULL ||

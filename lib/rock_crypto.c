@@ -22,6 +22,7 @@
 #define LABEL_TICKET "rocks ticket v6"
 #define LABEL_FINISHED "rocks client finished v7"
 #define LABEL_EARLY "rocks client early v7"
+#define LABEL_FLEET "rocks fleet announcement v7"
 #define DIGEST_LEN 32
 
 int
@@ -301,6 +302,21 @@ void
 rock_identity_wipe(struct rock_identity *id)
 {
 	sodium_memzero(id->sk, sizeof(id->sk));
+}
+
+void
+rock_fleet_announcement(uint8_t *out, size_t n, const uint8_t pk[ROCK_IDENT_LEN])
+{
+	static const uint8_t nonce[crypto_stream_xchacha20_NONCEBYTES];
+	crypto_generichash_state st;
+	uint8_t key[ROCK_KEY_LEN];
+
+	crypto_generichash_init(&st, NULL, 0, sizeof(key));
+	crypto_generichash_update(&st, (const uint8_t *)LABEL_FLEET,
+	    sizeof(LABEL_FLEET) - 1);
+	crypto_generichash_update(&st, pk, ROCK_IDENT_LEN);
+	crypto_generichash_final(&st, key, sizeof(key));
+	crypto_stream_xchacha20(out, n, nonce, key);
 }
 
 /* What is signed: BLAKE2b-256 of the label and the spans, so the

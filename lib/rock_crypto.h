@@ -103,6 +103,11 @@ void rock_identity_new(struct rock_identity *id);
 void rock_identity_from_seed(struct rock_identity *id,
     const uint8_t seed[ROCK_KEY_LEN]);
 void rock_identity_wipe(struct rock_identity *id);
+/* A fleet's announcement random part (n bytes), the same for every node
+ * with the key pk: XChaCha20's key stream (nonce 0) under BLAKE2b-256 of
+ * "rocks fleet announcement v7" and pk (doc/PROTOCOL.md 2.2). */
+void rock_fleet_announcement(uint8_t *out, size_t n,
+    const uint8_t pk[ROCK_IDENT_LEN]);
 
 /* What a server's answer is signed for (doc/PROTOCOL.md 2.4, 5). */
 enum rock_answer { ROCK_ANSWER_HELLO, ROCK_ANSWER_ERROR };

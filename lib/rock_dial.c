@@ -479,7 +479,9 @@ attempt_refused(struct rock_attempt *a)
 
 	if (rock_error_decode(&em, a->buf, a->have, &used) != 0 ||
 	    (em.code != ROCK_WERR_UNKNOWN && em.code != ROCK_WERR_AUTH)) {
-		attempt_failed(a, "server answered with an error");
+		attempt_failed(a, em.code == ROCK_WERR_ELSEWHERE ? "another node "
+		    "of the fleet answered (the session is at its own)" :
+		    "server answered with an error");
 		return;
 	}
 	if (rock_refusal_verify(s->e, s->server_ident, &em, a->buf, used, a->req,

@@ -53,6 +53,11 @@ struct rock_engine_config {
 	 * (rockd's workers); this one is `worker`, and byte ROCK_ID_WORKER of
 	 * every connection id it hands out says so (1, 0: all ids random) */
 	int workers, worker;
+	/* server: a node of a fleet (rockd's `node`, 1 to 255; 0: none):
+	 * byte ROCK_ID_NODE of its connection ids and of its ticket keys'
+	 * ids says so, and a reconnect for another node's id is answered
+	 * ELSEWHERE (doc/PROTOCOL.md 4.1) */
+	int node;
 	/* server: the announcement's random part, shared by the workers so
 	 * a probe answered by one names a hello any of them takes; NULL: our
 	 * own (ROCK_ANNOUNCE_RANDOM bytes) */
@@ -90,6 +95,8 @@ void rock_strike_start(struct rock_strike *st);
 /* Where a server with workers writes the worker's number in a connection
  * id (doc/PROTOCOL.md 4.1). */
 #define ROCK_ID_WORKER 1
+/* ... and a fleet's node its node number (doc/fleet.md). */
+#define ROCK_ID_NODE 0
 
 /* A server with workers: a reconnect request (whole, `len` bytes in req)
  * for a session another worker holds goes to route, which owns fd from
@@ -223,6 +230,7 @@ struct rock_engine_stats {
 	unsigned long handshake_failed[ROCK_HS_FAIL_KINDS];
 	unsigned long evictions;	/* rock_engine_make_room's victims */
 	unsigned long reconnects_routed; /* handed to the worker of their id */
+	unsigned long reconnects_elsewhere; /* another node's id: ELSEWHERE */
 	unsigned long early[ROCK_EARLY_VERDICTS];	/* server: CLIENT_EARLYs */
 };
 const struct rock_engine_stats *rock_engine_stats(const struct rock_engine *e);

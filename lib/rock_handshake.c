@@ -523,6 +523,8 @@ rock_handshake_accept(struct rock_handshake *hs,
 	rock_random(&hs->fresh, sizeof(hs->fresh));
 	if (hs->e->cfg.workers > 1)
 		hs->fresh.id[ROCK_ID_WORKER] = (uint8_t)hs->e->cfg.worker;
+	if (hs->e->cfg.node > 0)
+		hs->fresh.id[ROCK_ID_NODE] = (uint8_t)hs->e->cfg.node;
 	rock_socket_buffers(hs->e, hs->fd, &bufs[0], &bufs[1]);
 	/* The claim sizes our memory for this rock: no more than a receive
 	 * buffer can be on this host. */

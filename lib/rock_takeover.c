@@ -163,6 +163,31 @@ take_over(struct rock_session *s, struct reconnect *rc,
 	rock_session_release(s);
 }
 
+/* A fleet: another node's session, sent here by a balancer that does not
+ * route by id or has not seen that node come back. Not ours to judge:
+ * the client takes the answer for a failed attempt and dials again, and
+ * the session lives on at its node. Unsigned, so that it costs what a
+ * plain connection does; anyone could send it, and all it can do is what
+ * a reset does. */
+static int
+node_elsewhere(struct reconnect *rc, const struct rock_reconnect_req *rq)
+{
+	struct rock_engine *e = rc->e;
+	uint8_t out[ROCK_ERROR_MAX_LEN];
+	size_t n;
+
+	if (e->cfg.node <= 0 || rq->id[ROCK_ID_NODE] == e->cfg.node)
+		return 0;
+	e->stats.reconnects_elsewhere++;
+	stranger(e, ROCK_STRANGER_RECONNECT, "reconnect for node %d's session "
+	    "(we are node %d): answered ELSEWHERE; is the balancer routing by "
+	    "connection id?", rq->id[ROCK_ID_NODE], e->cfg.node);
+	n = rock_error_encode(ROCK_WERR_ELSEWHERE, "another node's session", out);
+	(void)rock_sys.send(rc->fd, out, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+	reconnect_free(rc, 1);
+	return 1;
+}
+
 /* Workers: a session lives in the worker its id names, whichever worker
  * the kernel gave the connection to. Routed before any check, so the
  * request is judged (and a refusal signed) once, by its worker. */
@@ -195,7 +220,7 @@ check_request(struct reconnect *rc)
 		reconnect_reject(rc, ROCK_WERR_PROTOCOL, "malformed request");
 		return;
 	}
-	if (route_elsewhere(rc, &rq))
+	if (node_elsewhere(rc, &rq) || route_elsewhere(rc, &rq))
 		return;
 	if ((s = rock_engine_find(rc->e, rq.id)) == NULL ||
 	    s->state == ROCK_ST_CLOSED) {

@@ -194,10 +194,14 @@ rock_ticket_issue(struct rock_engine *e, const uint8_t rms[ROCK_KEY_LEN],
 	rotate(e, now);
 	if (!cur->set) {
 		rock_random(cur->id, sizeof(cur->id));
+		/* A fleet's balancer sends a resumption to the node whose
+		 * key sealed its ticket (doc/fleet.md). */
+		if (e->cfg.node > 0)
+			cur->id[ROCK_ID_NODE] = (uint8_t)e->cfg.node;
 		/* Told apart from the retired key by its id. */
 		if (e->ticket_keys[1].set &&
 		    memcmp(cur->id, e->ticket_keys[1].id, sizeof(cur->id)) == 0)
-			cur->id[0] ^= 0x80;
+			cur->id[3] ^= 0x80;
 		rock_random(cur->key, sizeof(cur->key));
 		cur->born_ms = now;
 		cur->set = 1;

@@ -46,7 +46,8 @@ enum rock_wire_error {
 	ROCK_WERR_BACKEND = 6,
 	ROCK_WERR_PROTOCOL = 7,
 	ROCK_WERR_SUPERSEDED = 8,
-	ROCK_WERR_TICKET = 9
+	ROCK_WERR_TICKET = 9,
+	ROCK_WERR_ELSEWHERE = 10
 };
 
 /* Flags of heartbeat records and reconnect messages. */

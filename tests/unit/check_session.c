@@ -705,6 +705,89 @@ START_TEST(test_workers_route)
 }
 END_TEST
 
+/* The whole answer to a reconnect request for id on a new connection,
+ * read to the server's close; its length. */
+static size_t
+answer_for(const struct sockaddr_in *to, const uint8_t id[ROCK_ID_LEN],
+    uint8_t *in, size_t cap)
+{
+	struct rock_reconnect_req rq;
+	uint8_t sent[ROCK_RECONNECT_REQ_LEN];
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	size_t have = 0;
+	ssize_t n;
+
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(connect(fd, (const struct sockaddr *)to, sizeof(*to)), 0);
+	memset(&rq, 0, sizeof(rq));
+	rq.version = ROCK_VERSION;
+	memcpy(rq.id, id, sizeof(rq.id));
+	rock_random(rq.nonce, sizeof(rq.nonce));
+	rq.attempt = rq.since = 1;
+	rock_reconnect_req_encode(&rq, sent);
+	ck_assert_int_eq(send(fd, sent, sizeof(sent), MSG_NOSIGNAL),
+	    (ssize_t)sizeof(sent));
+	while (have < cap && (n = recv(fd, in + have, cap - have, 0)) > 0)
+		have += (size_t)n;
+	close(fd);
+	return have;
+}
+
+static int is_suspended_now(void)
+{
+	return cl.s != NULL && rock_session_state(cl.s) == ROCK_ST_SUSPENDED;
+}
+
+/* Node 3 of a fleet: its ids and ticket keys' ids say 3 at ROCK_ID_NODE.
+ * A reconnect for node 4's session is answered ELSEWHERE, unsigned, and
+ * counted apart from refusals; one for an id of its own that it does not
+ * hold is UNKNOWN, signed. A client told ELSEWHERE keeps its rock
+ * suspended and dials again: it is back once its request names node 3. */
+START_TEST(test_fleet_node)
+{
+	struct rock_engine_config cfg;
+	uint8_t id[ROCK_ID_LEN], in[ROCK_ERROR_MAX_LEN], zero[ROCK_SIG_LEN] = { 0 };
+	struct rock_error_msg em;
+	struct server sv;
+	size_t n, used;
+
+	rock_engine_config_defaults(&cfg);
+	cfg.node = 3;
+	server_cfg = &cfg;
+	pair_up(&sv, NULL);
+	server_cfg = NULL;
+	ck_assert_uint_eq(cl.s->id[ROCK_ID_NODE], 3);
+	ck_assert_uint_eq(sv.e->ticket_keys[0].id[ROCK_ID_NODE], 3);
+	rock_random(id, sizeof(id));
+	id[ROCK_ID_NODE] = 4;
+	n = answer_for(&sv.addr, id, in, sizeof(in));
+	ck_assert_int_eq(rock_error_decode(&em, in, n, &used), 0);
+	ck_assert_uint_eq(used, n);
+	ck_assert_uint_eq(em.code, ROCK_WERR_ELSEWHERE);
+	ck_assert_mem_eq(in + n - ROCK_SIG_LEN, zero, ROCK_SIG_LEN);
+	id[ROCK_ID_NODE] = 3;
+	n = answer_for(&sv.addr, id, in, sizeof(in));
+	ck_assert_int_eq(rock_error_decode(&em, in, n, &used), 0);
+	ck_assert_uint_eq(em.code, ROCK_WERR_UNKNOWN);
+	ck_assert_int_ne(memcmp(in + n - ROCK_SIG_LEN, zero, ROCK_SIG_LEN), 0);
+
+	/* The client's own rock, its requests naming node 4 for a while. */
+	cl.s->id[ROCK_ID_NODE] = 4;
+	rock_session_fail(cl.s, "test: forced failure");
+	ck_assert(!run_until(is_closed, 1500));
+	ck_assert(is_suspended_now());
+	cl.s->id[ROCK_ID_NODE] = 3;
+	ck_assert(run_until(is_connected, 5000));
+	ck_assert_uint_eq(rock_engine_stats(cl.e)->reconnects, 1);
+	server_stop(&sv);
+	ck_assert_uint_ge(rock_engine_stats(sv.e)->reconnects_elsewhere, 3);
+	ck_assert_uint_eq(rock_engine_stats(sv.e)->reconnect_rejected, 1);
+	ck_assert_uint_eq(rock_engine_stats(sv.e)->reconnects, 1);
+	server_free(&sv);
+	client_free();
+}
+END_TEST
+
 /* Workers share ticket keys: what one seals another opens, both ways;
  * an engine without the store opens neither. */
 START_TEST(test_ticket_store)
@@ -1892,6 +1975,7 @@ session_suite(void)
 	tcase_add_test(tc, test_reconnect_unknown);
 	tcase_add_test(tc, test_refusals_budget);
 	tcase_add_test(tc, test_workers_route);
+	tcase_add_test(tc, test_fleet_node);
 	tcase_add_test(tc, test_ticket_store);
 	tcase_add_test(tc, test_older_client_stale);
 	tcase_add_test(tc, test_protocol_violation);

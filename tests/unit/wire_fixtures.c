@@ -280,6 +280,23 @@ reconnect_vectors(struct fixture *f, wire_vector_fn *emit, void *arg)
 	    f->request, sizeof(f->request));
 }
 
+/* A fleet: the announcement every node with the identity makes, and a
+ * node's answer to a reconnect for another's session (unsigned). */
+static void
+fleet_vectors(const struct fixture *f, wire_vector_fn *emit, void *arg)
+{
+	struct rock_announce a = { ROCK_VERSION, ROCK_VERSION, ROCK_FEAT_ALL,
+	    { 0 } };
+	uint8_t buf[ROCK_ANNOUNCE_LEN];
+	size_t n;
+
+	rock_fleet_announcement(a.random, sizeof(a.random), f->ident.pk);
+	rock_announce_encode(&a, buf);
+	emit(arg, "fleet_announcement", buf, ROCK_ANNOUNCE_LEN);
+	n = rock_error_encode(ROCK_WERR_ELSEWHERE, "another node's session", buf);
+	emit(arg, "error_elsewhere", buf, n);
+}
+
 void
 wire_vectors(wire_vector_fn *emit, void *arg)
 {
@@ -292,5 +309,6 @@ wire_vectors(wire_vector_fn *emit, void *arg)
 	early_vectors(&f, emit, arg);
 	heartbeat_vectors(&f, emit, arg);
 	reconnect_vectors(&f, emit, arg);
+	fleet_vectors(&f, emit, arg);
 	rock_identity_wipe(&f.ident);
 }
