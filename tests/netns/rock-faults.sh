@@ -24,11 +24,21 @@ nn_on_cleanup stop_pids
 # ROCK_SKIP_LONG=1 skips the 60 s blackhole; ROCK_FAULTS_CASES picks cases;
 # ROCK_FAULTS_MIB and ROCK_FAULTS_MBIT (tbf rate, each way) size them;
 # ROCK_FAULTS_LOGDIR, if set, receives a copy of every case's logs.
-mib=${ROCK_FAULTS_MIB:-64}
+# On a path profile (NN_PROFILE) the transfer is sized to what one TCP flow
+# gets there (doc/paths.md: dsl 18.7 Mbit/s, satellite 8.2, cellular 0.7),
+# so that it is still going at the fault and ends within the case's bound.
+case $(nn_profile_base "${NN_PROFILE:-lan}") in
+cellular) def_mib=2 tcp_kbit=500 ;;
+satellite | wan) def_mib=8 tcp_kbit=5000 ;;
+dsl) def_mib=16 tcp_kbit=15000 ;;
+*) def_mib=64 tcp_kbit=40000 ;;
+esac
+mib=${ROCK_FAULTS_MIB:-$def_mib}
 mbit=${ROCK_FAULTS_MBIT:-40}
 cases=${ROCK_FAULTS_CASES:-blackhole long-blackhole tcp-blackhole rst link addr}
 bytes=$((mib * 1048576))
-xfer_s=$((bytes * 8 / (mbit * 1000000) + 1)) # clean transfer time at the tbf rate
+[ "$tcp_kbit" -le $((mbit * 1000)) ] || tcp_kbit=$((mbit * 1000))
+xfer_s=$((bytes * 8 / (tcp_kbit * 1000) + 1)) # clean transfer time on this path
 
 # Both router egresses are rate-limited so a transfer lasts long enough to be
 # hit mid-stream: rc0 carries server->client, rs0 client->server.
