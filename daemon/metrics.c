@@ -200,7 +200,9 @@ render_all(const struct rockd *d, struct evbuffer *b)
 	if (d->node > 0) {
 		family(b, "rockd_node", "gauge", "This rockd's number in its "
 		    "fleet (its node, doc/fleet.md).");
-		evbuffer_add_printf(b, "rockd_node %d\n", d->node);
+		for (k = 0; k < d->nworkers || k == 0; k++)
+			sample(b, "rockd_node", k, NULL, NULL,
+			    (unsigned long long)d->node);
 	}
 	if (d->nworkers <= 1 ||
 	    (all = calloc((size_t)d->nworkers, sizeof(*all))) == NULL) {

@@ -65,7 +65,7 @@ fi
 if ! command -v groff >/dev/null; then
 	t_skipped "groff not found (install the Debian package groff-base): pages not rendered"
 else
-	for p in doc/rock.1 doc/rockd.8 doc/librock.7; do
+	for p in doc/rock.1 doc/rock-haproxy.1 doc/rockd.8 doc/librock.7; do
 		t_eq "$p renders with no warning" \
 			"$(groff -man -ww -z "$top_srcdir/$p" 2>&1)" ""
 	done

@@ -435,6 +435,15 @@ for v in 0 65 abc ''; do
 	conf workers "listen 127.0.0.1:7001 $svc" "workers $v"
 	tcheck "workers '$v'" 2 "rockd: $cf:2: expected: workers N (1 to 64) or workers auto" -f "$cf"
 done
+for v in 0 256 abc '' '3 4'; do
+	conf node "listen 127.0.0.1:7001 $svc" "node $v"
+	tcheck "node '$v'" 2 "rockd: $cf:2: expected: node N (1 to 255), this rockd's number in its fleet" -f "$cf"
+done
+conf node7 "listen 127.0.0.1:7001 $svc" 'node 7'
+tcheck "node 7" 0 "" -f "$cf"
+tcheck "--node 256" 2 "rockd: --node needs a number, 1 to 255" --node 256 -f "$cf"
+"$ROCKD" --session --node 3 >"$t_tmp/out" 2>"$t_tmp/err"
+t_eq "--session --node 3: exit 2 with why" "$?:$(cat "$t_tmp/err")" "2:rockd: --session is no fleet's node; drop --node"
 conf workersauto "listen 127.0.0.1:7001 $svc" 'workers auto'
 tcheck "workers auto" 0 "" -f "$cf"
 # auto (the default) fits the control ports it has: one worker here.

@@ -15,12 +15,14 @@ cd "$(dirname "$0")/.."
 # systemd for systemd-analyze, which checks rockd's unit (and man-db:
 # its verify opens the unit's man page with man); groff-base
 # to check that the man pages render; libcap2-bin for setcap (rock's
-# warning for a program with file capabilities).
+# warning for a program with file capabilities); haproxy, the balancer in
+# front of a fleet of rockd (tests/netns/rockd-fleet.sh).
 PACKAGES="build-essential autoconf automake libtool pkg-config
 libsodium-dev libevent-dev check libnetfilter-queue-dev
 clang libclang-rt-14-dev
 socat iproute2 iptables iputils-ping procps psmisc libcap2-bin python3 curl
-default-jdk-headless openssh-server openssh-client tmux git rsync systemd man-db groff-base"
+default-jdk-headless openssh-server openssh-client tmux git rsync systemd man-db groff-base
+haproxy"
 
 as_root() {
 	if [ "$(id -u)" -eq 0 ]; then "$@"
