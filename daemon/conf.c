@@ -17,11 +17,18 @@ rockd_config_free(struct rockd_config *cfg)
 {
 	struct rockd_service *s, *next;
 
+	struct rockd_peer *p, *pnext;
+
 	for (s = cfg->services; s != NULL; s = next) {
 		next = s->next;
 		free(s);
 	}
 	cfg->services = NULL;
+	for (p = cfg->peers; p != NULL; p = pnext) {
+		pnext = p->next;
+		free(p);
+	}
+	cfg->peers = NULL;
 }
 
 static int
@@ -281,6 +288,8 @@ parse_line(struct rockd_config *cfg, char *line, char *err, size_t errlen)
 		cfg->node = (long)v;
 		return 0;
 	}
+	if (strcmp(tok[0], "peer") == 0)
+		return rockd_config_peer(cfg, tok, n, err, errlen);
 	if (strcmp(tok[0], "spread") == 0) {
 		if (n != 2 || rockd_parse_spread(tok[1], &cfg->spread) != 0) {
 			snprintf(err, errlen, "expected: spread address or "

@@ -332,7 +332,7 @@ on_hello(evutil_socket_t fd, short what, void *arg)
 void
 rockd_exec_successor(const struct rockd *d, const int *chans, int n)
 {
-	char list[ROCKD_MAX_WORKERS * 4 + 1] = "";
+	char list[ROCKD_MAX_WORKERS * 4 + 1] = "", node[8];
 	int high[ROCKD_MAX_WORKERS], k;
 	size_t at = 0;
 
@@ -351,7 +351,10 @@ rockd_exec_successor(const struct rockd *d, const int *chans, int n)
 		    k > 0 ? "," : "", HANDOVER_CHAN_FD + k);
 	}
 	(void)close_range(HANDOVER_CHAN_FD + n, ~0U, 0);
-	if (setenv(ROCKD_HANDOVER_ENV, list, 1) == 0 && chdir(d->start_cwd) == 0)
+	snprintf(node, sizeof(node), "%d", d->node);
+	if (setenv(ROCKD_HANDOVER_ENV, list, 1) == 0 &&
+	    setenv(ROCKD_HANDOVER_NODE_ENV, node, 1) == 0 &&
+	    chdir(d->start_cwd) == 0)
 		execv(d->exe, d->argv);
 	_exit(127);
 }

@@ -346,6 +346,10 @@ rockd_engine_start(struct rockd *d, int udp_fd)
 	}
 	rock_engine_set_identity(d->engine, &d->ident);
 	rock_identity_wipe(&d->ident);
+	if (rockd_fleet_start(d) != 0) {
+		rlog_error(&d->log, "fleet: %s", strerror(errno));
+		return ROCK_ERR_SYSTEM;
+	}
 	return 0;
 }
 
@@ -366,6 +370,7 @@ teardown(struct rockd *d)
 	rockd_heap_stop(d);
 	rockd_session_free(d);
 	rockd_control_stop(d);
+	rockd_fleet_stop(d);
 	rock_engine_free(d->engine);
 	if (d->drain != NULL)
 		event_free(d->drain);
@@ -542,6 +547,11 @@ takeover_from_env(struct options *o)
 	}
 	o->takeover = o->takeover_fds[0];
 	unsetenv(ROCKD_HANDOVER_ENV);
+	/* A predecessor of an older build says nothing: no fleet. */
+	v = getenv(ROCKD_HANDOVER_NODE_ENV);
+	if (v != NULL && rock_parse_ll(v, 0, ROCKD_MAX_NODE, &fd) == 0)
+		o->takeover_node = (int)fd;
+	unsetenv(ROCKD_HANDOVER_NODE_ENV);
 	return 0;
 }
 

@@ -163,6 +163,11 @@ render(const struct rockd_snap *sn, int n, struct evbuffer *b)
 	    "them here), answered ELSEWHERE.");
 	EACH(b, sn, n, "rockd_reconnects_elsewhere_total", NULL, NULL,
 	    st.reconnects_elsewhere);
+	family(b, "rockd_reconnects_node_gone_total", "counter", "Reconnect "
+	    "requests for the session of a node gone (its checks failing for "
+	    "10 s), refused UNKNOWN: the rock ends at its client.");
+	EACH(b, sn, n, "rockd_reconnects_node_gone_total", NULL, NULL,
+	    st.reconnects_node_gone);
 	family(b, "rockd_rock_bytes_total", "counter", "Bytes relayed by rocks, "
 	    "by direction.");
 	EACH(b, sn, n, "rockd_rock_bytes_total", "direction", "to_backend",

@@ -25,6 +25,9 @@
 #define ROCKD_MAX_DRAIN_S 86400
 /* USR2: the successor finds its end of the hand-over channel here. */
 #define ROCKD_HANDOVER_ENV "ROCKD_HANDOVER_FD"
+/* ... and its node in a fleet (0: none), which the successor must keep:
+ * the sessions' ids name it. */
+#define ROCKD_HANDOVER_NODE_ENV "ROCKD_HANDOVER_NODE"
 /* systemd's: "DEV:INODE" of the journal stream it gave as stdout/stderr. */
 #define ROCKD_JOURNAL_STREAM_ENV "JOURNAL_STREAM"
 
@@ -50,8 +53,17 @@ struct rockd_service {
 	struct rockd_service *next;
 };
 
+/* A fleet's other node, as the configuration names it (peer N HOST:PORT). */
+struct rockd_peer {
+	int node;
+	struct sockaddr_storage addr;	/* where it listens for clients */
+	socklen_t len;
+	struct rockd_peer *next;
+};
+
 struct rockd_config {
 	struct rockd_service *services;
+	struct rockd_peer *peers;	/* a fleet's siblings; read at start */
 	char pidfile[256];
 	char key[PATH_MAX];		/* the server key file; "": the default */
 	long suspend_timeout_s;		/* -1: the engine's default */
@@ -87,6 +99,18 @@ enum rockd_spread { ROCKD_SPREAD_ADDRESS, ROCKD_SPREAD_CONNECTION };
 /* node N: a fleet's nodes are numbered 1 to this (a connection id's
  * byte names one). */
 #define ROCKD_MAX_NODE 255
+
+/* A sibling whose checks have failed this long is gone: the rocks whose
+ * reconnects reach us for its sessions are told so (fleet.c). */
+#define ROCKD_NODE_GONE_MS 10000
+
+struct rockd_sibling;
+/* peer N HOST:PORT; -1 with err. */
+int rockd_config_peer(struct rockd_config *cfg, char **tok, int n, char *err,
+    size_t errlen);
+/* The siblings watched, once the engine is up; 0 or -1 (errno). */
+int rockd_fleet_start(struct rockd *d);
+void rockd_fleet_stop(struct rockd *d);
 
 /* workers N: at most this many (the connection id's byte names one). */
 #define ROCKD_MAX_WORKERS 64
@@ -161,6 +185,7 @@ struct rockd {
 	 * node with our key makes (rock_fleet_announcement). */
 	int node;
 	uint8_t fleet_random[ROCK_ANNOUNCE_RANDOM];
+	struct rockd_sibling **siblings; /* by node number; NULL: no peers */
 	int *inbox_tx, inbox_rx;
 	struct event *inbox_ev;
 	int ready_fd;			/* told "started" (a byte), then closed */

@@ -259,15 +259,26 @@ id_worker(const struct rock_ctl *c, const char *id)
 static void
 kill_one(struct rock_ctl *c, const char *id, struct evbuffer *out)
 {
-	struct rock_session *s;
+	struct rock_session *s, *found = NULL;
+	int n = 0;
 
 	for (s = c->e->all; s != NULL; s = s->next)
-		if (s->state != ROCK_ST_CLOSED && strcmp(s->name, id) == 0)
-			break;
-	if (s == NULL) {
+		if (s->state != ROCK_ST_CLOSED && strcmp(s->name, id) == 0) {
+			found = s;
+			n++;
+		}
+	if (n == 0) {
 		evbuffer_add_printf(out, "error no rock %s here\n", id);
 		return;
 	}
+	/* A name is an id's first 4 bytes; a fleet's node and a worker's
+	 * number take two of them, so two rocks may share one. */
+	if (n > 1) {
+		evbuffer_add_printf(out, "error %d rocks here are named %s; "
+		    "none killed\n", n, id);
+		return;
+	}
+	s = found;
 	rlog_info(c->e->log, "rock %s: killed (rock kill)", s->name);
 	rock_session_kill(s, "killed (rock kill)");
 	evbuffer_add_printf(out, "ok\n");

@@ -341,6 +341,14 @@ rock_engine_set_router(struct rock_engine *e, rock_route_fn route, void *arg)
 	e->route_arg = arg;
 }
 
+void
+rock_engine_set_node_watch(struct rock_engine *e, rock_node_gone_fn gone,
+    void *arg)
+{
+	e->node_gone = gone;
+	e->node_gone_arg = arg;
+}
+
 const uint8_t *
 rock_engine_announcement(const struct rock_engine *e)
 {

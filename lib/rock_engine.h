@@ -231,6 +231,7 @@ struct rock_engine_stats {
 	unsigned long evictions;	/* rock_engine_make_room's victims */
 	unsigned long reconnects_routed; /* handed to the worker of their id */
 	unsigned long reconnects_elsewhere; /* another node's id: ELSEWHERE */
+	unsigned long reconnects_node_gone; /* ... of a node gone: UNKNOWN */
 	unsigned long early[ROCK_EARLY_VERDICTS];	/* server: CLIENT_EARLYs */
 };
 const struct rock_engine_stats *rock_engine_stats(const struct rock_engine *e);
@@ -416,6 +417,13 @@ void rock_server_reconnect(struct rock_engine *e, int fd, const uint8_t *early,
     size_t nearly);
 /* Workers (cfg.workers > 1): where reconnects for another's ids go. */
 void rock_engine_set_router(struct rock_engine *e, rock_route_fn route,
+    void *arg);
+/* A fleet's node (cfg.node): whether node `node` is gone, and its
+ * sessions with it (1), or may be alive (0). A reconnect for a node gone
+ * is refused UNKNOWN, signed, which ends the rock at its client; else it
+ * is answered ELSEWHERE. */
+typedef int (*rock_node_gone_fn)(void *arg, int node);
+void rock_engine_set_node_watch(struct rock_engine *e, rock_node_gone_fn gone,
     void *arg);
 
 /* Direct mode, called by the owner with the engine's lock held. Bytes the

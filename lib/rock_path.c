@@ -18,6 +18,7 @@
 #define TCP_STATE_FIN_WAIT2 5
 #define TCP_STATE_TIME_WAIT 6
 #define TCP_STATE_CLOSE 7
+#define TCP_STATE_CLOSE_WAIT 8
 
 int
 rock_tcp_sample(int fd, struct rock_tcp_sample *out)
@@ -262,6 +263,15 @@ rock_path_tcp_heard(struct rock_session *s, int64_t now)
 	if (rock_tcp_sample(s->fd, &t) != 0)
 		return s->tcp_heard_ms;
 	take_rtt(s, &t);
+	/* The peer's side of this connection ended without its word (no
+	 * WR_SHUT from it): whatever still answers there (a balancer's
+	 * kernel, our keepalives acknowledged after its server died) is not
+	 * the peer, and the peer will send nothing more on it. */
+	if (t.state == TCP_STATE_CLOSE_WAIT &&
+	    !(s->peer_flags & ROCK_FLAG_WR_SHUT)) {
+		s->tcp_watched = 1;
+		return s->tcp_heard_ms;
+	}
 	if (!s->tcp_watched) {
 		/* First look: what the kernel remembers is all we know. */
 		ago = t.last_ack_recv_ms < t.last_data_recv_ms ?

@@ -164,20 +164,31 @@ take_over(struct rock_session *s, struct reconnect *rc,
 }
 
 /* A fleet: another node's session, sent here by a balancer that does not
- * route by id or has not seen that node come back. Not ours to judge:
- * the client takes the answer for a failed attempt and dials again, and
- * the session lives on at its node. Unsigned, so that it costs what a
- * plain connection does; anyone could send it, and all it can do is what
- * a reset does. */
+ * route by id or has not seen that node come back. Not ours to judge
+ * while that node may be alive: the client takes the answer for a failed
+ * attempt and dials again, and the session lives on at its node.
+ * Unsigned, so that it costs what a plain connection does; anyone could
+ * send it, and all it can do is what a reset does. A node gone took its
+ * sessions with it: the refusal that says so is signed (the fleet's key
+ * is ours), and ends the rock at its client. */
 static int
 node_elsewhere(struct reconnect *rc, const struct rock_reconnect_req *rq)
 {
 	struct rock_engine *e = rc->e;
+	int node = rq->id[ROCK_ID_NODE];
 	uint8_t out[ROCK_ERROR_MAX_LEN];
+	char why[48];
 	size_t n;
 
-	if (e->cfg.node <= 0 || rq->id[ROCK_ID_NODE] == e->cfg.node)
+	if (e->cfg.node <= 0 || node == e->cfg.node)
 		return 0;
+	if (node > 0 && e->node_gone != NULL &&
+	    e->node_gone(e->node_gone_arg, node)) {
+		e->stats.reconnects_node_gone++;
+		snprintf(why, sizeof(why), "node %d is gone", node);
+		reconnect_reject(rc, ROCK_WERR_UNKNOWN, why);
+		return 1;
+	}
 	e->stats.reconnects_elsewhere++;
 	stranger(e, ROCK_STRANGER_RECONNECT, "reconnect for node %d's session "
 	    "(we are node %d): answered ELSEWHERE; is the balancer routing by "

@@ -78,7 +78,7 @@ families() {
 	    { name = $1; sub(/\{.*/, "", name); if (!(name in type) || $1 !~ /worker="[0-9]+"/) bad = 1 }
 	    END { print bad ? "bad" : n }' "$1"
 }
-t_eq "17 families, each with HELP and TYPE, every sample with its worker" "$(families "$t_tmp/m0")" 17
+t_eq "18 families, each with HELP and TYPE, every sample with its worker" "$(families "$t_tmp/m0")" 18
 # (rockd counts its affinity; nproc would heed OMP_NUM_THREADS too)
 cpus=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)
 [ "$cpus" -le 64 ] || cpus=64

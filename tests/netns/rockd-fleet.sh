@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# rockd-fleet.sh: three rockd nodes with one key behind HAProxy (rock-haproxy's config): 60 rocks spread over the nodes, through a 10 s blackhole and a new client address each reconnect reaches its own node, byte-exact; HAProxy reloaded (-sf) mid-stream loses nothing; a reconnect sent to the wrong node is told ELSEWHERE and the rock lives on.
+# rockd-fleet.sh: three rockd nodes with one key behind HAProxy (rock-haproxy's config): 60 rocks spread over the nodes, through a 10 s blackhole and a new client address each reconnect reaches its own node, byte-exact; HAProxy reloaded (-sf) mid-stream loses nothing; node 2 killed: its rocks end with ECONNRESET, told by a sibling, the others echo on; a reconnect sent to the wrong node is told ELSEWHERE and the rock lives on.
 # shellcheck source-path=SCRIPTDIR
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -30,21 +30,30 @@ nn_wait_port "$NN_S" 127.0.0.1 9000 5 || t_skip_all "the echo backend did not st
 # Node K listens on 710K, its UDP control channel there too: the client
 # sends its heartbeats to the address it connected to (the balancer's,
 # which is the nodes' host here) at the node's port.
+# Each node's file names the others (and itself, which it skips: one list
+# serves every node).
 for k in $NODES; do
-	nn_s "$ROCKD" -F -v --workers 1 --node "$k" -k "$t_tmp/key" -p "$t_tmp/node$k.pid" \
-		--metrics "127.0.0.1:919$k" \
-		--listen "$NN_S_ADDR:710$k" --backend 127.0.0.1:9000 2>"$t_tmp/node$k.log" &
+	{
+		echo "listen $NN_S_ADDR:710$k backend 127.0.0.1:9000"
+		echo "node $k"
+		for j in $NODES; do echo "peer $j $NN_S_ADDR:710$j"; done
+	} >"$t_tmp/node$k.conf"
+	nn_s "$ROCKD" -F -v --workers 1 -k "$t_tmp/key" -p "$t_tmp/node$k.pid" \
+		--metrics "127.0.0.1:919$k" -f "$t_tmp/node$k.conf" 2>"$t_tmp/node$k.log" &
 	pids+=($!)
 	# The first makes the key the others share.
 	nn_wait_port "$NN_S" "$NN_S_ADDR" "710$k" 20 || t_fail_all "node $k did not listen"
 done
 t_check "each node says it is one" eval \
 	'[ "$(cat "$t_tmp"/node[123].log | grep -c "node [123] of a fleet")" -eq 3 ]'
-# NAME: the sum over the nodes of a metric's samples.
+# NAME: the sum over the nodes of a metric's samples; "missing" unless
+# every node's endpoint had the family.
 metric() {
 	local k
 	for k in $NODES; do nn_s curl -s --max-time 5 "http://127.0.0.1:919$k/metrics"; done |
-		awk -v n="$1" 'index($1, n "{") == 1 { s += $2 } END { print s + 0 }'
+		awk -v n="$1" -v want="$(echo $NODES | wc -w)" '$0 == "# TYPE " n " counter" { fams++ }
+			index($1, n "{") == 1 { s += $2 }
+			END { if (fams == want) print s + 0; else print "missing" }'
 }
 t_eq "each node's metrics give its number" \
 	"$(for k in $NODES; do nn_s curl -s --max-time 5 "http://127.0.0.1:919$k/metrics" | sed -n 's/^rockd_node{worker="0"} //p'; done | tr '\n' ' ')" "1 2 3 "
@@ -131,12 +140,37 @@ t_check "a new haproxy took the listener" test "$(cat "$t_tmp/haproxy.pid")" != 
 wait_for "$round_s" answers $((3 * N))
 t_eq "the round across the reload: $N rocks byte-exact" \
 	"$(grep -c "round 2 conn [0-9]* ok" "$t_tmp/rounds.out")" "$N"
+t_check "the old haproxy still carries the rocks' connections" kill -0 "$old"
 round "$round_s"
 t_eq "and the next one" "$(grep -c "round 3 conn [0-9]* ok" "$t_tmp/rounds.out")" "$N"
 t_eq "the reload cost no rock a reconnect" "$(reconnects)" "$before"
 # A new client goes through the new haproxy.
 t_check "a new rock connects through the reloaded haproxy" eval \
 	'echo go | nn_c "$ROCK" "$TRAFFIC" bursts "$NN_S_ADDR" 7000 4096 >"$t_tmp/after.out" 2>&1 && grep -q "burst 0 ok" "$t_tmp/after.out"'
+
+# ---- node 2 killed outright ----------------------------------------------
+# Its rocks' reconnects find it down (HAProxy's check) and go to a live
+# node, which checks node 2 itself; once node 2 has not answered for 10 s
+# the sibling refuses them UNKNOWN, signed with the fleet's key: each ends
+# with ECONNRESET, never a clean end. The others echo on.
+killed=$(now_ms)
+kill -9 "$(cat "$t_tmp/node2.pid")"
+echo go >&"$rounds_fd"
+wait_for 60 answers $((5 * N))
+gone_ms=$(($(now_ms) - killed))
+n2=$(made 2 | wc -l)
+t_eq "node 2's $n2 rocks ended with ECONNRESET, the others echoed" \
+	"$(grep "^round 4 " "$t_tmp/rounds.out" | awk '{ print $5, $6 }' | sort | uniq -c | awk '{ print $1, $2, $3 }' | tr '\n' ' ')" \
+	"$n2 error ECONNRESET $((N - n2)) ok  "
+t_check "node 2's rocks were ended within 30 s of the kill (the round: $gone_ms ms)" test "$gone_ms" -le 30000
+NODES="1 3"
+told=$(metric rockd_reconnects_node_gone_total)
+t_check "a sibling told them: rockd_reconnects_node_gone_total $told (one per attempt in flight)" \
+	test "$told" != missing -a "$told" -ge "$n2"
+t_check "the sibling logged that node 2 did not answer" grep -q 'node 2 does not answer' "$t_tmp/node1.log" "$t_tmp/node3.log"
+echo go >&"$rounds_fd"
+wait_for "$round_s" answers $((6 * N - n2))
+t_eq "the other $((N - n2)) echo on" "$(grep -c "round 5 conn [0-9]* ok" "$t_tmp/rounds.out")" $((N - n2))
 
 exec {rounds_fd}>&-
 wait_pid "$client" 30 && t_eq "the client ended cleanly" "$waited" 0
@@ -149,10 +183,12 @@ printf 'defaults\n\tmode tcp\n\ttimeout connect 5s\n\ttimeout client 1d\n\ttimeo
 	"$NN_S_ADDR" >"$t_tmp/rr.cfg"
 for k in $NODES; do printf '\tserver node%s %s:710%s\n' "$k" "$NN_S_ADDR" "$k" >>"$t_tmp/rr.cfg"; done
 stop_haproxy
+wait_for 10 eval '! pgrep -f "haproxy.*$t_tmp/haproxy.cfg" >/dev/null' || t_bad "the old haproxy stopped"
 nn_s haproxy -D -f "$t_tmp/rr.cfg" -p "$t_tmp/rr.pid" 2>>"$t_tmp/haproxy.log" ||
 	t_bad "the round-robin haproxy started"
 nn_wait_port "$NN_S" "$NN_S_ADDR" 7000 10 || t_bad "the round-robin haproxy listened"
 M=6
+elsewhere0=$(metric rockd_reconnects_elsewhere_total)
 : >"$t_tmp/rr.out"
 mkfifo "$t_tmp/rr.in"
 exec {rr_fd}<>"$t_tmp/rr.in"
@@ -174,7 +210,7 @@ echo go >&"$rr_fd"
 wait_for "$round_s" eval '[ "$(grep -c . "$t_tmp/rr.out")" -ge $((2 * M)) ]'
 t_eq "$M rocks echo after their reconnects went anywhere, byte-exact" \
 	"$(grep -c "round 1 conn [0-9]* ok" "$t_tmp/rr.out")" "$M"
-elsewhere=$(metric rockd_reconnects_elsewhere_total)
+elsewhere=$(($(metric rockd_reconnects_elsewhere_total) - elsewhere0))
 t_check "misrouted reconnects were answered ELSEWHERE ($elsewhere)" test "$elsewhere" -ge 1
 t_check "and logged so" grep -q 'answered ELSEWHERE' "$t_tmp/node1.log" "$t_tmp/node2.log" "$t_tmp/node3.log"
 t_eq "none was refused as unknown or unproven" \
@@ -182,6 +218,7 @@ t_eq "none was refused as unknown or unproven" \
 exec {rr_fd}>&-
 wait_pid "$rr_client" 30 && t_eq "the round-robin client ended cleanly" "$waited" 0
 pkill -f "haproxy.*$t_tmp/rr.cfg"
+echo "measured: node 2 killed: its $n2 rocks ended with ECONNRESET, the round over $gone_ms ms after the kill"
 echo "measured: rocks per node:$spread ($missed resumptions sent to another node than their ticket's made a full handshake);" \
 	"all $N back through HAProxy ${back_ms} ms after the restore (polled every 100 ms);" \
 	"under round-robin, $M rocks back in ${rr_back_ms} ms, $elsewhere reconnects answered ELSEWHERE"

@@ -126,7 +126,7 @@ msum() { awk -v n="$1" -v l="${2:-}" 'index($1, n "{") == 1 && index($1, l) { s 
 t_eq "metrics: each family once, samples of both workers" "$(awk '
 	/^# TYPE/ { types[$3]++ } !/^#/ { name = $1; sub(/\{.*/, "", name)
 		if ($1 ~ /worker="0"/) w0[name] = 1; else if ($1 ~ /worker="1"/) w1[name] = 1; else bad++ }
-	END { for (t in types) if (types[t] != 1 || !(t in w0) || !(t in w1)) bad++; print length(types), bad + 0 }' "$t_tmp/metrics")" "17 0"
+	END { for (t in types) if (types[t] != 1 || !(t in w0) || !(t in w1)) bad++; print length(types), bad + 0 }' "$t_tmp/metrics")" "18 0"
 t_eq "metrics: $N connected sessions over both workers" "$(msum rockd_sessions 'state="connected"')" "$N"
 t_eq "metrics: the routed reconnects, as logged" "$(msum rockd_reconnects_routed_total)" "$passed"
 t_check "metrics: at least $N reconnects taken over" \

@@ -21,6 +21,7 @@
 static const struct rock_engine_config *server_cfg;
 static rock_route_fn server_route;
 static void *server_route_arg;
+static rock_node_gone_fn server_node_gone;
 
 enum server_mode { ECHO, REFUSE };
 
@@ -157,6 +158,8 @@ server_start_at(struct server *sv, enum server_mode mode,
 	    (struct sockaddr *)&any, sizeof(any)), 0);
 	if (server_route != NULL)
 		rock_engine_set_router(sv->e, server_route, server_route_arg);
+	if (server_node_gone != NULL)
+		rock_engine_set_node_watch(sv->e, server_node_gone, NULL);
 	any = *at;
 	sv->lfd = socket(AF_INET, SOCK_STREAM, 0);
 	setsockopt(sv->lfd, SOL_SOCKET, SO_REUSEADDR, &(int){ 1 }, sizeof(int));
@@ -738,11 +741,20 @@ static int is_suspended_now(void)
 	return cl.s != NULL && rock_session_state(cl.s) == ROCK_ST_SUSPENDED;
 }
 
+/* The fleet's watch, as rockd's would say: node 5 is gone. */
+static int
+node5_gone(void *arg, int node)
+{
+	(void)arg;
+	return node == 5;
+}
+
 /* Node 3 of a fleet: its ids and ticket keys' ids say 3 at ROCK_ID_NODE.
  * A reconnect for node 4's session is answered ELSEWHERE, unsigned, and
- * counted apart from refusals; one for an id of its own that it does not
- * hold is UNKNOWN, signed. A client told ELSEWHERE keeps its rock
- * suspended and dials again: it is back once its request names node 3. */
+ * counted apart from refusals; one for node 5's, a node gone, UNKNOWN
+ * signed; one for an id of its own that it does not hold is UNKNOWN,
+ * signed. A client told ELSEWHERE keeps its rock suspended and dials
+ * again: it is back once its request names node 3. */
 START_TEST(test_fleet_node)
 {
 	struct rock_engine_config cfg;
@@ -754,8 +766,10 @@ START_TEST(test_fleet_node)
 	rock_engine_config_defaults(&cfg);
 	cfg.node = 3;
 	server_cfg = &cfg;
+	server_node_gone = node5_gone;
 	pair_up(&sv, NULL);
 	server_cfg = NULL;
+	server_node_gone = NULL;
 	ck_assert_uint_eq(cl.s->id[ROCK_ID_NODE], 3);
 	ck_assert_uint_eq(sv.e->ticket_keys[0].id[ROCK_ID_NODE], 3);
 	rock_random(id, sizeof(id));
@@ -765,6 +779,11 @@ START_TEST(test_fleet_node)
 	ck_assert_uint_eq(used, n);
 	ck_assert_uint_eq(em.code, ROCK_WERR_ELSEWHERE);
 	ck_assert_mem_eq(in + n - ROCK_SIG_LEN, zero, ROCK_SIG_LEN);
+	id[ROCK_ID_NODE] = 5;
+	n = answer_for(&sv.addr, id, in, sizeof(in));
+	ck_assert_int_eq(rock_error_decode(&em, in, n, &used), 0);
+	ck_assert_uint_eq(em.code, ROCK_WERR_UNKNOWN);
+	ck_assert_int_ne(memcmp(in + n - ROCK_SIG_LEN, zero, ROCK_SIG_LEN), 0);
 	id[ROCK_ID_NODE] = 3;
 	n = answer_for(&sv.addr, id, in, sizeof(in));
 	ck_assert_int_eq(rock_error_decode(&em, in, n, &used), 0);
@@ -781,7 +800,8 @@ START_TEST(test_fleet_node)
 	ck_assert_uint_eq(rock_engine_stats(cl.e)->reconnects, 1);
 	server_stop(&sv);
 	ck_assert_uint_ge(rock_engine_stats(sv.e)->reconnects_elsewhere, 3);
-	ck_assert_uint_eq(rock_engine_stats(sv.e)->reconnect_rejected, 1);
+	ck_assert_uint_eq(rock_engine_stats(sv.e)->reconnects_node_gone, 1);
+	ck_assert_uint_eq(rock_engine_stats(sv.e)->reconnect_rejected, 2);
 	ck_assert_uint_eq(rock_engine_stats(sv.e)->reconnects, 1);
 	server_free(&sv);
 	client_free();

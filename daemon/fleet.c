@@ -1,0 +1,194 @@
+/* fleet.c: a fleet's node watches its siblings (config: peer N HOST:PORT), so that the rocks of a node that died are told so. */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "rock_parse.h"
+#include "rockd.h"
+
+/* A sibling is checked at most this often, and only while reconnects for
+ * its sessions reach us: a TCP connect to its listener, reset at once. */
+#define CHECK_EVERY_MS 1000
+#define CHECK_TIMEOUT_MS 1000
+
+struct rockd_sibling {
+	struct rockd *d;
+	int node;
+	struct sockaddr_storage addr;
+	socklen_t len;
+	int fd;				/* a check in progress; -1: none */
+	struct event *ev;
+	int64_t checked_ms;		/* when the last check ended; 0: never */
+	int64_t down_since_ms;		/* first failed check since the last
+					 * good one; 0: the last was good */
+};
+
+int
+rockd_config_peer(struct rockd_config *cfg, char **tok, int n, char *err,
+    size_t errlen)
+{
+	struct rockd_peer *p;
+	long long node;
+
+	if (n != 3 || rock_parse_ll(tok[1], 1, ROCKD_MAX_NODE, &node) != 0) {
+		snprintf(err, errlen, "expected: peer N HOST:PORT (N 1 to %d: "
+		    "another node of the fleet, where it listens)", ROCKD_MAX_NODE);
+		return -1;
+	}
+	for (p = cfg->peers; p != NULL; p = p->next)
+		if (p->node == node) {
+			snprintf(err, errlen, "peer %lld given twice", node);
+			return -1;
+		}
+	if ((p = calloc(1, sizeof(*p))) == NULL) {
+		snprintf(err, errlen, "%s", strerror(errno));
+		return -1;
+	}
+	if (rockd_parse_addr(tok[2], 0, &p->addr, &p->len, err, errlen) != 0) {
+		free(p);
+		return -1;
+	}
+	p->node = (int)node;
+	p->next = cfg->peers;
+	cfg->peers = p;
+	return 0;
+}
+
+static void
+check_end(struct rockd_sibling *sb, int ok)
+{
+	struct linger reset = { 1, 0 };
+	int64_t now = rockd_now_ms();
+
+	if (sb->ev != NULL)
+		event_free(sb->ev);
+	sb->ev = NULL;
+	(void)setsockopt(sb->fd, SOL_SOCKET, SO_LINGER, &reset, sizeof(reset));
+	close(sb->fd);
+	sb->fd = -1;
+	sb->checked_ms = now;
+	if (ok) {
+		if (sb->down_since_ms != 0)
+			rlog_info(&sb->d->log, "node %d is back", sb->node);
+		sb->down_since_ms = 0;
+	} else if (sb->down_since_ms == 0) {
+		sb->down_since_ms = now;
+		rlog_info(&sb->d->log, "node %d does not answer; its rocks are "
+		    "told it is gone if it stays so %d s", sb->node,
+		    ROCKD_NODE_GONE_MS / 1000);
+	}
+}
+
+static void
+on_check(evutil_socket_t fd, short what, void *arg)
+{
+	struct rockd_sibling *sb = arg;
+	int err = ETIMEDOUT;
+	socklen_t n = sizeof(err);
+
+	if ((what & EV_WRITE) &&
+	    getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &n) != 0)
+		err = errno;
+	check_end(sb, err == 0);
+}
+
+static void
+check_start(struct rockd_sibling *sb)
+{
+	struct timeval tv = { CHECK_TIMEOUT_MS / 1000,
+	    (CHECK_TIMEOUT_MS % 1000) * 1000 };
+
+	sb->fd = socket(sb->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK |
+	    SOCK_CLOEXEC, 0);
+	if (sb->fd < 0)
+		return;		/* no verdict either way: we could not ask */
+	if (connect(sb->fd, (struct sockaddr *)&sb->addr, sb->len) == 0) {
+		check_end(sb, 1);
+		return;
+	}
+	if (errno != EINPROGRESS) {
+		check_end(sb, 0);
+		return;
+	}
+	if ((sb->ev = event_new(sb->d->base, sb->fd, EV_WRITE, on_check,
+	    sb)) == NULL || event_add(sb->ev, &tv) != 0) {
+		if (sb->ev != NULL)
+			event_free(sb->ev);
+		sb->ev = NULL;
+		close(sb->fd);		/* no verdict: we could not wait */
+		sb->fd = -1;
+	}
+}
+
+/* The engine asks while a reconnect for node's session waits: gone only
+ * after checks have failed for ROCKD_NODE_GONE_MS, the last one just now
+ * (a verdict from before a quiet spell is no verdict: the node may have
+ * come back since). A check is started if none is recent. */
+static int
+node_gone(void *arg, int node)
+{
+	struct rockd *d = arg;
+	struct rockd_sibling *sb = d->siblings[node];
+	int64_t now = rockd_now_ms();
+
+	if (sb == NULL)
+		return 0;
+	if (sb->fd < 0 && now - sb->checked_ms >= CHECK_EVERY_MS)
+		check_start(sb);
+	return sb->down_since_ms != 0 && sb->fd < 0 &&
+	    now - sb->checked_ms <= 2 * CHECK_EVERY_MS &&
+	    sb->checked_ms - sb->down_since_ms >= ROCKD_NODE_GONE_MS;
+}
+
+int
+rockd_fleet_start(struct rockd *d)
+{
+	const struct rockd_peer *p;
+	struct rockd_sibling *sb;
+
+	if (d->node <= 0 || d->cfg.peers == NULL)
+		return 0;
+	if ((d->siblings = calloc(ROCKD_MAX_NODE + 1, sizeof(*d->siblings))) == NULL)
+		return -1;
+	for (p = d->cfg.peers; p != NULL; p = p->next) {
+		if (p->node == d->node)
+			continue;
+		if ((sb = calloc(1, sizeof(*sb))) == NULL)
+			return -1;
+		sb->d = d;
+		sb->node = p->node;
+		sb->addr = p->addr;
+		sb->len = p->len;
+		sb->fd = -1;
+		d->siblings[p->node] = sb;
+	}
+	rock_engine_set_node_watch(d->engine, node_gone, d);
+	return 0;
+}
+
+void
+rockd_fleet_stop(struct rockd *d)
+{
+	int k;
+
+	if (d->siblings == NULL)
+		return;
+	for (k = 0; k <= ROCKD_MAX_NODE; k++) {
+		struct rockd_sibling *sb = d->siblings[k];
+
+		if (sb == NULL)
+			continue;
+		if (sb->ev != NULL)
+			event_free(sb->ev);
+		if (sb->fd >= 0)
+			close(sb->fd);
+		free(sb);
+	}
+	free(d->siblings);
+	d->siblings = NULL;
+}
