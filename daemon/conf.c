@@ -288,6 +288,24 @@ parse_line(struct rockd_config *cfg, char *line, char *err, size_t errlen)
 		cfg->node = (long)v;
 		return 0;
 	}
+	if (strcmp(tok[0], "udp-address") == 0) {
+		long long v;
+
+		if (n == 2 && strcmp(tok[1], "none") == 0) {
+			cfg->udp_told = 0;
+			return 0;
+		}
+		if (n != 2 || tok[1][0] != ':' ||
+		    rock_parse_ll(tok[1] + 1, 1, 65535, &v) != 0) {
+			snprintf(err, errlen, "expected: udp-address none or "
+			    "udp-address :PORT (1 to 65535; the clients send to "
+			    "the address they connected to: a host of its own "
+			    "is not in this protocol version)");
+			return -1;
+		}
+		cfg->udp_told = (long)v;
+		return 0;
+	}
 	if (strcmp(tok[0], "peer") == 0)
 		return rockd_config_peer(cfg, tok, n, err, errlen);
 	if (strcmp(tok[0], "spread") == 0) {
@@ -344,6 +362,7 @@ rockd_config_read(struct rockd_config *cfg, FILE *f, const char *path,
 	cfg->max_rocks = -1;
 	cfg->drain_timeout_s = -1;
 	cfg->workers = -1;
+	cfg->udp_told = ROCK_UDP_OWN;
 	while (r == 0 && fgets(line, sizeof(line), f) != NULL) {
 		lineno++;
 		if (strchr(line, '\n') == NULL && !feof(f)) {

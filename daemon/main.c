@@ -322,6 +322,10 @@ rockd_engine_start(struct rockd *d, int udp_fd)
 		    strerror(errno));
 	d->engine_cfg.strike = d->strike;
 	d->engine_cfg.node = d->node;
+	if (d->cfg.udp_told > 0)
+		d->engine_cfg.udp_told = (int)d->cfg.udp_told + d->worker;
+	else if (d->cfg.udp_told == 0)
+		d->engine_cfg.udp_told = 0;
 	if (d->node > 0)
 		d->engine_cfg.announce_random = d->fleet_random;
 	if (d->nworkers > 1) {
@@ -518,6 +522,7 @@ takeover_from_env(struct options *o)
 
 	o->takeover = -1;
 	o->ntakeover = 0;
+	o->takeover_node = -1;
 	if (v == NULL)
 		return 0;
 	snprintf(list, sizeof(list), "%s", v);
@@ -547,7 +552,7 @@ takeover_from_env(struct options *o)
 	}
 	o->takeover = o->takeover_fds[0];
 	unsetenv(ROCKD_HANDOVER_ENV);
-	/* A predecessor of an older build says nothing: no fleet. */
+	/* A predecessor of an older build says nothing (-1: unknown). */
 	v = getenv(ROCKD_HANDOVER_NODE_ENV);
 	if (v != NULL && rock_parse_ll(v, 0, ROCKD_MAX_NODE, &fd) == 0)
 		o->takeover_node = (int)fd;
@@ -569,6 +574,7 @@ main(int argc, char **argv)
 	d.cfg.suspend_timeout_s = -1;
 	d.cfg.max_rocks = -1;
 	d.cfg.drain_timeout_s = -1;
+	d.cfg.udp_told = ROCK_UDP_OWN;
 	d.ready_fd = d.inbox_rx = d.commit_fd = -1;
 	o.drain_timeout_s = -1;
 	o.persist_s = -1;
@@ -612,6 +618,10 @@ main(int argc, char **argv)
 		r = 2;
 		goto out;
 	}
+	/* Peers are read at start: a reload's (and a worker restarted after
+	 * it) keep these. */
+	d.peers = d.cfg.peers;
+	d.cfg.peers = NULL;
 	/* Any node answers a probe and takes the hello that follows. */
 	if (d.node > 0)
 		rock_fleet_announcement(d.fleet_random, sizeof(d.fleet_random),
@@ -643,6 +653,11 @@ main(int argc, char **argv)
 		r = run(&d, &o);
 out:
 	/* Also on the early exits: a sanitized build's leak check counts. */
+	{
+		struct rockd_config started = { .peers = d.peers };
+
+		rockd_config_free(&started);
+	}
 	rockd_config_free(&d.cfg);
 	rock_identity_wipe(&d.ident);
 	return r;

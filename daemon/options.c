@@ -361,7 +361,8 @@ rockd_node_check(const struct options *o, struct rockd *d)
 {
 	d->node = (int)(o->node_set ? o->node : d->cfg.node);
 	/* The sessions' ids name their node: a hand-over keeps it. */
-	if (o->ntakeover > 0 && d->node != o->takeover_node) {
+	if (o->ntakeover > 0 && o->takeover_node >= 0 &&
+	    d->node != o->takeover_node) {
 		fprintf(stderr, "rockd: node %d, but the running rockd is %s%d: "
 		    "a change of node takes a restart\n", d->node,
 		    o->takeover_node > 0 ? "node " : "no fleet's node, ",

@@ -26,7 +26,8 @@ struct options {
 	int spread, spread_set;	/* --spread, enum rockd_spread */
 	long node;		/* --node, if node_set */
 	int node_set;
-	int takeover_node;	/* the running rockd's node, if ntakeover */
+	int takeover_node;	/* the running rockd's node, if ntakeover;
+				 * -1: it did not say (an older build) */
 };
 
 /* 0: parsed; -1: --help or --version printed (exit 0); 2: a usage error,

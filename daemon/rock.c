@@ -653,12 +653,17 @@ ctl_backend(struct rock_session *s, char *out, size_t len, void *arg)
 int
 rockd_control_start(struct rockd *d, const char *path, int successor)
 {
+	char program[24] = "rockd";
+
 	if (path == NULL)
 		return 0;
+	/* rock ls says which of a fleet's nodes holds a row. */
+	if (d->node > 0)
+		snprintf(program, sizeof(program), "rockd:node%d", d->node);
 	/* Workers: the first answers on the socket, and the others take
 	 * their part of each request from it (rock_ctl_set_workers). */
 	if (d->nworkers > 1 && d->worker != 0) {
-		if (rock_ctl_open(d->engine, NULL, "rockd", ctl_backend, d, 0,
+		if (rock_ctl_open(d->engine, NULL, program, ctl_backend, d, 0,
 		    &d->ctl) != 0) {
 			rlog_error(&d->log, "control: %s", strerror(errno));
 			return -1;
@@ -666,7 +671,7 @@ rockd_control_start(struct rockd *d, const char *path, int successor)
 		return 0;
 	}
 	/* A successor's predecessor still answers there until it exits. */
-	if (rock_ctl_open(d->engine, path, "rockd", ctl_backend, d,
+	if (rock_ctl_open(d->engine, path, program, ctl_backend, d,
 	    successor ? ROCK_CTL_TAKEOVER : 0, &d->ctl) != 0) {
 		rlog_error(&d->log, "control %s: %s", path,
 		    rock_ctl_strerror(errno));

@@ -82,6 +82,9 @@ struct rockd_config {
 	int workers_line;		/* where the file set it */
 	int spread;			/* enum rockd_spread; read at start */
 	long node;			/* a fleet's node, 1 to 255; 0: none */
+	/* udp-address: the UDP port clients are told (worker k: + k); 0:
+	 * none; -1 (ROCK_UDP_OWN): the control socket's */
+	long udp_told;
 };
 
 /* How the workers' listeners share new connections: a client address's
@@ -186,6 +189,9 @@ struct rockd {
 	int node;
 	uint8_t fleet_random[ROCK_ANNOUNCE_RANDOM];
 	struct rockd_sibling **siblings; /* by node number; NULL: no peers */
+	struct event *sibling_timer;	/* checks of those not yet seen */
+	/* The peer lines read at start (a reload's are not taken): ours. */
+	struct rockd_peer *peers;
 	int *inbox_tx, inbox_rx;
 	struct event *inbox_ev;
 	int ready_fd;			/* told "started" (a byte), then closed */

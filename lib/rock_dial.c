@@ -383,6 +383,7 @@ void
 rock_dial_schedule(struct rock_session *s, int now)
 {
 	struct timeval tv = { 0, 0 };
+	uint32_t r;
 	int ms;
 
 	if (s->role != ROCK_ROLE_CLIENT || s->state != ROCK_ST_SUSPENDED ||
@@ -397,8 +398,13 @@ rock_dial_schedule(struct rock_session *s, int now)
 		ms = s->backoff_ms == 0 ? s->e->cfg.backoff_min_ms : 2 * s->backoff_ms;
 		s->backoff_ms = ms > s->e->cfg.backoff_max_ms ?
 		    s->e->cfg.backoff_max_ms : ms;
-		tv.tv_sec = s->backoff_ms / 1000;
-		tv.tv_usec = (s->backoff_ms % 1000) * 1000;
+		/* Half to one and a half times: rocks whose attempts a
+		 * round-robin balancer sends to the wrong nodes (ELSEWHERE)
+		 * must not stay in step, each taking the other's node. */
+		rock_random(&r, sizeof(r));
+		ms = s->backoff_ms / 2 + (int)(r % (uint32_t)(s->backoff_ms + 1));
+		tv.tv_sec = ms / 1000;
+		tv.tv_usec = (ms % 1000) * 1000;
 	}
 	evtimer_add(s->ev_retry, &tv);
 }

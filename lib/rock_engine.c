@@ -28,6 +28,14 @@ rock_engine_config_defaults(struct rock_engine_config *cfg)
 	cfg->ack_every = 256 * 1024;
 	cfg->refusal_signs_per_s = 1000;
 	cfg->workers = 1;
+	cfg->udp_told = ROCK_UDP_OWN;
+}
+
+uint16_t
+rock_udp_told(const struct rock_engine *e)
+{
+	return e->cfg.udp_told == ROCK_UDP_OWN ? e->udp_port :
+	    (uint16_t)e->cfg.udp_told;
 }
 
 static uint16_t

@@ -58,6 +58,11 @@ struct rock_engine_config {
 	 * ids says so, and a reconnect for another node's id is answered
 	 * ELSEWHERE (doc/PROTOCOL.md 4.1) */
 	int node;
+	/* server: the UDP port its answers tell clients to send records to
+	 * (at the address they connected to): ROCK_UDP_OWN, its control
+	 * socket's; 0, none (its rocks keep their control on TCP); else that
+	 * port (a balancer that forwards it here, doc/fleet.md) */
+	int udp_told;
 	/* server: the announcement's random part, shared by the workers so
 	 * a probe answered by one names a hello any of them takes; NULL: our
 	 * own (ROCK_ANNOUNCE_RANDOM bytes) */
@@ -95,6 +100,7 @@ void rock_strike_start(struct rock_strike *st);
 /* Where a server with workers writes the worker's number in a connection
  * id (doc/PROTOCOL.md 4.1). */
 #define ROCK_ID_WORKER 1
+#define ROCK_UDP_OWN (-1)
 /* ... and a fleet's node its node number (doc/fleet.md). */
 #define ROCK_ID_NODE 0
 

@@ -83,6 +83,8 @@ struct rock_session {
 	int awaiting_finished;		/* server: keys not yet proved by it */
 	int close_quietly;		/* its end was logged as a stranger's */
 	int status_wanted;		/* one to send (again) from the loop */
+	int fin_asked;			/* asked about a FIN the peer did not
+					 * say (CLOSE_WAIT), on this connection */
 	uint32_t flags;			/* ROCK_FLAG_*: ours */
 	uint32_t peer_flags;
 	int want_shut;			/* owner asked; done once outq drains */
@@ -352,6 +354,8 @@ rock_engine_leave(const struct rock_engine *e)
 }
 
 int64_t rock_now_ms(void);
+/* The UDP port a server's answers name (cfg.udp_told); 0: none. */
+uint16_t rock_udp_told(const struct rock_engine *e);
 
 /* A fresh X25519 pair for one handshake: the spare made ahead, else one
  * made now. The owner's lock held. */

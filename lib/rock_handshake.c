@@ -428,7 +428,7 @@ answer_full(struct rock_handshake *hs, const uint8_t id[ROCK_ID_LEN],
 		return r;
 	sh.rcvbuf = bufs[0];
 	sh.sndbuf = bufs[1];
-	sh.udp_port = hs->e->udp_port;
+	sh.udp_port = rock_udp_told(hs->e);
 	memcpy(sh.ident, hs->e->ident.pk, ROCK_IDENT_LEN);
 	memset(sh.sig, 0, sizeof(sh.sig));
 	rock_server_hello_encode(&sh, out);
@@ -455,7 +455,7 @@ answer_resumed(struct rock_handshake *hs, const uint8_t id[ROCK_ID_LEN],
 	memcpy(sr.id, id, ROCK_ID_LEN);
 	sr.rcvbuf = bufs[0];
 	sr.sndbuf = bufs[1];
-	sr.udp_port = hs->e->udp_port;
+	sr.udp_port = rock_udp_told(hs->e);
 	memcpy(sr.nonce, hs->fresh.nonce, sizeof(sr.nonce));
 	memset(sr.tag, 0, sizeof(sr.tag));
 	rock_resume_keys(keys, 0, hs->rms, hs->hello.nonce, sr.nonce, id);

@@ -172,6 +172,7 @@ static void
 watch_anew(struct rock_session *s)
 {
 	s->tcp_watched = 0;
+	s->fin_asked = 0;
 	s->stall_since_ms = 0;
 	s->eof_unconfirmed_ms = 0;
 	s->fin_read = 0;
@@ -264,12 +265,18 @@ rock_path_tcp_heard(struct rock_session *s, int64_t now)
 		return s->tcp_heard_ms;
 	take_rtt(s, &t);
 	/* The peer's side of this connection ended without its word (no
-	 * WR_SHUT from it): whatever still answers there (a balancer's
+	 * WR_SHUT from it yet): whatever still answers there (a balancer's
 	 * kernel, our keepalives acknowledged after its server died) is not
-	 * the peer, and the peer will send nothing more on it. */
+	 * the peer, and the peer will send nothing more on it. A client asks
+	 * the peer where its stream ends, once: a live peer's answer is a
+	 * sign of life and brings its WR_SHUT (a half-close whose records
+	 * UDP did not carry); a dead one's fleet gives none. */
 	if (t.state == TCP_STATE_CLOSE_WAIT &&
 	    !(s->peer_flags & ROCK_FLAG_WR_SHUT)) {
-		s->tcp_watched = 1;
+		if (s->role == ROCK_ROLE_CLIENT && !s->fin_asked) {
+			s->fin_asked = 1;
+			s->status_wanted = 1;
+		}
 		return s->tcp_heard_ms;
 	}
 	if (!s->tcp_watched) {

@@ -11,6 +11,7 @@ RH="$top_srcdir/tools/rock-haproxy"
 command -v socat >/dev/null || t_skip_all "socat not installed"
 command -v haproxy >/dev/null || t_skip_all "haproxy not installed (sh tools/bootstrap.sh deps)"
 command -v curl >/dev/null || t_skip_all "curl not installed"
+command -v python3 >/dev/null || t_skip_all "python3 not installed"
 rock_netns_up
 # shellcheck disable=SC2317 # run by nn_cleanup
 stop_haproxy() { pkill -f "haproxy.*$t_tmp/haproxy.cfg" 2>/dev/null; }
@@ -32,6 +33,7 @@ nn_wait_port "$NN_S" 127.0.0.1 9000 5 || t_skip_all "the echo backend did not st
 # which is the nodes' host here) at the node's port.
 # Each node's file names the others (and itself, which it skips: one list
 # serves every node).
+mkdir -m 0700 "$t_tmp/ctl"
 for k in $NODES; do
 	{
 		echo "listen $NN_S_ADDR:710$k backend 127.0.0.1:9000"
@@ -39,7 +41,8 @@ for k in $NODES; do
 		for j in $NODES; do echo "peer $j $NN_S_ADDR:710$j"; done
 	} >"$t_tmp/node$k.conf"
 	nn_s "$ROCKD" -F -v --workers 1 -k "$t_tmp/key" -p "$t_tmp/node$k.pid" \
-		--metrics "127.0.0.1:919$k" -f "$t_tmp/node$k.conf" 2>"$t_tmp/node$k.log" &
+		--metrics "127.0.0.1:919$k" --control "$t_tmp/ctl/node$k" \
+		-f "$t_tmp/node$k.conf" 2>"$t_tmp/node$k.log" &
 	pids+=($!)
 	# The first makes the key the others share.
 	nn_wait_port "$NN_S" "$NN_S_ADDR" "710$k" 20 || t_fail_all "node $k did not listen"
@@ -98,6 +101,11 @@ t_eq "the nodes made all $N rocks, none refused, none plain" "$total" "$N"
 t_eq "leastconn spread them over the nodes ($spread), at least $((N / 6)) each" \
 	"$(echo "$spread" | awk -v min=$((N / 6)) '{ for (i = 1; i <= NF; i++) if ($i < min) bad++ } END { print bad + 0 }')" 0
 t_eq "no connect went plain" "$(grep -c 'not enhanced' "$t_tmp/client.log")" 0
+t_eq "rock ls at node 1: its rocks, as program rockd:node1" "$(
+	XDG_RUNTIME_DIR="$t_tmp/none" "$ROCK" ls --json --rockd "$t_tmp/ctl/node1" | python3 -c '
+import json, sys
+rows = json.load(sys.stdin)
+print(len(rows), sorted(set(r["program"] for r in rows)))')" "$(made 1 | wc -l) ['rockd:node1']"
 # A resumption that reached a node other than its ticket's was refused
 # (TICKET) and made a full handshake: leastconn does not read tickets.
 missed=$(grep -c 'early resumption failed (peer refused' "$t_tmp/client.log")
@@ -218,6 +226,67 @@ t_eq "none was refused as unknown or unproven" \
 exec {rr_fd}>&-
 wait_pid "$rr_client" 30 && t_eq "the round-robin client ended cleanly" "$waited" 0
 pkill -f "haproxy.*$t_tmp/rr.cfg"
+
+# ---- where the rocks' records go: udp-address none, udp-address :PORT ---
+# Node 4 tells its clients no UDP port: their control stays on TCP. Node
+# 5 tells them port 7205 at the address they connected to (the
+# balancer's), which this host forwards to node 5's own (DNAT), as a
+# balancer host would for nodes elsewhere.
+# shellcheck disable=SC2317 # run by nn_cleanup
+drop_udp_rules() {
+	nn_s iptables -w -t nat -D PREROUTING -p udp --dport 7205 -j DNAT --to-destination "$NN_S_ADDR:7105" 2>/dev/null
+	nn_s iptables -w -D INPUT -p udp --dport 7104 2>/dev/null
+	nn_s iptables -w -D INPUT -p udp --dport 7105 2>/dev/null
+}
+nn_on_cleanup drop_udp_rules
+nn_s iptables -w -t nat -A PREROUTING -p udp --dport 7205 -j DNAT --to-destination "$NN_S_ADDR:7105"
+nn_s iptables -w -I INPUT -p udp --dport 7104
+nn_s iptables -w -I INPUT -p udp --dport 7105
+# PORT: UDP datagrams that reached this host for PORT.
+udp_in() { nn_s iptables -w -L INPUT -v -x -n | awk -v p="dpt:$1" '$0 ~ p && ($3 == "udp" || $3 == "17") { print $1 }'; }
+for k in 4 5; do
+	{
+		echo "listen $NN_S_ADDR:710$k backend 127.0.0.1:9000"
+		echo "node $k"
+		if [ "$k" = 4 ]; then echo "udp-address none"; else echo "udp-address :7205"; fi
+	} >"$t_tmp/node$k.conf"
+	nn_s "$ROCKD" -F -v --workers 1 -k "$t_tmp/key" -p "$t_tmp/node$k.pid" \
+		-f "$t_tmp/node$k.conf" 2>"$t_tmp/node$k.log" &
+	pids+=($!)
+	nn_wait_port "$NN_S" "$NN_S_ADDR" "710$k" 20 || t_bad "node $k did not listen"
+done
+"$RH" "$NN_S_ADDR:7010" 4="$NN_S_ADDR:7104" 5="$NN_S_ADDR:7105" >"$t_tmp/haproxy45.cfg"
+nn_s haproxy -D -f "$t_tmp/haproxy45.cfg" -p "$t_tmp/haproxy45.pid" 2>>"$t_tmp/haproxy.log" ||
+	t_bad "haproxy for nodes 4 and 5 started"
+nn_wait_port "$NN_S" "$NN_S_ADDR" 7010 10 || t_bad "haproxy for nodes 4 and 5 listened"
+: >"$t_tmp/u.out"
+mkfifo "$t_tmp/u.in"
+exec {u_fd}<>"$t_tmp/u.in"
+ROCK_DEBUG=1 ROCK_LOG="$t_tmp/u-client.log" t_foreign nn_c "$ROCK" "$TRAFFIC" rounds \
+	"$NN_S_ADDR" 7010 "$M" 8192 <"$t_tmp/u.in" >"$t_tmp/u.out" 2>"$t_tmp/u.err" &
+u_client=$! pids+=($!)
+echo go >&"$u_fd"
+wait_for "$make_s" eval '[ "$(grep -c . "$t_tmp/u.out")" -ge $M ]'
+t_eq "$M rocks through nodes 4 and 5 echo a round" "$(grep -c "round 0 conn [0-9]* ok" "$t_tmp/u.out")" "$M"
+told() { grep -o 'connected as client, features [0-9a-fx]*, UDP port [0-9]*' "$t_tmp/u-client.log" | awk '{ print $NF }' | sort | uniq -c | awk '{ print $2 }' | tr '\n' ' '; }
+t_eq "the rocks were told no UDP port (node 4) or 7205 (node 5), never a node's own" "$(told)" "0 7205 "
+nap 3
+t_check "records reached node 5 through the forwarded port ($(udp_in 7105) datagrams)" test "$(udp_in 7105)" -gt 0
+t_eq "none went to node 4" "$(udp_in 7104)" 0
+before=$(reconnects)
+nn_blackhole both
+nap 5
+nn_restore
+wait_for "$make_s" eval '[ "$(cat "$t_tmp"/node[45].log | grep -c "client reconnected")" -ge $M ]' ||
+	t_bad "every rock of nodes 4 and 5 reconnected"
+echo go >&"$u_fd"
+wait_for "$round_s" eval '[ "$(grep -c . "$t_tmp/u.out")" -ge $((2 * M)) ]'
+t_eq "$M rocks echo after a blackhole, with and without UDP, byte-exact" \
+	"$(grep -c "round 1 conn [0-9]* ok" "$t_tmp/u.out")" "$M"
+t_eq "still no record for node 4" "$(udp_in 7104)" 0
+exec {u_fd}>&-
+wait_pid "$u_client" 30 && t_eq "that client ended cleanly" "$waited" 0
+pkill -f "haproxy.*$t_tmp/haproxy45.cfg"
 echo "measured: node 2 killed: its $n2 rocks ended with ECONNRESET, the round over $gone_ms ms after the kill"
 echo "measured: rocks per node:$spread ($missed resumptions sent to another node than their ticket's made a full handshake);" \
 	"all $N back through HAProxy ${back_ms} ms after the restore (polled every 100 ms);" \
