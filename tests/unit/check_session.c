@@ -616,16 +616,14 @@ forged_answered(const struct sockaddr_in *to)
 	return got;
 }
 
-/* A reconnect request for id (the rest of it random) on a new
- * connection; the answer's first byte, or -1 at a clean end, -2 reset. */
+/* A reconnect request for id (the rest of it random), sent on a new
+ * connection: the connection. */
 static int
-request_for(const struct sockaddr_in *to, const uint8_t id[ROCK_ID_LEN],
+request_sent(const struct sockaddr_in *to, const uint8_t id[ROCK_ID_LEN],
     uint8_t sent[ROCK_RECONNECT_REQ_LEN])
 {
 	struct rock_reconnect_req rq;
-	uint8_t in[ROCK_ERROR_MAX_LEN];
 	int fd = socket(AF_INET, SOCK_STREAM, 0);
-	ssize_t n;
 
 	ck_assert_int_ge(fd, 0);
 	ck_assert_int_eq(connect(fd, (const struct sockaddr *)to, sizeof(*to)), 0);
@@ -637,7 +635,18 @@ request_for(const struct sockaddr_in *to, const uint8_t id[ROCK_ID_LEN],
 	rock_reconnect_req_encode(&rq, sent);
 	ck_assert_int_eq(send(fd, sent, ROCK_RECONNECT_REQ_LEN, MSG_NOSIGNAL),
 	    ROCK_RECONNECT_REQ_LEN);
-	n = recv(fd, in, 1, 0);
+	return fd;
+}
+
+/* The answer's first byte, or -1 at a clean end, -2 reset. */
+static int
+request_for(const struct sockaddr_in *to, const uint8_t id[ROCK_ID_LEN],
+    uint8_t sent[ROCK_RECONNECT_REQ_LEN])
+{
+	uint8_t in[1];
+	int fd = request_sent(to, id, sent);
+	ssize_t n = recv(fd, in, 1, 0);
+
 	close(fd);
 	return n == 1 ? in[0] : n == 0 ? -1 : -2;
 }
@@ -714,22 +723,11 @@ static size_t
 answer_for(const struct sockaddr_in *to, const uint8_t id[ROCK_ID_LEN],
     uint8_t *in, size_t cap)
 {
-	struct rock_reconnect_req rq;
 	uint8_t sent[ROCK_RECONNECT_REQ_LEN];
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	int fd = request_sent(to, id, sent);
 	size_t have = 0;
 	ssize_t n;
 
-	ck_assert_int_ge(fd, 0);
-	ck_assert_int_eq(connect(fd, (const struct sockaddr *)to, sizeof(*to)), 0);
-	memset(&rq, 0, sizeof(rq));
-	rq.version = ROCK_VERSION;
-	memcpy(rq.id, id, sizeof(rq.id));
-	rock_random(rq.nonce, sizeof(rq.nonce));
-	rq.attempt = rq.since = 1;
-	rock_reconnect_req_encode(&rq, sent);
-	ck_assert_int_eq(send(fd, sent, sizeof(sent), MSG_NOSIGNAL),
-	    (ssize_t)sizeof(sent));
 	while (have < cap && (n = recv(fd, in + have, cap - have, 0)) > 0)
 		have += (size_t)n;
 	close(fd);
