@@ -54,7 +54,7 @@ t_check "each node says it is one" eval \
 metric() {
 	local k
 	for k in $NODES; do nn_s curl -s --max-time 5 "http://127.0.0.1:919$k/metrics"; done |
-		awk -v n="$1" -v want="$(echo $NODES | wc -w)" '$0 == "# TYPE " n " counter" { fams++ }
+		awk -v n="$1" -v want="$(echo "$NODES" | wc -w)" '$0 == "# TYPE " n " counter" { fams++ }
 			index($1, n "{") == 1 { s += $2 }
 			END { if (fams == want) print s + 0; else print "missing" }'
 }
@@ -201,16 +201,27 @@ nn_s haproxy -D -f "$t_tmp/rr.cfg" -p "$t_tmp/rr.pid" 2>>"$t_tmp/haproxy.log" ||
 	t_bad "the round-robin haproxy started"
 nn_wait_port "$NN_S" "$NN_S_ADDR" 7000 10 || t_bad "the round-robin haproxy listened"
 M=6
+# NAME PORT: a client of its own with M rocks through PORT (its log
+# NAME-client.log); its input in sc_fd, its pid in sc_pid.
+small_client() {
+	: >"$t_tmp/$1.out"
+	mkfifo "$t_tmp/$1.in"
+	exec {sc_fd}<>"$t_tmp/$1.in"
+	ROCK_DEBUG=1 ROCK_LOG="$t_tmp/$1-client.log" t_foreign nn_c "$ROCK" "$TRAFFIC" rounds \
+		"$NN_S_ADDR" "$2" "$M" 8192 <"$t_tmp/$1.in" >"$t_tmp/$1.out" 2>"$t_tmp/$1.err" &
+	sc_pid=$! pids+=($!)
+}
+# NAME FD R SECONDS: round R of such a client; how many of its rocks echoed.
+small_round() {
+	local out="$t_tmp/$1.out" want=$((($3 + 1) * M))
+	echo go >&"$2"
+	wait_for "$4" eval "[ \"\$(grep -c . '$out')\" -ge $want ]"
+	grep -c "round $3 conn [0-9]* ok" "$out"
+}
 elsewhere0=$(metric rockd_reconnects_elsewhere_total)
-: >"$t_tmp/rr.out"
-mkfifo "$t_tmp/rr.in"
-exec {rr_fd}<>"$t_tmp/rr.in"
-ROCK_DEBUG=1 ROCK_LOG="$t_tmp/rr-client.log" t_foreign nn_c "$ROCK" "$TRAFFIC" rounds \
-	"$NN_S_ADDR" 7000 "$M" 8192 <"$t_tmp/rr.in" >"$t_tmp/rr.out" 2>"$t_tmp/rr.err" &
-rr_client=$! pids+=($!)
-echo go >&"$rr_fd"
-wait_for "$make_s" eval '[ "$(grep -c . "$t_tmp/rr.out")" -ge $M ]'
-t_eq "$M rocks through round-robin echo a round" "$(grep -c "round 0 conn [0-9]* ok" "$t_tmp/rr.out")" "$M"
+small_client rr 7000
+rr_fd=$sc_fd rr_client=$sc_pid
+t_eq "$M rocks through round-robin echo a round" "$(small_round rr "$rr_fd" 0 "$make_s")" "$M"
 before=$(reconnects)
 nn_blackhole both
 nap 5
@@ -219,10 +230,8 @@ restored=$(now_ms)
 wait_for "$make_s" eval '[ "$(reconnects)" -ge $((before + M)) ]' ||
 	t_bad "every rock reconnected through round-robin ($(($(reconnects) - before)) of $M)"
 rr_back_ms=$(($(now_ms) - restored))
-echo go >&"$rr_fd"
-wait_for "$round_s" eval '[ "$(grep -c . "$t_tmp/rr.out")" -ge $((2 * M)) ]'
 t_eq "$M rocks echo after their reconnects went anywhere, byte-exact" \
-	"$(grep -c "round 1 conn [0-9]* ok" "$t_tmp/rr.out")" "$M"
+	"$(small_round rr "$rr_fd" 1 "$round_s")" "$M"
 elsewhere=$(($(metric rockd_reconnects_elsewhere_total) - elsewhere0))
 t_check "misrouted reconnects were answered ELSEWHERE ($elsewhere)" test "$elsewhere" -ge 1
 t_check "and logged so" grep -q 'answered ELSEWHERE' "$t_tmp/node1.log" "$t_tmp/node2.log" "$t_tmp/node3.log"
@@ -264,15 +273,9 @@ done
 nn_s haproxy -D -f "$t_tmp/haproxy45.cfg" -p "$t_tmp/haproxy45.pid" 2>>"$t_tmp/haproxy.log" ||
 	t_bad "haproxy for nodes 4 and 5 started"
 nn_wait_port "$NN_S" "$NN_S_ADDR" 7010 10 || t_bad "haproxy for nodes 4 and 5 listened"
-: >"$t_tmp/u.out"
-mkfifo "$t_tmp/u.in"
-exec {u_fd}<>"$t_tmp/u.in"
-ROCK_DEBUG=1 ROCK_LOG="$t_tmp/u-client.log" t_foreign nn_c "$ROCK" "$TRAFFIC" rounds \
-	"$NN_S_ADDR" 7010 "$M" 8192 <"$t_tmp/u.in" >"$t_tmp/u.out" 2>"$t_tmp/u.err" &
-u_client=$! pids+=($!)
-echo go >&"$u_fd"
-wait_for "$make_s" eval '[ "$(grep -c . "$t_tmp/u.out")" -ge $M ]'
-t_eq "$M rocks through nodes 4 and 5 echo a round" "$(grep -c "round 0 conn [0-9]* ok" "$t_tmp/u.out")" "$M"
+small_client u 7010
+u_fd=$sc_fd u_client=$sc_pid
+t_eq "$M rocks through nodes 4 and 5 echo a round" "$(small_round u "$u_fd" 0 "$make_s")" "$M"
 told() { grep -o 'connected as client, features [0-9a-fx]*, UDP port [0-9]*' "$t_tmp/u-client.log" | awk '{ print $NF }' | sort | uniq -c | awk '{ print $2 }' | tr '\n' ' '; }
 t_eq "the rocks were told no UDP port (node 4) or 7205 (node 5), never a node's own" "$(told)" "0 7205 "
 nap 3
@@ -284,10 +287,8 @@ nap 5
 nn_restore
 wait_for "$make_s" eval '[ "$(cat "$t_tmp"/node[45].log | grep -c "client reconnected")" -ge $M ]' ||
 	t_bad "every rock of nodes 4 and 5 reconnected"
-echo go >&"$u_fd"
-wait_for "$round_s" eval '[ "$(grep -c . "$t_tmp/u.out")" -ge $((2 * M)) ]'
 t_eq "$M rocks echo after a blackhole, with and without UDP, byte-exact" \
-	"$(grep -c "round 1 conn [0-9]* ok" "$t_tmp/u.out")" "$M"
+	"$(small_round u "$u_fd" 1 "$round_s")" "$M"
 t_eq "still no record for node 4" "$(udp_in 7104)" 0
 exec {u_fd}>&-
 wait_pid "$u_client" 30 && t_eq "that client ended cleanly" "$waited" 0
