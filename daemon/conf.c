@@ -228,6 +228,38 @@ parse_path(char **tok, int n, char *out, size_t outlen, char *err,
 	return 0;
 }
 
+/* peer N HOST:PORT: another node of the fleet (fleet.c watches it). */
+static int
+parse_peer(struct rockd_config *cfg, char **tok, int n, char *err,
+    size_t errlen)
+{
+	struct rockd_peer *p;
+	long long node;
+
+	if (n != 3 || rock_parse_ll(tok[1], 1, ROCKD_MAX_NODE, &node) != 0) {
+		snprintf(err, errlen, "expected: peer N HOST:PORT (N 1 to %d: "
+		    "another node of the fleet, where it listens)", ROCKD_MAX_NODE);
+		return -1;
+	}
+	for (p = cfg->peers; p != NULL; p = p->next)
+		if (p->node == node) {
+			snprintf(err, errlen, "peer %lld given twice", node);
+			return -1;
+		}
+	if ((p = calloc(1, sizeof(*p))) == NULL) {
+		snprintf(err, errlen, "%s", strerror(errno));
+		return -1;
+	}
+	if (rockd_parse_addr(tok[2], 0, &p->addr, &p->len, err, errlen) != 0) {
+		free(p);
+		return -1;
+	}
+	p->node = (int)node;
+	p->next = cfg->peers;
+	cfg->peers = p;
+	return 0;
+}
+
 static int
 parse_line(struct rockd_config *cfg, char *line, char *err, size_t errlen)
 {
@@ -307,7 +339,7 @@ parse_line(struct rockd_config *cfg, char *line, char *err, size_t errlen)
 		return 0;
 	}
 	if (strcmp(tok[0], "peer") == 0)
-		return rockd_config_peer(cfg, tok, n, err, errlen);
+		return parse_peer(cfg, tok, n, err, errlen);
 	if (strcmp(tok[0], "spread") == 0) {
 		if (n != 2 || rockd_parse_spread(tok[1], &cfg->spread) != 0) {
 			snprintf(err, errlen, "expected: spread address or "

@@ -8,7 +8,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "rock_parse.h"
 #include "rockd.h"
 
 /* A sibling is checked at most this often, and only while reconnects for
@@ -37,37 +36,6 @@ struct rockd_sibling {
 	int64_t down_since_ms;		/* first failed check since the last
 					 * good one; 0: the last was good */
 };
-
-int
-rockd_config_peer(struct rockd_config *cfg, char **tok, int n, char *err,
-    size_t errlen)
-{
-	struct rockd_peer *p;
-	long long node;
-
-	if (n != 3 || rock_parse_ll(tok[1], 1, ROCKD_MAX_NODE, &node) != 0) {
-		snprintf(err, errlen, "expected: peer N HOST:PORT (N 1 to %d: "
-		    "another node of the fleet, where it listens)", ROCKD_MAX_NODE);
-		return -1;
-	}
-	for (p = cfg->peers; p != NULL; p = p->next)
-		if (p->node == node) {
-			snprintf(err, errlen, "peer %lld given twice", node);
-			return -1;
-		}
-	if ((p = calloc(1, sizeof(*p))) == NULL) {
-		snprintf(err, errlen, "%s", strerror(errno));
-		return -1;
-	}
-	if (rockd_parse_addr(tok[2], 0, &p->addr, &p->len, err, errlen) != 0) {
-		free(p);
-		return -1;
-	}
-	p->node = (int)node;
-	p->next = cfg->peers;
-	cfg->peers = p;
-	return 0;
-}
 
 static void
 check_end(struct rockd_sibling *sb, int ok)

@@ -108,9 +108,6 @@ enum rockd_spread { ROCKD_SPREAD_ADDRESS, ROCKD_SPREAD_CONNECTION };
 #define ROCKD_NODE_GONE_MS 10000
 
 struct rockd_sibling;
-/* peer N HOST:PORT; -1 with err. */
-int rockd_config_peer(struct rockd_config *cfg, char **tok, int n, char *err,
-    size_t errlen);
 /* The siblings watched, once the engine is up; 0 or -1 (errno). */
 int rockd_fleet_start(struct rockd *d);
 void rockd_fleet_stop(struct rockd *d);

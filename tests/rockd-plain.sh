@@ -440,6 +440,16 @@ for v in 0 256 abc '' '3 4'; do
 	tcheck "node '$v'" 2 "rockd: $cf:2: expected: node N (1 to 255), this rockd's number in its fleet" -f "$cf"
 done
 conf node7 "listen 127.0.0.1:7001 $svc" 'node 7'
+conf peer2 "listen 127.0.0.1:7001 $svc" 'peer 2 127.0.0.1:7002' 'peer 2 127.0.0.1:7003'
+tcheck "peer twice" 2 "rockd: $cf:3: peer 2 given twice" -f "$cf"
+conf peer0 "listen 127.0.0.1:7001 $svc" 'peer 0 127.0.0.1:7002'
+tcheck "peer 0" 2 "rockd: $cf:2: expected: peer N HOST:PORT (N 1 to 255: another node of the fleet, where it listens)" -f "$cf"
+for v in 1.2.3.4:5 ':0' 'none x'; do
+	conf udpaddr "listen 127.0.0.1:7001 $svc" "udp-address $v"
+	tcheck "udp-address '$v'" 2 "rockd: $cf:2: expected: udp-address none or udp-address :PORT (1 to 65535; the clients send to the address they connected to: a host of its own is not in this protocol version)" -f "$cf"
+done
+conf udpnone "listen 127.0.0.1:7001 $svc" 'udp-address none' 'node 3' 'peer 1 127.0.0.1:7002' 'peer 3 127.0.0.1:7001'
+tcheck "udp-address none, node 3 and its peers" 0 "" -f "$cf"
 tcheck "node 7" 0 "" -f "$cf"
 tcheck "--node 256" 2 "rockd: --node needs a number, 1 to 255" --node 256 -f "$cf"
 "$ROCKD" --session --node 3 >"$t_tmp/out" 2>"$t_tmp/err"
