@@ -37,18 +37,25 @@ struct rockd_sibling {
 					 * good one; 0: the last was good */
 };
 
+/* The check's socket and event go, with no verdict. */
+static void
+check_abandon(struct rockd_sibling *sb)
+{
+	if (sb->ev != NULL)
+		event_free(sb->ev);
+	sb->ev = NULL;
+	close(sb->fd);
+	sb->fd = -1;
+}
+
 static void
 check_end(struct rockd_sibling *sb, int ok)
 {
 	struct linger reset = { 1, 0 };
 	int64_t now = rockd_now_ms(), last = sb->checked_ms;
 
-	if (sb->ev != NULL)
-		event_free(sb->ev);
-	sb->ev = NULL;
 	(void)setsockopt(sb->fd, SOL_SOCKET, SO_LINGER, &reset, sizeof(reset));
-	close(sb->fd);
-	sb->fd = -1;
+	check_abandon(sb);
 	sb->checked_ms = now;
 	if (ok) {
 		if (sb->down_since_ms != 0)
@@ -77,16 +84,6 @@ peer_failed(int err)
 {
 	return err == ECONNREFUSED || err == ETIMEDOUT || err == EHOSTUNREACH ||
 	    err == ENETUNREACH || err == ECONNRESET;
-}
-
-static void
-check_abandon(struct rockd_sibling *sb)
-{
-	if (sb->ev != NULL)
-		event_free(sb->ev);
-	sb->ev = NULL;
-	close(sb->fd);
-	sb->fd = -1;
 }
 
 static void

@@ -205,7 +205,7 @@ render_all(const struct rockd *d, struct evbuffer *b)
 	if (d->node > 0) {
 		family(b, "rockd_node", "gauge", "This rockd's number in its "
 		    "fleet (its node, doc/fleet.md).");
-		for (k = 0; k < d->nworkers || k == 0; k++)
+		for (k = 0; k < d->nworkers; k++)
 			sample(b, "rockd_node", k, NULL, NULL,
 			    (unsigned long long)d->node);
 	}

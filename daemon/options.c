@@ -55,7 +55,6 @@ usage(FILE *f)
 	    "  -h, --help, -V, --version\n");
 }
 
-
 static int session_options(struct options *o, struct rockd_config *cfg);
 
 int

@@ -159,7 +159,10 @@ rock_udp_peer_from_tcp(struct rock_session *s, uint16_t udp_port)
 	struct sockaddr_storage ss = s->peer;
 	socklen_t len = s->peer_len;
 
-	if (udp_port == 0 || !(s->features & ROCK_FEAT_UDP)) {
+	/* A server that told its clients no UDP port sends them no records
+	 * either: both keep the control on TCP. */
+	if (udp_port == 0 || !(s->features & ROCK_FEAT_UDP) ||
+	    (s->role == ROCK_ROLE_SERVER && rock_udp_told(s->e) == 0)) {
 		s->udp_peer_len = 0;
 		return;
 	}

@@ -54,11 +54,8 @@ static void
 keys_proven(struct rock_session *s, const struct rock_finish *f)
 {
 	s->awaiting_finished = 0;
-	/* A server that told its clients no UDP port sends them no records
-	 * either: both keep the control on TCP. */
 	if (s->udp_peer_len == 0)
-		rock_udp_peer_from_tcp(s, s->e->cfg.udp_told == 0 ? 0 :
-		    f->udp_port);
+		rock_udp_peer_from_tcp(s, f->udp_port);
 	s->e->stats.handshakes++;
 	s->e->stats.resumed += (unsigned long)f->resumed;
 }
