@@ -14,7 +14,7 @@ command -v curl >/dev/null || t_skip_all "curl not installed"
 command -v python3 >/dev/null || t_skip_all "python3 not installed"
 rock_netns_up
 # shellcheck disable=SC2317 # run by nn_cleanup
-stop_haproxy() { pkill -f "haproxy.*$t_tmp/haproxy.cfg" 2>/dev/null; }
+stop_haproxy() { pkill -f "haproxy.*$t_tmp/" 2>/dev/null; }
 nn_on_cleanup stop_haproxy
 
 N=60
