@@ -121,6 +121,15 @@ v6_wildcard(const struct sockaddr_storage *a)
 	    IN6_IS_ADDR_UNSPECIFIED(&((const struct sockaddr_in6 *)a)->sin6_addr);
 }
 
+int
+rockd_addr_unspecified(const struct sockaddr_storage *a)
+{
+	struct in_addr a4;
+
+	return v6_wildcard(a) ||
+	    (v4_of(a, &a4) && a4.s_addr == htonl(INADDR_ANY));
+}
+
 /* Whether two listeners would want the same connections, as bind(2) sees
  * it on Linux with SO_REUSEADDR: the same port, and the same address or a
  * wildcard that takes the other's ([::] is dual-stack: it takes IPv4

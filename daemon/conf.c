@@ -228,6 +228,43 @@ parse_path(char **tok, int n, char *out, size_t outlen, char *err,
 	return 0;
 }
 
+/* udp-address none | :PORT | HOST:PORT (doc/fleet.md). */
+static int
+parse_udp_address(struct rockd_config *cfg, char **tok, int n, char *err,
+    size_t errlen)
+{
+	static const char expected[] = "expected: udp-address none, "
+	    "udp-address :PORT or udp-address HOST:PORT (PORT 1 to 65535; "
+	    "HOST an address the clients reach, not a wildcard)";
+	long long v;
+	char why[200] = "";
+
+	cfg->udp_address_len = 0;
+	if (n == 2 && strcmp(tok[1], "none") == 0) {
+		cfg->udp_told = 0;
+		return 0;
+	}
+	if (n == 2 && tok[1][0] == ':' &&
+	    rock_parse_ll(tok[1] + 1, 1, 65535, &v) == 0) {
+		cfg->udp_told = (long)v;
+		return 0;
+	}
+	if (n != 2 || tok[1][0] == ':') {
+		snprintf(err, errlen, "%s", expected);
+		return -1;
+	}
+	if (rockd_parse_addr(tok[1], 0, &cfg->udp_address,
+	    &cfg->udp_address_len, why, sizeof(why)) != 0 ||
+	    rockd_addr_unspecified(&cfg->udp_address)) {
+		cfg->udp_address_len = 0;
+		snprintf(err, errlen, "%s%s%s", expected,
+		    why[0] != '\0' ? ": " : "", why);
+		return -1;
+	}
+	cfg->udp_told = rockd_addr_port(&cfg->udp_address);
+	return 0;
+}
+
 /* peer N HOST:PORT: another node of the fleet (fleet.c watches it). */
 static int
 parse_peer(struct rockd_config *cfg, char **tok, int n, char *err,
@@ -320,24 +357,8 @@ parse_line(struct rockd_config *cfg, char *line, char *err, size_t errlen)
 		cfg->node = (long)v;
 		return 0;
 	}
-	if (strcmp(tok[0], "udp-address") == 0) {
-		long long v;
-
-		if (n == 2 && strcmp(tok[1], "none") == 0) {
-			cfg->udp_told = 0;
-			return 0;
-		}
-		if (n != 2 || tok[1][0] != ':' ||
-		    rock_parse_ll(tok[1] + 1, 1, 65535, &v) != 0) {
-			snprintf(err, errlen, "expected: udp-address none or "
-			    "udp-address :PORT (1 to 65535; the clients send to "
-			    "the address they connected to: a host of its own "
-			    "is not in this protocol version)");
-			return -1;
-		}
-		cfg->udp_told = (long)v;
-		return 0;
-	}
+	if (strcmp(tok[0], "udp-address") == 0)
+		return parse_udp_address(cfg, tok, n, err, errlen);
 	if (strcmp(tok[0], "peer") == 0)
 		return parse_peer(cfg, tok, n, err, errlen);
 	if (strcmp(tok[0], "spread") == 0) {

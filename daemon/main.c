@@ -326,6 +326,8 @@ rockd_engine_start(struct rockd *d, int udp_fd)
 		d->engine_cfg.udp_told = (int)d->cfg.udp_told + d->worker;
 	else if (d->cfg.udp_told == 0)
 		d->engine_cfg.udp_told = 0;
+	d->engine_cfg.udp_address = d->cfg.udp_address;
+	d->engine_cfg.udp_address_len = d->cfg.udp_address_len;
 	if (d->node > 0)
 		d->engine_cfg.announce_random = d->fleet_random;
 	if (d->nworkers > 1) {

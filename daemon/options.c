@@ -278,21 +278,32 @@ cpus(void)
 	return n < 1 ? 1 : n > ROCKD_MAX_WORKERS ? ROCKD_MAX_WORKERS : (int)n;
 }
 
+/* Worker k's control channel is at the first listener's port + k, and
+ * its clients are told udp-address's port + k: the higher of the two
+ * (0: no listener). */
+static int
+first_control_port(const struct rockd_config *cfg)
+{
+	int port = cfg->services != NULL ?
+	    rockd_addr_port(&cfg->services->listen_addr) : 0;
+
+	return cfg->udp_told > port ? (int)cfg->udp_told : port;
+}
+
 /* workers auto: a hand-over keeps the running count (the sessions' ids
  * name their workers); a session rockd is one process; else one per
  * CPU, as many as have a control port below 65536. */
 static int
 workers_auto(const struct options *o, const struct rockd_config *cfg)
 {
-	int n, room;
+	int n, room, port = first_control_port(cfg);
 
 	if (o->ntakeover > 0)
 		return o->ntakeover;
 	if (o->session)
 		return 1;
 	n = cpus();
-	if (cfg->services != NULL &&
-	    (room = 65536 - rockd_addr_port(&cfg->services->listen_addr)) < n)
+	if (port > 0 && (room = 65536 - port) < n)
 		n = room < 1 ? 1 : room;
 	return n;
 }
@@ -322,10 +333,9 @@ rockd_workers_check(const struct options *o, struct rockd *d)
 		return 0;
 	if (o->session)
 		what = "--session is one process";
-	else if (cfg->services != NULL &&
-	    rockd_addr_port(&cfg->services->listen_addr) + d->nworkers - 1 > 65535)
-		what = "the last worker's control channel (UDP port + N - 1) "
-		    "is past 65535";
+	else if (first_control_port(cfg) + d->nworkers - 1 > 65535)
+		what = "the last worker's control channel (UDP port + N - 1, "
+		    "the listener's or udp-address's) is past 65535";
 	if (what == NULL)
 		return 0;
 	if (!o->workers_set && d->config_path != NULL && cfg->workers_line > 0)

@@ -85,6 +85,10 @@ struct rockd_config {
 	/* udp-address: the UDP port clients are told (worker k: + k); 0:
 	 * none; -1 (ROCK_UDP_OWN): the control socket's */
 	long udp_told;
+	/* udp-address HOST:PORT: the address clients are told (the port is
+	 * udp_told); len 0: none */
+	struct sockaddr_storage udp_address;
+	socklen_t udp_address_len;
 };
 
 /* How the workers' listeners share new connections: a client address's
@@ -419,6 +423,8 @@ int rockd_parse_addr(const char *spec, int passive, struct sockaddr_storage *ss,
 /* An address's port, host order; and a new one into it. */
 int rockd_addr_port(const struct sockaddr_storage *a);
 void rockd_addr_set_port(struct sockaddr_storage *a, int port);
+/* 0.0.0.0, :: or ::ffff:0.0.0.0: no address a peer can send to. */
+int rockd_addr_unspecified(const struct sockaddr_storage *a);
 /* Two listen addresses that bind(2) would not both take. */
 int rockd_addr_overlap(const struct sockaddr_storage *a,
     const struct sockaddr_storage *b);

@@ -160,13 +160,26 @@ rock_udp_peer_from_tcp(struct rock_session *s, uint16_t udp_port)
 	socklen_t len = s->peer_len;
 
 	/* A server that told its clients no UDP port sends them no records
-	 * either: both keep the control on TCP. */
+	 * either: both keep the control on TCP. One that named its address
+	 * is behind a balancer: the client's TCP address is the balancer's,
+	 * and its first authentic record says where it is. */
 	if (udp_port == 0 || !(s->features & ROCK_FEAT_UDP) ||
-	    (s->role == ROCK_ROLE_SERVER && rock_udp_told(s->e) == 0)) {
+	    (s->role == ROCK_ROLE_SERVER && (rock_udp_told(s->e) == 0 ||
+	    s->e->cfg.udp_address_len > 0))) {
 		s->udp_peer_len = 0;
 		return;
 	}
-	if (ss.ss_family == AF_INET6)
+	if (s->udp_named_len > 0) {
+		ss = s->udp_named;
+		len = s->udp_named_len;
+		if (ss.ss_family == AF_INET6 && s->e->udp_family != AF_INET6) {
+			rlog_warn(s->e->log, "rock %s: the server named an IPv6 "
+			    "UDP address, and our control socket is IPv4: the "
+			    "control stays on TCP", s->name);
+			s->udp_peer_len = 0;
+			return;
+		}
+	} else if (ss.ss_family == AF_INET6)
 		((struct sockaddr_in6 *)&ss)->sin6_port = htons(udp_port);
 	else
 		((struct sockaddr_in *)&ss)->sin_port = htons(udp_port);

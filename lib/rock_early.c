@@ -13,7 +13,8 @@
 #include "rock_known.h"
 #include "rock_sys.h"
 
-#define ANSWER_LEN (ROCK_SERVER_RESUME_LEN + ROCK_TICKET_MSG_LEN)
+/* SERVER_RESUME and its TICKET; UDP_ADDRESS may follow (features). */
+#define ANSWER_BASE (ROCK_SERVER_RESUME_LEN + ROCK_TICKET_MSG_LEN)
 #define MORE 1		/* part of the answer came: wait for the rest */
 
 struct rock_early {
@@ -28,7 +29,7 @@ struct rock_early {
 	uint8_t nonce[ROCK_NONCE_LEN];
 	uint8_t flight[ROCK_EARLY_TOTAL];
 	size_t nflight;			/* CLIENT_RESUME's or CLIENT_EARLY's */
-	uint8_t in[ANSWER_LEN];
+	uint8_t in[ANSWER_BASE + ROCK_UDP_ADDRESS_LEN];
 	size_t got;
 	/* After CLIENT_EARLY (doc/PROTOCOL.md 2.9): the program's bytes
 	 * sent behind it, kept until the answer says what became of them
@@ -124,12 +125,21 @@ early_wait(struct rock_early *x)
 	return event_add(x->ev, &tv) == 0 ? 0 : ROCK_ERR_NOMEM;
 }
 
+/* The answer's length as far as its bytes in tell: never past it, as
+ * the session's bytes (admitted early) follow it at once. */
+static size_t
+answer_len(const struct rock_early *x)
+{
+	return x->got < 4 ? ANSWER_BASE : ROCK_SERVER_RESUME_LEN +
+	    rock_answer_tail_len(rock_answer_features(x->in));
+}
+
 /* 0 once the whole answer is in, MORE, or why not. A refusal is left to
  * the full path the caller takes next, which reads and proves it. */
 static int
 answer_read(struct rock_early *x)
 {
-	ssize_t n = rock_sys.recv(x->fd, x->in + x->got, sizeof(x->in) - x->got,
+	ssize_t n = rock_sys.recv(x->fd, x->in + x->got, answer_len(x) - x->got,
 	    MSG_DONTWAIT);
 
 	if (n < 0)
@@ -139,7 +149,7 @@ answer_read(struct rock_early *x)
 	if (x->got == 0 && x->in[0] == ROCK_MSG_ERROR)
 		return ROCK_ERR_REFUSED;
 	x->got += (size_t)n;
-	return x->got < sizeof(x->in) ? MORE : 0;
+	return x->got < answer_len(x) ? MORE : 0;
 }
 
 /* After CLIENT_RESUME: CLIENT_FINISHED proves our keys. (After
@@ -151,7 +161,7 @@ send_finished(struct rock_early *x, const struct rock_keys *keys)
 	uint8_t fin[ROCK_FINISHED_LEN];
 
 	rock_finished_encode(fin, keys->tx, x->flight, x->nflight, x->in,
-	    sizeof(x->in));
+	    x->got);
 	return rock_sys.send(x->fd, fin, sizeof(fin),
 	    MSG_DONTWAIT | MSG_NOSIGNAL) == (ssize_t)sizeof(fin) ? 0 :
 	    ROCK_ERR_SYSTEM;
@@ -170,13 +180,13 @@ finish(struct rock_early *x, struct rock_session **s)
 
 	memset(&keys, 0, sizeof(keys));
 	if ((r = rock_resume_answer_check(e, x->flight, x->nflight, &x->tk,
-	    x->nonce, x->in, &sh, &keys, &tm)) != 0) {
+	    x->nonce, x->in, x->got, &sh, &keys, &tm)) != 0) {
 		rock_ticket_drop(e, (struct sockaddr *)&x->addr, x->len,
 		    x->tk.ticket);
 		goto out;
 	}
 	x->granted = x->early && (sh.features & ROCK_FEAT_EARLY);
-	sh.features &= ROCK_FEAT_ALL;
+	sh.features &= ROCK_FEAT_REQUESTED;
 	if (!x->early && (r = send_finished(x, &keys)) != 0)
 		goto out;
 	if (x->pushed)

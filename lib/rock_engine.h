@@ -63,6 +63,13 @@ struct rock_engine_config {
 	 * socket's; 0, none (its rocks keep their control on TCP); else that
 	 * port (a balancer that forwards it here, doc/fleet.md) */
 	int udp_told;
+	/* server: the address its answers name with that port to a client
+	 * that asks (UDP_ADDRESS, doc/PROTOCOL.md 2.10): a fleet's node
+	 * behind a balancer (rockd's udp-address HOST:PORT); its records go
+	 * nowhere until the client's first authentic one says where it is.
+	 * A client that does not ask is told no port. len 0: none */
+	struct sockaddr_storage udp_address;
+	socklen_t udp_address_len;
 	/* server: the announcement's random part, shared by the workers so
 	 * a probe answered by one names a hello any of them takes; NULL: our
 	 * own (ROCK_ANNOUNCE_RANDOM bytes) */

@@ -65,6 +65,10 @@ struct rock_session {
 	socklen_t peer_len;
 	struct sockaddr_storage udp_peer; /* where heartbeats go; len 0: unknown */
 	socklen_t udp_peer_len;
+	/* client: the server's control socket as its UDP_ADDRESS named it,
+	 * port included; len 0: at its TCP address (peer) */
+	struct sockaddr_storage udp_named;
+	socklen_t udp_named_len;
 
 	/* Written to the kernel, not yet acked; past replay_from, bytes
 	 * rock_session_send_from read straight in, not yet written. */
@@ -551,8 +555,7 @@ size_t rock_resume_flight(struct rock_engine *e, int fd,
     int early, uint8_t nonce[ROCK_NONCE_LEN], uint8_t *flight);
 int rock_resume_answer_check(struct rock_engine *e, const uint8_t *flight,
     size_t nflight, const struct rock_ticket_entry *tk,
-    const uint8_t nonce[ROCK_NONCE_LEN],
-    const uint8_t in[ROCK_SERVER_RESUME_LEN + ROCK_TICKET_MSG_LEN],
+    const uint8_t nonce[ROCK_NONCE_LEN], const uint8_t *in, size_t nin,
     struct rock_server_hello *sh, struct rock_keys *keys,
     struct rock_ticket_msg *tm);
 void rock_early_free_all(struct rock_engine *e);

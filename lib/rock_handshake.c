@@ -404,15 +404,51 @@ ticket_for(struct rock_handshake *hs, const uint8_t id[ROCK_ID_LEN],
 	rock_wipe(rms, sizeof(rms));
 }
 
-/* A full handshake: our session keys, then SERVER_HELLO and TICKET, the
- * hello signed over the whole exchange (our X25519 key and the ticket in
- * it) under our identity. */
+/* The UDP port an answer names: none to a client that did not ask for
+ * our address when we have one (its own guess, the balancer's address,
+ * would be wrong). */
+static uint16_t
+told_port(const struct rock_engine *e, uint16_t features)
+{
+	if (e->cfg.udp_address_len > 0 && !(features & ROCK_FEAT_UDP_ADDRESS))
+		return 0;
+	return rock_udp_told(e);
+}
+
+/* After the TICKET at tail, granted: UDP_ADDRESS naming ours. */
+static void
+udp_address_for(const struct rock_engine *e, uint16_t features, uint8_t *tail)
+{
+	const struct sockaddr_storage *ss = &e->cfg.udp_address;
+	const struct in6_addr *v6 = &((const struct sockaddr_in6 *)ss)->sin6_addr;
+	struct rock_udp_address a;
+
+	if (!(features & ROCK_FEAT_UDP_ADDRESS))
+		return;
+	memset(&a, 0, sizeof(a));
+	if (ss->ss_family == AF_INET6 && IN6_IS_ADDR_V4MAPPED(v6)) {
+		a.family = 4;	/* an IPv4-only client can reach it */
+		memcpy(a.addr, &v6->s6_addr[12], 4);
+	} else if (ss->ss_family == AF_INET6) {
+		a.family = 6;
+		memcpy(a.addr, v6, 16);
+	} else {
+		a.family = 4;
+		memcpy(a.addr, &((const struct sockaddr_in *)ss)->sin_addr, 4);
+	}
+	rock_udp_address_encode(&a, tail + ROCK_TICKET_MSG_LEN);
+}
+
+/* A full handshake: our session keys, then SERVER_HELLO and TICKET (and
+ * UDP_ADDRESS), the hello signed over the whole exchange (our X25519 key
+ * and what follows it) under our identity. */
 static int
 answer_full(struct rock_handshake *hs, const uint8_t id[ROCK_ID_LEN],
     uint16_t features, const uint32_t bufs[2], struct rock_keys *keys,
-    uint8_t out[ROCK_SERVER_HELLO_LEN + ROCK_TICKET_MSG_LEN])
+    uint8_t out[ROCK_ANSWER_MAX])
 {
-	uint8_t signed_part[ROCK_SERVER_HELLO_SIGNED + ROCK_TICKET_MSG_LEN];
+	uint8_t signed_part[ROCK_ANSWER_MAX];
+	size_t tail = rock_answer_tail_len(features);
 	struct rock_server_hello sh;
 	struct rock_keypair kp;
 	int r;
@@ -428,26 +464,28 @@ answer_full(struct rock_handshake *hs, const uint8_t id[ROCK_ID_LEN],
 		return r;
 	sh.rcvbuf = bufs[0];
 	sh.sndbuf = bufs[1];
-	sh.udp_port = rock_udp_told(hs->e);
+	sh.udp_port = told_port(hs->e, features);
 	memcpy(sh.ident, hs->e->ident.pk, ROCK_IDENT_LEN);
 	memset(sh.sig, 0, sizeof(sh.sig));
 	rock_server_hello_encode(&sh, out);
 	ticket_for(hs, id, keys, out + ROCK_SERVER_HELLO_LEN);
+	udp_address_for(hs->e, features, out + ROCK_SERVER_HELLO_LEN);
 	rock_answer_sign(sh.sig, &hs->e->ident, ROCK_ANSWER_HELLO, hs->buf,
 	    ROCK_HELLO_TOTAL, signed_part, rock_answer_covered(signed_part, out,
-	    ROCK_SERVER_HELLO_SIGNED, out + ROCK_SERVER_HELLO_LEN));
+	    ROCK_SERVER_HELLO_SIGNED, out + ROCK_SERVER_HELLO_LEN, tail));
 	memcpy(out + ROCK_SERVER_HELLO_SIGNED, sh.sig, ROCK_SIG_LEN);
 	return 0;
 }
 
 /* A resumption: keys from the ticket's secret and both nonces, then
- * SERVER_RESUME and TICKET, tagged by that secret over the exchange. */
+ * SERVER_RESUME and TICKET (and UDP_ADDRESS), tagged by that secret over
+ * the exchange. */
 static int
 answer_resumed(struct rock_handshake *hs, const uint8_t id[ROCK_ID_LEN],
     uint16_t features, const uint32_t bufs[2], struct rock_keys *keys,
-    uint8_t out[ROCK_SERVER_RESUME_LEN + ROCK_TICKET_MSG_LEN])
+    uint8_t out[ROCK_ANSWER_MAX])
 {
-	uint8_t tagged[ROCK_SERVER_RESUME_TAGGED + ROCK_TICKET_MSG_LEN];
+	uint8_t tagged[ROCK_ANSWER_MAX];
 	struct rock_server_resume sr;
 
 	sr.version = ROCK_VERSION;
@@ -455,15 +493,16 @@ answer_resumed(struct rock_handshake *hs, const uint8_t id[ROCK_ID_LEN],
 	memcpy(sr.id, id, ROCK_ID_LEN);
 	sr.rcvbuf = bufs[0];
 	sr.sndbuf = bufs[1];
-	sr.udp_port = rock_udp_told(hs->e);
+	sr.udp_port = told_port(hs->e, features);
 	memcpy(sr.nonce, hs->fresh.nonce, sizeof(sr.nonce));
 	memset(sr.tag, 0, sizeof(sr.tag));
 	rock_resume_keys(keys, 0, hs->rms, hs->hello.nonce, sr.nonce, id);
 	rock_server_resume_encode(&sr, out);
 	ticket_for(hs, id, keys, out + ROCK_SERVER_RESUME_LEN);
+	udp_address_for(hs->e, features, out + ROCK_SERVER_RESUME_LEN);
 	rock_resume_tag(sr.tag, hs->rms, hs->buf, hs->flight_len, tagged,
 	    rock_answer_covered(tagged, out, ROCK_SERVER_RESUME_TAGGED,
-	    out + ROCK_SERVER_RESUME_LEN));
+	    out + ROCK_SERVER_RESUME_LEN, rock_answer_tail_len(features)));
 	memcpy(out + ROCK_SERVER_RESUME_TAGGED, sr.tag, ROCK_TAG_LEN);
 	return 0;
 }
@@ -483,10 +522,10 @@ answer(struct rock_handshake *hs, const uint8_t id[ROCK_ID_LEN],
 
 	if (hs->resume) {
 		r = answer_resumed(hs, id, features, bufs, keys, out);
-		n = ROCK_SERVER_RESUME_LEN + ROCK_TICKET_MSG_LEN;
+		n = ROCK_SERVER_RESUME_LEN + rock_answer_tail_len(features);
 	} else {
 		r = answer_full(hs, id, features, bufs, keys, out);
-		n = ROCK_SERVER_HELLO_LEN + ROCK_TICKET_MSG_LEN;
+		n = ROCK_SERVER_HELLO_LEN + rock_answer_tail_len(features);
 	}
 	if (r != 0)
 		return r;
@@ -507,12 +546,27 @@ rock_handshake_peer(const struct rock_handshake *hs)
 	return hs->peer_len > 0 ? (const struct sockaddr *)&hs->peer : NULL;
 }
 
+/* Of what the client asked: our address only with UDP, and only where
+ * we have one to name. */
+static uint16_t
+granted(const struct rock_handshake *hs)
+{
+	const struct rock_engine *e = hs->e;
+	uint16_t f = hs->hello.features & ROCK_FEAT_REQUESTED;
+
+	if (!(f & ROCK_FEAT_UDP) || e->cfg.udp_address_len == 0 ||
+	    rock_udp_told(e) == 0)
+		f &= (uint16_t)~ROCK_FEAT_UDP_ADDRESS;
+	if (hs->early && hs->verdict == ROCK_EARLY_ADMITTED)
+		f |= ROCK_FEAT_EARLY;
+	return f;
+}
+
 int
 rock_handshake_accept(struct rock_handshake *hs,
     const struct rock_session_cbs *cbs, void *arg, struct rock_session **out)
 {
-	uint16_t features = (hs->hello.features & ROCK_FEAT_ALL) |
-	    (hs->early && hs->verdict == ROCK_EARLY_ADMITTED ? ROCK_FEAT_EARLY : 0);
+	uint16_t features = granted(hs);
 	const uint8_t *id = hs->fresh.id;
 	uint8_t finished[ROCK_FINISHED_LEN];
 	struct rock_keys keys;

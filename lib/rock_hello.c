@@ -90,7 +90,7 @@ build_hello(struct rock_engine *e, int fd,
 	struct rock_client_hello ch;
 
 	ch.version = ROCK_VERSION;
-	ch.features = ROCK_FEAT_ALL;
+	ch.features = ROCK_FEAT_REQUESTED;
 	memcpy(ch.pk, kp->pk, ROCK_KEY_LEN);
 	rock_socket_buffers_new(e, fd, &ch.rcvbuf, &ch.sndbuf);
 	ch.udp_port = e->udp_port;
@@ -135,29 +135,66 @@ read_answer(struct rock_engine *e, int fd, const uint8_t *flight,
 	return 0;
 }
 
+/* The rest of an answer whose first n bytes (the answer and its TICKET)
+ * are in: its UDP_ADDRESS, where granted. *nin: the whole length. */
+static int
+read_answer_tail(int fd, uint8_t *in, size_t n, int64_t deadline, size_t *nin)
+{
+	int r;
+
+	*nin = n;
+	if (!(rock_answer_features(in) & ROCK_FEAT_UDP_ADDRESS))
+		return 0;
+	if ((r = rock_blocking_read(fd, in + n, ROCK_UDP_ADDRESS_LEN,
+	    deadline)) != 0)
+		return r == ROCK_ERR_SHORT ? ROCK_ERR_PROTOCOL : r;
+	*nin = n + ROCK_UDP_ADDRESS_LEN;
+	return 0;
+}
+
+/* The address an answer's UDP_ADDRESS names, at tail (its TICKET's
+ * start), into *a (family 0: none named). Granted with UDP and a port
+ * only. */
+static int
+answer_udp_address(uint16_t features, uint16_t port, const uint8_t *tail,
+    struct rock_udp_address *a)
+{
+	memset(a, 0, sizeof(*a));
+	if (!(features & ROCK_FEAT_UDP_ADDRESS))
+		return 0;
+	if (!(features & ROCK_FEAT_UDP) || port == 0)
+		return ROCK_ERR_PROTOCOL;
+	return rock_udp_address_decode(a, tail + ROCK_TICKET_MSG_LEN);
+}
+
 /* The rest of the hello (what the SYN did not carry), then the answer:
- * a SERVER_HELLO and its TICKET, signed by the key it names over the whole
- * exchange, or a refusal. */
+ * a SERVER_HELLO, its TICKET (and UDP_ADDRESS), signed by the key it
+ * names over the whole exchange, or a refusal. *nin: its length. */
 static int
 hello_exchange(struct rock_engine *e, int fd, const uint8_t *hello,
     size_t sent, int64_t deadline, const uint8_t *known,
     struct rock_server_hello *sh, struct rock_ticket_msg *tm,
-    uint8_t in[ROCK_SERVER_HELLO_LEN + ROCK_TICKET_MSG_LEN])
+    uint8_t in[ROCK_ANSWER_MAX], size_t *nin)
 {
-	uint8_t signed_part[ROCK_SERVER_HELLO_SIGNED + ROCK_TICKET_MSG_LEN];
+	uint8_t signed_part[ROCK_ANSWER_MAX];
 	int r, heard = 0;
 
 	if ((r = read_answer(e, fd, hello, ROCK_HELLO_TOTAL, sent, deadline,
 	    known, in, ROCK_SERVER_HELLO_LEN + ROCK_TICKET_MSG_LEN,
-	    &heard)) != 0)
+	    &heard)) != 0 ||
+	    (r = read_answer_tail(fd, in, ROCK_SERVER_HELLO_LEN +
+	    ROCK_TICKET_MSG_LEN, deadline, nin)) != 0)
 		return r;
 	if (rock_server_hello_decode(sh, in) != 0 || sh->version != ROCK_VERSION ||
-	    (sh->features & ~ROCK_FEAT_ALL) != 0 ||
-	    rock_ticket_msg_decode(tm, in + ROCK_SERVER_HELLO_LEN) != 0)
+	    (sh->features & ~ROCK_FEAT_REQUESTED) != 0 ||
+	    rock_ticket_msg_decode(tm, in + ROCK_SERVER_HELLO_LEN) != 0 ||
+	    answer_udp_address(sh->features, sh->udp_port,
+	    in + ROCK_SERVER_HELLO_LEN, &sh->udp_addr) != 0)
 		return ROCK_ERR_PROTOCOL;
 	if (rock_answer_verify(sh->sig, sh->ident, ROCK_ANSWER_HELLO, hello,
 	    ROCK_HELLO_TOTAL, signed_part, rock_answer_covered(signed_part, in,
-	    ROCK_SERVER_HELLO_SIGNED, in + ROCK_SERVER_HELLO_LEN)) != 0) {
+	    ROCK_SERVER_HELLO_SIGNED, in + ROCK_SERVER_HELLO_LEN,
+	    *nin - ROCK_SERVER_HELLO_LEN)) != 0) {
 		rlog_warn(e->log, "handshake: the server's hello is not signed "
 		    "by the key it names; dropped");
 		return known != NULL ? ROCK_ERR_UNVERIFIED : ROCK_ERR_PROTOCOL;
@@ -175,6 +212,29 @@ send_finished(int fd, const struct rock_keys *keys, const uint8_t *flight,
 
 	rock_finished_encode(fin, keys->tx, flight, nflight, answer, nanswer);
 	return rock_blocking_write(fd, fin, sizeof(fin), deadline);
+}
+
+/* Where the server's UDP_ADDRESS says its control socket is: the
+ * session's udp_named. */
+static void
+name_udp_peer(struct rock_session *s, const struct rock_server_hello *sh)
+{
+	struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&s->udp_named;
+	struct sockaddr_in *s4 = (struct sockaddr_in *)&s->udp_named;
+
+	memset(&s->udp_named, 0, sizeof(s->udp_named));
+	s->udp_named_len = 0;
+	if (sh->udp_addr.family == 6) {
+		s6->sin6_family = AF_INET6;
+		s6->sin6_port = htons(sh->udp_port);
+		memcpy(&s6->sin6_addr, sh->udp_addr.addr, 16);
+		s->udp_named_len = sizeof(*s6);
+	} else if (sh->udp_addr.family == 4) {
+		s4->sin_family = AF_INET;
+		s4->sin_port = htons(sh->udp_port);
+		memcpy(&s4->sin_addr, sh->udp_addr.addr, 4);
+		s->udp_named_len = sizeof(*s4);
+	}
 }
 
 int
@@ -207,6 +267,7 @@ rock_hello_session(struct rock_engine *e, int fd, int rtt_ms,
 	s->tcp_bound = rock_tcp_bound(snd, peer_rcv);
 	memcpy(&s->peer, addr, len);
 	s->peer_len = len;
+	name_udp_peer(s, sh);
 	rock_udp_peer_from_tcp(s, sh->udp_port);
 	rock_path_init(s, rtt_ms);	/* no connection yet: the attach bounds it */
 	if ((r = rock_is_direct(s) ? rock_direct_attach(s, fd) :
@@ -215,8 +276,9 @@ rock_hello_session(struct rock_engine *e, int fd, int rtt_ms,
 		rock_session_free(s);
 		return r;
 	}
-	rlog_debug(e->log, "rock %s: connected as client, features %#x, UDP port %u",
-	    s->name, sh->features, sh->udp_port);
+	rlog_debug(e->log, "rock %s: connected as client, features %#x, UDP port %u%s",
+	    s->name, sh->features, sh->udp_port, s->udp_named_len > 0 ?
+	    " at the address the server named" : "");
 	*out = s;
 	return 0;
 }
@@ -298,14 +360,13 @@ handshake_full(struct rock_engine *e, const struct sockaddr *addr,
     const uint8_t ann[ROCK_ANNOUNCE_LEN], int fastopen,
     const struct rock_session_cbs *cbs, void *arg, struct rock_session **out)
 {
-	uint8_t hello[ROCK_HELLO_TOTAL], in[ROCK_SERVER_HELLO_LEN +
-	    ROCK_TICKET_MSG_LEN];
+	uint8_t hello[ROCK_HELLO_TOTAL], in[ROCK_ANSWER_MAX];
 	struct rock_server_hello sh;
 	struct rock_ticket_msg tm;
 	struct rock_keypair kp;
 	struct rock_keys keys;
 	int fd = -1, r, rtt;
-	size_t sent;
+	size_t sent, nin = 0;
 
 	memset(&keys, 0, sizeof(keys));
 	rock_engine_enter(e);
@@ -316,11 +377,11 @@ handshake_full(struct rock_engine *e, const struct sockaddr *addr,
 		if ((r = rock_hello_dial(e, fd, addr, len, &deadline, hello, sizeof(hello),
 		    fastopen, &sent, &rtt)) == 0)
 			r = hello_exchange(e, fd, hello, sent, deadline, known,
-			    &sh, &tm, in);
+			    &sh, &tm, in, &nin);
 	}
 	if (r == 0 && (r = rock_hello_trusted(e, addr, len, known, sh.ident)) == 0 &&
 	    (r = rock_keys_client(&keys, &kp, sh.pk)) == 0 &&
-	    (r = send_finished(fd, &keys, hello, sizeof(hello), in, sizeof(in),
+	    (r = send_finished(fd, &keys, hello, sizeof(hello), in, nin,
 	    deadline)) == 0) {
 		rock_engine_enter(e);
 		if ((r = rock_hello_session(e, fd, rtt, addr, len, &sh, &keys, cbs, arg,
@@ -334,30 +395,33 @@ handshake_full(struct rock_engine *e, const struct sockaddr *addr,
 	return close_failed(r, fd);
 }
 
-/* SERVER_RESUME and its TICKET in in, checked by the ticket's secret.
- * *sh gets what rock_hello_session needs, the identity the ticket's
- * handshake proved; *keys the session's. */
+/* SERVER_RESUME, its TICKET (and UDP_ADDRESS) in in, nin bytes, checked
+ * by the ticket's secret. *sh gets what rock_hello_session needs, the
+ * identity the ticket's handshake proved; *keys the session's. */
 int
 rock_resume_answer_check(struct rock_engine *e, const uint8_t *flight,
     size_t nflight, const struct rock_ticket_entry *tk,
-    const uint8_t nonce[ROCK_NONCE_LEN],
-    const uint8_t in[ROCK_SERVER_RESUME_LEN + ROCK_TICKET_MSG_LEN],
+    const uint8_t nonce[ROCK_NONCE_LEN], const uint8_t *in, size_t nin,
     struct rock_server_hello *sh, struct rock_keys *keys,
     struct rock_ticket_msg *tm)
 {
-	uint8_t tagged[ROCK_SERVER_RESUME_TAGGED + ROCK_TICKET_MSG_LEN];
+	uint8_t tagged[ROCK_ANSWER_MAX];
 	uint8_t tag[ROCK_TAG_LEN];
 	struct rock_server_resume sr;
-	uint16_t may = ROCK_FEAT_ALL |
+	struct rock_udp_address ua;
+	uint16_t may = ROCK_FEAT_REQUESTED |
 	    (nflight == ROCK_EARLY_TOTAL ? ROCK_FEAT_EARLY : 0);
 
 	if (rock_server_resume_decode(&sr, in) != 0 || sr.version != ROCK_VERSION ||
 	    (sr.features & ~may) != 0 ||
-	    rock_ticket_msg_decode(tm, in + ROCK_SERVER_RESUME_LEN) != 0)
+	    nin != ROCK_SERVER_RESUME_LEN + rock_answer_tail_len(sr.features) ||
+	    rock_ticket_msg_decode(tm, in + ROCK_SERVER_RESUME_LEN) != 0 ||
+	    answer_udp_address(sr.features, sr.udp_port,
+	    in + ROCK_SERVER_RESUME_LEN, &ua) != 0)
 		return ROCK_ERR_PROTOCOL;
 	rock_resume_tag(tag, tk->rms, flight, nflight, tagged,
 	    rock_answer_covered(tagged, in, ROCK_SERVER_RESUME_TAGGED,
-	    in + ROCK_SERVER_RESUME_LEN));
+	    in + ROCK_SERVER_RESUME_LEN, nin - ROCK_SERVER_RESUME_LEN));
 	if (!rock_equal(tag, sr.tag, ROCK_TAG_LEN)) {
 		rlog_warn(e->log, "handshake: a resumption answered without "
 		    "the ticket's secret; a full handshake instead");
@@ -370,28 +434,31 @@ rock_resume_answer_check(struct rock_engine *e, const uint8_t *flight,
 	sh->rcvbuf = sr.rcvbuf;
 	sh->sndbuf = sr.sndbuf;
 	sh->udp_port = sr.udp_port;
+	sh->udp_addr = ua;
 	memcpy(sh->ident, tk->ident, ROCK_IDENT_LEN);
 	rock_resume_keys(keys, 1, tk->rms, nonce, sr.nonce, sr.id);
 	return 0;
 }
 
-/* SERVER_RESUME and its TICKET, or a refusal. *heard: the server
- * answered. */
+/* SERVER_RESUME, its TICKET (and UDP_ADDRESS), *nin bytes, or a
+ * refusal. *heard: the server answered. */
 static int
 resume_exchange(struct rock_engine *e, int fd, const uint8_t *flight,
     size_t sent, int64_t deadline, const struct rock_ticket_entry *tk,
     const uint8_t nonce[ROCK_NONCE_LEN], struct rock_server_hello *sh,
     struct rock_keys *keys, struct rock_ticket_msg *tm,
-    uint8_t in[ROCK_SERVER_RESUME_LEN + ROCK_TICKET_MSG_LEN], int *heard)
+    uint8_t in[ROCK_ANSWER_MAX], size_t *nin, int *heard)
 {
 	int r;
 
 	if ((r = read_answer(e, fd, flight, ROCK_RESUME_TOTAL, sent, deadline,
 	    tk->ident, in, ROCK_SERVER_RESUME_LEN + ROCK_TICKET_MSG_LEN,
-	    heard)) != 0)
+	    heard)) != 0 ||
+	    (r = read_answer_tail(fd, in, ROCK_SERVER_RESUME_LEN +
+	    ROCK_TICKET_MSG_LEN, deadline, nin)) != 0)
 		return r;
 	return rock_resume_answer_check(e, flight, ROCK_RESUME_TOTAL, tk, nonce,
-	    in, sh, keys, tm);
+	    in, *nin, sh, keys, tm);
 }
 
 /* The announcement and CLIENT_RESUME, with the nonce made for it; or,
@@ -406,7 +473,7 @@ rock_resume_flight(struct rock_engine *e, int fd,
 	int64_t age = rock_ticket_now_ms() - tk->received_ms;
 
 	cr.version = ROCK_VERSION;
-	cr.features = ROCK_FEAT_ALL | (early ? ROCK_FEAT_EARLY : 0);
+	cr.features = ROCK_FEAT_REQUESTED | (early ? ROCK_FEAT_EARLY : 0);
 	cr.udp_port = e->udp_port;
 	rock_random(cr.nonce, ROCK_NONCE_LEN);
 	memcpy(nonce, cr.nonce, ROCK_NONCE_LEN);
@@ -432,13 +499,13 @@ handshake_resumed(struct rock_engine *e, const struct sockaddr *addr,
     const struct rock_ticket_entry *tk, const struct rock_session_cbs *cbs,
     void *arg, struct rock_session **out, int *heard)
 {
-	uint8_t flight[ROCK_RESUME_TOTAL], in[ROCK_SERVER_RESUME_LEN +
-	    ROCK_TICKET_MSG_LEN], nonce[ROCK_NONCE_LEN];
+	uint8_t flight[ROCK_RESUME_TOTAL], in[ROCK_ANSWER_MAX],
+	    nonce[ROCK_NONCE_LEN];
 	struct rock_server_hello sh;
 	struct rock_ticket_msg tm;
 	struct rock_keys keys;
 	int fd = -1, r, rtt;
-	size_t sent = 0;
+	size_t sent = 0, nin = 0;
 
 	memset(&keys, 0, sizeof(keys));
 	if ((r = rock_hello_socket(addr, &fd)) == 0) {
@@ -446,7 +513,7 @@ handshake_resumed(struct rock_engine *e, const struct sockaddr *addr,
 		if ((r = rock_hello_dial(e, fd, addr, len, &deadline, flight, sizeof(flight),
 		    fastopen, &sent, &rtt)) == 0)
 			r = resume_exchange(e, fd, flight, sent, deadline, tk,
-			    nonce, &sh, &keys, &tm, in, heard);
+			    nonce, &sh, &keys, &tm, in, &nin, heard);
 	}
 	/* No key known for the destination (none pinned, no file): what
 	 * the ticket's handshake proved is recorded as a first contact's. */
@@ -454,7 +521,7 @@ handshake_resumed(struct rock_engine *e, const struct sockaddr *addr,
 		r = rock_hello_trusted(e, addr, len, NULL, sh.ident);
 	if (r == 0)
 		r = send_finished(fd, &keys, flight, sizeof(flight), in,
-		    sizeof(in), deadline);
+		    nin, deadline);
 	if (r == 0) {
 		rock_engine_enter(e);
 		if ((r = rock_hello_session(e, fd, rtt, addr, len, &sh, &keys, cbs, arg,

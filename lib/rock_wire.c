@@ -144,11 +144,24 @@ rock_server_hello_decode(struct rock_server_hello *h,
 
 size_t
 rock_answer_covered(uint8_t *out, const uint8_t *answer, size_t n,
-    const uint8_t ticket[ROCK_TICKET_MSG_LEN])
+    const uint8_t *tail, size_t ntail)
 {
 	memcpy(out, answer, n);
-	memcpy(out + n, ticket, ROCK_TICKET_MSG_LEN);
-	return n + ROCK_TICKET_MSG_LEN;
+	memcpy(out + n, tail, ntail);
+	return n + ntail;
+}
+
+size_t
+rock_answer_tail_len(uint16_t features)
+{
+	return ROCK_TICKET_MSG_LEN +
+	    ((features & ROCK_FEAT_UDP_ADDRESS) ? ROCK_UDP_ADDRESS_LEN : 0);
+}
+
+uint16_t
+rock_answer_features(const uint8_t answer[4])
+{
+	return get16(answer + 2);
 }
 
 void
@@ -260,6 +273,30 @@ rock_ticket_msg_decode(struct rock_ticket_msg *t,
 		return ROCK_ERR_PROTOCOL;
 	t->lifetime_s = get32(in + 1);
 	memcpy(t->ticket, in + 5, ROCK_TICKET_LEN);
+	return 0;
+}
+
+void
+rock_udp_address_encode(const struct rock_udp_address *a,
+    uint8_t out[ROCK_UDP_ADDRESS_LEN])
+{
+	out[0] = ROCK_MSG_UDP_ADDRESS;
+	out[1] = a->family;
+	memset(out + 2, 0, 16);
+	memcpy(out + 2, a->addr, a->family == 4 ? 4 : 16);
+}
+
+int
+rock_udp_address_decode(struct rock_udp_address *a,
+    const uint8_t in[ROCK_UDP_ADDRESS_LEN])
+{
+	static const uint8_t zero[12];
+
+	if (in[0] != ROCK_MSG_UDP_ADDRESS || (in[1] != 4 && in[1] != 6) ||
+	    (in[1] == 4 && memcmp(in + 6, zero, sizeof(zero)) != 0))
+		return ROCK_ERR_PROTOCOL;
+	a->family = in[1];
+	memcpy(a->addr, in + 2, 16);
 	return 0;
 }
 

@@ -20,6 +20,13 @@
 #define ROCK_FEAT_UDP		0x0001u
 #define ROCK_FEAT_RECONNECT	0x0002u
 #define ROCK_FEAT_ALL		(ROCK_FEAT_UDP | ROCK_FEAT_RECONNECT)
+/* The server names its control socket's address in UDP_ADDRESS (a fleet's
+ * node behind a balancer). Never offered in an announcement (a fleet's
+ * nodes announce alike whatever their udp-address): requested by every
+ * client, granted with UDP by a server that has an address to name. */
+#define ROCK_FEAT_UDP_ADDRESS	0x0008u
+/* What clients request and servers may grant, but for EARLY. */
+#define ROCK_FEAT_REQUESTED	(ROCK_FEAT_ALL | ROCK_FEAT_UDP_ADDRESS)
 /* Offered by a server that keeps a replay register (doc/PROTOCOL.md 2.9);
  * granted only in answer to CLIENT_EARLY whose bytes it passed on. */
 #define ROCK_FEAT_EARLY		0x0004u
@@ -34,6 +41,7 @@ enum rock_msg_type {
 	ROCK_MSG_TICKET = 0x08,
 	ROCK_MSG_CLIENT_FINISHED = 0x09,
 	ROCK_MSG_CLIENT_EARLY = 0x0a,
+	ROCK_MSG_UDP_ADDRESS = 0x0b,
 	ROCK_MSG_ERROR = 0x7f
 };
 
@@ -82,11 +90,14 @@ enum rock_wire_error {
 #define ROCK_SERVER_RESUME_LEN	64
 #define ROCK_SERVER_RESUME_TAGGED (ROCK_SERVER_RESUME_LEN - ROCK_TAG_LEN)
 #define ROCK_TICKET_MSG_LEN	(5 + ROCK_TICKET_LEN)
+/* After the TICKET when ROCK_FEAT_UDP_ADDRESS is granted: family, address. */
+#define ROCK_UDP_ADDRESS_LEN	18
 /* The client's proof that it holds the session's keys, after the answer
  * and before any application byte (doc/PROTOCOL.md 2.8). */
 #define ROCK_FINISHED_LEN	(1 + ROCK_TAG_LEN)
-/* The longest answer to a first flight, with its TICKET. */
-#define ROCK_ANSWER_MAX		(ROCK_SERVER_HELLO_LEN + ROCK_TICKET_MSG_LEN)
+/* The longest answer to a first flight, with its TICKET and UDP_ADDRESS. */
+#define ROCK_ANSWER_MAX		(ROCK_SERVER_HELLO_LEN + ROCK_TICKET_MSG_LEN + \
+				 ROCK_UDP_ADDRESS_LEN)
 /* The longest first flight a client sends on a new connection. */
 #define ROCK_FIRST_FLIGHT_MAX	ROCK_EARLY_TOTAL
 /* SERVER_HELLO's bytes that its signature covers. */
@@ -123,6 +134,13 @@ struct rock_client_hello {
 	uint8_t nonce[ROCK_NONCE_LEN];	/* fresh: a refusal signs it */
 };
 
+/* UDP_ADDRESS: where the server's control socket is reached, the port
+ * being the answer's. family 4: the first 4 bytes of addr, the rest zero. */
+struct rock_udp_address {
+	uint8_t family;		/* 4 or 6; 0 in a struct: none named */
+	uint8_t addr[16];
+};
+
 struct rock_server_hello {
 	uint8_t version;
 	uint16_t features;
@@ -132,6 +150,8 @@ struct rock_server_hello {
 	uint16_t udp_port;
 	uint8_t ident[ROCK_IDENT_LEN];	/* the server's long-term key */
 	uint8_t sig[ROCK_SIG_LEN];	/* by it, over the handshake */
+	/* not SERVER_HELLO's bytes: the UDP_ADDRESS after its TICKET */
+	struct rock_udp_address udp_addr;
 };
 
 /* CLIENT_RESUME: a full hello's fields but the key, and the ticket. */
@@ -214,10 +234,15 @@ struct rock_hb_record {
 };
 
 /* What an answer's signature or tag covers past the client's bytes: the
- * answer's first n bytes, then the TICKET that follows it (2.4, 2.7).
- * Returns the length written. */
+ * answer's first n bytes, then the ntail bytes that follow it (its TICKET
+ * and, granted, UDP_ADDRESS: 2.4, 2.7). Returns the length written. */
 size_t rock_answer_covered(uint8_t *out, const uint8_t *answer, size_t n,
-    const uint8_t ticket[ROCK_TICKET_MSG_LEN]);
+    const uint8_t *tail, size_t ntail);
+/* What follows SERVER_HELLO or SERVER_RESUME granting features: its
+ * TICKET, and UDP_ADDRESS where ROCK_FEAT_UDP_ADDRESS is granted. */
+size_t rock_answer_tail_len(uint16_t features);
+/* An answer's features (bytes 2..3 of SERVER_HELLO and SERVER_RESUME). */
+uint16_t rock_answer_features(const uint8_t answer[4]);
 
 /* Encoders write exactly the message's length into out. */
 void rock_announce_encode(const struct rock_announce *a, uint8_t out[ROCK_ANNOUNCE_LEN]);
@@ -226,6 +251,7 @@ void rock_server_hello_encode(const struct rock_server_hello *h, uint8_t out[ROC
 void rock_client_resume_encode(const struct rock_client_resume *h, uint8_t out[ROCK_CLIENT_RESUME_LEN]);
 void rock_server_resume_encode(const struct rock_server_resume *h, uint8_t out[ROCK_SERVER_RESUME_LEN]);
 void rock_ticket_msg_encode(const struct rock_ticket_msg *t, uint8_t out[ROCK_TICKET_MSG_LEN]);
+void rock_udp_address_encode(const struct rock_udp_address *a, uint8_t out[ROCK_UDP_ADDRESS_LEN]);
 void rock_reconnect_req_encode(const struct rock_reconnect_req *r, uint8_t out[ROCK_RECONNECT_REQ_LEN]);
 void rock_reconnect_ok_encode(const struct rock_reconnect_ok *o, uint8_t out[ROCK_RECONNECT_OK_LEN]);
 /* Returns the length written (3 + text length + 64, text cut at 200
@@ -248,6 +274,7 @@ void rock_client_early_encode(const struct rock_client_resume *h, uint32_t age_m
 int rock_client_early_decode(struct rock_client_resume *h, uint32_t *age_ms, const uint8_t in[ROCK_CLIENT_EARLY_LEN]);
 int rock_server_resume_decode(struct rock_server_resume *h, const uint8_t in[ROCK_SERVER_RESUME_LEN]);
 int rock_ticket_msg_decode(struct rock_ticket_msg *t, const uint8_t in[ROCK_TICKET_MSG_LEN]);
+int rock_udp_address_decode(struct rock_udp_address *a, const uint8_t in[ROCK_UDP_ADDRESS_LEN]);
 int rock_reconnect_req_decode(struct rock_reconnect_req *r, const uint8_t in[ROCK_RECONNECT_REQ_LEN]);
 int rock_reconnect_ok_decode(struct rock_reconnect_ok *o, const uint8_t in[ROCK_RECONNECT_OK_LEN]);
 /* n bytes available; ROCK_ERR_SHORT when more are needed, else *used set

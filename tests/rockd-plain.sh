@@ -444,9 +444,18 @@ conf peer2 "listen 127.0.0.1:7001 $svc" 'peer 2 127.0.0.1:7002' 'peer 2 127.0.0.
 tcheck "peer twice" 2 "rockd: $cf:3: peer 2 given twice" -f "$cf"
 conf peer0 "listen 127.0.0.1:7001 $svc" 'peer 0 127.0.0.1:7002'
 tcheck "peer 0" 2 "rockd: $cf:2: expected: peer N HOST:PORT (N 1 to 255: another node of the fleet, where it listens)" -f "$cf"
-for v in 1.2.3.4:5 ':0' 'none x'; do
+udp_expected="expected: udp-address none, udp-address :PORT or udp-address HOST:PORT (PORT 1 to 65535; HOST an address the clients reach, not a wildcard)"
+for v in ':0' 'none x' '0.0.0.0:7205' '[::]:7205' ':'; do
 	conf udpaddr "listen 127.0.0.1:7001 $svc" "udp-address $v"
-	tcheck "udp-address '$v'" 2 "rockd: $cf:2: expected: udp-address none or udp-address :PORT (1 to 65535; the clients send to the address they connected to: a host of its own is not in this protocol version)" -f "$cf"
+	tcheck "udp-address '$v'" 2 "rockd: $cf:2: $udp_expected" -f "$cf"
+done
+conf udpaddr "listen 127.0.0.1:7001 $svc" "udp-address 198.51.100.7:0"
+tcheck "udp-address port 0" 2 "rockd: $cf:2: $udp_expected: \"198.51.100.7:0\": port must be 1 to 65535" -f "$cf"
+conf udpaddr "listen 127.0.0.1:7001 $svc" "udp-address 198.51.100.7"
+tcheck "udp-address without a port" 2 "rockd: $cf:2: $udp_expected: \"198.51.100.7\": expected HOST:PORT" -f "$cf"
+for v in 198.51.100.7:7205 '[2001:db8::7]:7205'; do
+	conf udpaddr "listen 127.0.0.1:7001 $svc" "udp-address $v"
+	tcheck "udp-address $v" 0 "" -f "$cf"
 done
 conf udpnone "listen 127.0.0.1:7001 $svc" 'udp-address none' 'node 3' 'peer 1 127.0.0.1:7002' 'peer 3 127.0.0.1:7001'
 tcheck "udp-address none, node 3 and its peers" 0 "" -f "$cf"
@@ -463,9 +472,15 @@ tcheck "--workers auto on port 65535" 0 "" --workers auto -f "$cf"
 conf workersmetrics "listen 127.0.0.1:7001 $svc" 'metrics 127.0.0.1:7009' '' "control $t_tmp/ctl" 'workers 2'
 tcheck "workers 2 with metrics and control" 0 "" -f "$cf"
 conf workersport "listen 127.0.0.1:65535 $svc" 'workers 2'
-tcheck "workers 2 on port 65535" 2 "rockd: $cf:2: workers 2: the last worker's control channel (UDP port + N - 1) is past 65535; use workers 1" -f "$cf"
-tcheck "--workers 2 on port 65535" 2 "rockd: workers 2: the last worker's control channel (UDP port + N - 1) is past 65535; use workers 1" \
+past65535="the last worker's control channel (UDP port + N - 1, the listener's or udp-address's) is past 65535; use workers 1"
+tcheck "workers 2 on port 65535" 2 "rockd: $cf:2: workers 2: $past65535" -f "$cf"
+tcheck "--workers 2 on port 65535" 2 "rockd: workers 2: $past65535" \
 	--workers 2 -f "$cf"
+conf workersudp "listen 127.0.0.1:7001 $svc" 'udp-address 198.51.100.7:65535' 'workers 2'
+tcheck "workers 2 told UDP port 65535" 2 "rockd: $cf:3: workers 2: $past65535" -f "$cf"
+conf workersudp "listen 127.0.0.1:7001 $svc" 'udp-address :65535'
+tcheck "--workers 2 told UDP port 65535" 2 "rockd: workers 2: $past65535" --workers 2 -f "$cf"
+tcheck "no workers line, told UDP port 65535" 0 "" -f "$cf"
 tcheck "--workers 65" 2 "rockd: --workers needs a number, 1 to 64, or auto" --workers 65 -f "$cf"
 for v in sideways '' 'address connection'; do
 	conf spread "listen 127.0.0.1:7001 $svc" "spread $v"

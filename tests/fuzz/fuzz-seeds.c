@@ -57,7 +57,7 @@ wire_seed(void *arg, const char *name, const uint8_t *p, size_t n)
 	static const char *const order[] = { "announcement", "client_hello",
 	    "server_hello", "reconnect_request", "reconnect_ok",
 	    "error_backend", "heartbeat_packet", "", "client_resume",
-	    "server_resume", "ticket" };
+	    "server_resume", "ticket", "udp_address" };
 	uint8_t sel;
 
 	(void)arg;

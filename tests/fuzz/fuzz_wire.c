@@ -103,6 +103,20 @@ ticket_msg(const uint8_t *p, size_t n)
 }
 
 static void
+udp_address(const uint8_t *p, size_t n)
+{
+	struct rock_udp_address a;
+	uint8_t out[ROCK_UDP_ADDRESS_LEN], *in = exact(p, n, sizeof(out));
+
+	if (in != NULL && rock_udp_address_decode(&a, in) == 0) {
+		FUZZ_CHECK(a.family == 4 || a.family == 6);
+		rock_udp_address_encode(&a, out);
+		FUZZ_CHECK(memcmp(out, in, sizeof(out)) == 0);
+	}
+	free(in);
+}
+
+static void
 reconnect_req(const uint8_t *p, size_t n)
 {
 	struct rock_reconnect_req r;
@@ -223,7 +237,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	static void (*const decoders[])(const uint8_t *, size_t) = {
 		announce, client_hello, server_hello, reconnect_req,
 		reconnect_ok, error_msg, heartbeat, sniff, client_resume,
-		server_resume, ticket_msg
+		server_resume, ticket_msg, udp_address
 	};
 
 	if (size < 1)

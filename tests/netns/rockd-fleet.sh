@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# rockd-fleet.sh: three rockd nodes with one key behind HAProxy (rock-haproxy's config): 60 rocks spread over the nodes, through a 10 s blackhole and a new client address each reconnect reaches its own node, byte-exact; HAProxy reloaded (-sf) mid-stream loses nothing; node 2 killed: its rocks end with ECONNRESET, told by a sibling, the others echo on; a reconnect sent to the wrong node is told ELSEWHERE and the rock lives on.
+# rockd-fleet.sh: three rockd nodes with one key behind HAProxy (rock-haproxy's config): 60 rocks spread over the nodes, through a 10 s blackhole and a new client address each reconnect reaches its own node, byte-exact; HAProxy reloaded (-sf) mid-stream loses nothing; node 2 killed: its rocks end with ECONNRESET, told by a sibling, the others echo on; a reconnect sent to the wrong node is told ELSEWHERE and the rock lives on; udp-address none, :PORT and HOST:PORT send the records nowhere, through the balancer's host, or to the node's own address.
 # shellcheck source-path=SCRIPTDIR
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -241,58 +241,92 @@ exec {rr_fd}>&-
 wait_pid "$rr_client" 30 && t_eq "the round-robin client ended cleanly" "$waited" 0
 pkill -f "haproxy.*$t_tmp/rr.cfg"
 
-# ---- where the rocks' records go: udp-address none, udp-address :PORT ---
+# ---- where the rocks' records go: udp-address none, :PORT, HOST:PORT ---
 # Node 4 tells its clients no UDP port: their control stays on TCP. Node
 # 5 tells them port 7205 at the address they connected to (the
 # balancer's), which this host forwards to node 5's own (DNAT), as a
-# balancer host would for nodes elsewhere.
+# balancer host would for nodes elsewhere. Node 6 has an address of its
+# own ($N6), which its answers name (UDP_ADDRESS): its clients send
+# there, not to the balancer, and it answers where their records come
+# from, after the client's address changed too.
+N6=203.0.113.6
 # shellcheck disable=SC2317 # run by nn_cleanup
 drop_udp_rules() {
 	nn_s iptables -w -t nat -D PREROUTING -p udp --dport 7205 -j DNAT --to-destination "$NN_S_ADDR:7105" 2>/dev/null
 	nn_s iptables -w -D INPUT -p udp --dport 7104 2>/dev/null
 	nn_s iptables -w -D INPUT -p udp --dport 7105 2>/dev/null
+	nn_s iptables -w -D INPUT -p udp -d "$N6" --dport 7106 2>/dev/null
+	nn_s iptables -w -D INPUT -p udp -d "$NN_S_ADDR" --dport 7106 2>/dev/null
+	nn_c iptables -w -D INPUT -p udp -s "$N6" --sport 7106 2>/dev/null
 }
 nn_on_cleanup drop_udp_rules
+nn_s ip addr add "$N6/24" dev "$NN_S_IF"
 nn_s iptables -w -t nat -A PREROUTING -p udp --dport 7205 -j DNAT --to-destination "$NN_S_ADDR:7105"
 nn_s iptables -w -I INPUT -p udp --dport 7104
 nn_s iptables -w -I INPUT -p udp --dport 7105
-# PORT: UDP datagrams that reached this host for PORT.
-udp_in() { nn_s iptables -w -L INPUT -v -x -n | awk -v p="dpt:$1" '$0 ~ p && ($3 == "udp" || $3 == "17") { print $1 }'; }
-for k in 4 5; do
+nn_s iptables -w -I INPUT -p udp -d "$N6" --dport 7106
+nn_s iptables -w -I INPUT -p udp -d "$NN_S_ADDR" --dport 7106
+nn_c iptables -w -I INPUT -p udp -s "$N6" --sport 7106
+# PORT [ADDR]: UDP datagrams that reached this host for PORT (at ADDR).
+udp_in() {
+	nn_s iptables -w -L INPUT -v -x -n | awk -v p="dpt:$1" -v d="${2:-}" \
+		'$0 ~ p && ($3 == "udp" || $3 == "17") && (d == "" || $8 == d) { print $1 }'
+}
+# Node 6's records that reached the client.
+udp_from_6() { nn_c iptables -w -L INPUT -v -x -n | awk '/spt:7106/ && ($3 == "udp" || $3 == "17") { print $1 }'; }
+for k in 4 5 6; do
+	at=$NN_S_ADDR
+	[ "$k" = 6 ] && at=$N6
 	{
-		echo "listen $NN_S_ADDR:710$k backend 127.0.0.1:9000"
+		echo "listen $at:710$k backend 127.0.0.1:9000"
 		echo "node $k"
-		if [ "$k" = 4 ]; then echo "udp-address none"; else echo "udp-address :7205"; fi
+		case $k in
+		4) echo "udp-address none" ;;
+		5) echo "udp-address :7205" ;;
+		6) echo "udp-address $N6:7106" ;;
+		esac
 	} >"$t_tmp/node$k.conf"
 	nn_s "$ROCKD" -F -v --workers 1 -k "$t_tmp/key" -p "$t_tmp/node$k.pid" \
 		-f "$t_tmp/node$k.conf" 2>"$t_tmp/node$k.log" &
 	pids+=($!)
-	nn_wait_port "$NN_S" "$NN_S_ADDR" "710$k" 20 || t_bad "node $k did not listen"
+	nn_wait_port "$NN_S" "$at" "710$k" 20 || t_bad "node $k did not listen"
 done
-"$RH" "$NN_S_ADDR:7010" 4="$NN_S_ADDR:7104" 5="$NN_S_ADDR:7105" >"$t_tmp/haproxy45.cfg"
-nn_s haproxy -D -f "$t_tmp/haproxy45.cfg" -p "$t_tmp/haproxy45.pid" 2>>"$t_tmp/haproxy.log" ||
-	t_bad "haproxy for nodes 4 and 5 started"
-nn_wait_port "$NN_S" "$NN_S_ADDR" 7010 10 || t_bad "haproxy for nodes 4 and 5 listened"
+"$RH" "$NN_S_ADDR:7010" 4="$NN_S_ADDR:7104" 5="$NN_S_ADDR:7105" 6="$N6:7106" >"$t_tmp/haproxy456.cfg"
+nn_s haproxy -D -f "$t_tmp/haproxy456.cfg" -p "$t_tmp/haproxy456.pid" 2>>"$t_tmp/haproxy.log" ||
+	t_bad "haproxy for nodes 4, 5 and 6 started"
+nn_wait_port "$NN_S" "$NN_S_ADDR" 7010 10 || t_bad "haproxy for nodes 4, 5 and 6 listened"
 small_client u 7010
 u_fd=$sc_fd u_client=$sc_pid
-t_eq "$M rocks through nodes 4 and 5 echo a round" "$(small_round u "$u_fd" 0 "$make_s")" "$M"
-told() { grep -o 'connected as client, features [0-9a-fx]*, UDP port [0-9]*' "$t_tmp/u-client.log" | awk '{ print $NF }' | sort | uniq -c | awk '{ print $2 }' | tr '\n' ' '; }
-t_eq "the rocks were told no UDP port (node 4) or 7205 (node 5), never a node's own" "$(told)" "0 7205 "
+t_eq "$M rocks through nodes 4, 5 and 6 echo a round" "$(small_round u "$u_fd" 0 "$make_s")" "$M"
+told() {
+	grep -oE 'connected as client, features [0-9a-fx]*, UDP port [0-9]*( at the address the server named)?' "$t_tmp/u-client.log" |
+		awk '{ print $8 ($9 == "at" ? "@named" : "") }' | sort -u | tr '\n' ' '
+}
+t_eq "the rocks were told no UDP port (node 4), 7205 (node 5) or node 6's own address, never a node's port at the balancer" \
+	"$(told)" "0 7106@named 7205 "
 nap 3
 t_check "records reached node 5 through the forwarded port ($(udp_in 7105) datagrams)" test "$(udp_in 7105)" -gt 0
 t_eq "none went to node 4" "$(udp_in 7104)" 0
-before=$(reconnects)
+t_check "records reached node 6 at its own address ($(udp_in 7106 "$N6") datagrams)" test "$(udp_in 7106 "$N6")" -gt 0
+t_eq "none went to node 6's port at the balancer's address" "$(udp_in 7106 "$NN_S_ADDR")" 0
+t_check "node 6's records reached the client ($(udp_from_6) datagrams)" test "$(udp_from_6)" -gt 0
 nn_blackhole both
 nap 5
+nn_change_client_addr >/dev/null
 nn_restore
-wait_for "$make_s" eval '[ "$(cat "$t_tmp"/node[45].log | grep -c "client reconnected")" -ge $M ]' ||
-	t_bad "every rock of nodes 4 and 5 reconnected"
-t_eq "$M rocks echo after a blackhole, with and without UDP, byte-exact" \
+to6=$(udp_in 7106 "$N6") from6=$(udp_from_6)
+wait_for "$make_s" eval '[ "$(cat "$t_tmp"/node[456].log | grep -c "client reconnected")" -ge $M ]' ||
+	t_bad "every rock of nodes 4, 5 and 6 reconnected"
+t_eq "$M rocks echo after a blackhole and a new address, with and without UDP, byte-exact" \
 	"$(small_round u "$u_fd" 1 "$round_s")" "$M"
+nap 2
+t_check "records from the new address reached node 6 ($to6, then $(udp_in 7106 "$N6"))" test "$(udp_in 7106 "$N6")" -gt "$to6"
+t_check "node 6 answered the new address ($from6, then $(udp_from_6))" test "$(udp_from_6)" -gt "$from6"
 t_eq "still no record for node 4" "$(udp_in 7104)" 0
+t_eq "still none at the balancer's address for node 6" "$(udp_in 7106 "$NN_S_ADDR")" 0
 exec {u_fd}>&-
 wait_pid "$u_client" 30 && t_eq "that client ended cleanly" "$waited" 0
-pkill -f "haproxy.*$t_tmp/haproxy45.cfg"
+pkill -f "haproxy.*$t_tmp/haproxy456.cfg"
 echo "measured: node 2 killed: its $n2 rocks ended with ECONNRESET, the last $gone_ms ms after the kill"
 echo "measured: rocks per node:$spread ($missed resumptions sent to another node than their ticket's made a full handshake);" \
 	"all $N back through HAProxy ${back_ms} ms after the restore (polled every 100 ms);" \

@@ -1294,6 +1294,103 @@ granted(const uint8_t *answer)
 	return (uint16_t)(answer[2] << 8 | answer[3]);
 }
 
+/* ---- a node behind a balancer names its UDP address (PROTOCOL 2.10) */
+
+static const struct server *named_sv;
+
+/* Records both ways: the server heard the client's at the named address,
+ * and answered at the source it learnt (it had no UDP peer before). */
+static int
+records_both_ways(void)
+{
+	return __atomic_load_n(&named_sv->e->stats.hb_ok, __ATOMIC_RELAXED) > 0 &&
+	    rock_engine_stats(cl.e)->hb_ok > 0;
+}
+
+/* ss as IPv4 (or IPv4 mapped into IPv6): the address, host order, and
+ * the port; 0 when it is neither. */
+static uint32_t
+v4_of(const struct sockaddr_storage *ss, uint16_t *port)
+{
+	const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)ss;
+	const struct sockaddr_in *s4 = (const struct sockaddr_in *)ss;
+	uint32_t a;
+
+	if (ss->ss_family == AF_INET) {
+		*port = ntohs(s4->sin_port);
+		return ntohl(s4->sin_addr.s_addr);
+	}
+	if (ss->ss_family != AF_INET6 || !IN6_IS_ADDR_V4MAPPED(&s6->sin6_addr))
+		return 0;
+	memcpy(&a, &s6->sin6_addr.s6_addr[12], 4);
+	*port = ntohs(s6->sin6_port);
+	return ntohl(a);
+}
+
+/* A server with an address to name (udp-address HOST:PORT; 127.0.0.2,
+ * its own port, its sockets on every address): a client, which asks,
+ * sends its records there, not to the TCP address, and the server
+ * answers where they came from; a resumption is told the same. A hello
+ * that does not ask (an older client's) is told no port, and its answer
+ * has no UDP_ADDRESS. */
+START_TEST(test_udp_address)
+{
+	static const char msg[] = "to the node";
+	const struct sockaddr *sa;
+	struct sockaddr_in any = { .sin_family = AF_INET };
+	struct sockaddr_in *named;
+	struct rock_engine_config cfg;
+	struct rock_client_hello ch;
+	struct rock_server_hello sh;
+	uint8_t out[ROCK_HELLO_TOTAL], in[1024];
+	struct server sv;
+	uint16_t port = 0;
+	int round, fo;
+
+	rock_engine_config_defaults(&cfg);
+	named = (struct sockaddr_in *)&cfg.udp_address;
+	named->sin_family = AF_INET;
+	named->sin_addr.s_addr = htonl(0x7f000002);
+	cfg.udp_address_len = sizeof(*named);
+	server_cfg = &cfg;
+	server_start_at(&sv, ECHO, &any);
+	server_cfg = NULL;
+	named_sv = &sv;
+	client_engine(NULL);
+	for (round = 0; round < 2; round++) {
+		ck_assert_int_eq(client_connect(&sv), 0);
+		ck_assert_uint_eq(rock_engine_stats(cl.e)->resumed,
+		    (unsigned)round);
+		ck_assert_uint_eq(cl.s->features, ROCK_FEAT_REQUESTED);
+		ck_assert_uint_eq(v4_of(&cl.s->udp_peer, &port), 0x7f000002);
+		ck_assert_uint_eq(port, sv.e->udp_port);
+		cl.ngot = 0;
+		ck_assert_int_eq(rock_session_send(cl.s, msg, sizeof(msg)), 0);
+		want_bytes = sizeof(msg);
+		ck_assert(run_until(got_all, 5000));
+		ck_assert_mem_eq(cl.got, msg, sizeof(msg));
+		ck_assert(round > 0 || run_until(records_both_ways, 5000));
+	}
+	sa = (const struct sockaddr *)&sv.addr;
+	ck_assert(rock_probe_cached(cl.e, sa, sizeof(sv.addr), out, &fo));
+	memset(&ch, 0, sizeof(ch));
+	ch.version = ROCK_VERSION;
+	ch.features = ROCK_FEAT_ALL;
+	ch.rcvbuf = 131072;
+	ch.sndbuf = 16384;
+	ch.udp_port = 4434;
+	rock_random(ch.pk, sizeof(ch.pk));
+	rock_random(ch.nonce, sizeof(ch.nonce));
+	rock_client_hello_encode(&ch, out + ROCK_ANNOUNCE_LEN);
+	ck_assert_uint_eq(early_exchange(&sv, out, sizeof(out), in, sizeof(in),
+	    500), ROCK_SERVER_HELLO_LEN + ROCK_TICKET_MSG_LEN);
+	ck_assert_int_eq(rock_server_hello_decode(&sh, in), 0);
+	ck_assert_uint_eq(sh.features, ROCK_FEAT_ALL);
+	ck_assert_uint_eq(sh.udp_port, 0);
+	pair_down(&sv);
+}
+END_TEST
+
 /* 1 once the server's handshakes in progress are down to n, within ms. */
 static int
 handshakes_drop_to(const struct server *sv, size_t n, int ms)
@@ -1994,6 +2091,7 @@ session_suite(void)
 	tcase_add_test(tc, test_refusals_budget);
 	tcase_add_test(tc, test_workers_route);
 	tcase_add_test(tc, test_fleet_node);
+	tcase_add_test(tc, test_udp_address);
 	tcase_add_test(tc, test_ticket_store);
 	tcase_add_test(tc, test_older_client_stale);
 	tcase_add_test(tc, test_protocol_violation);

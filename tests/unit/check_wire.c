@@ -540,6 +540,60 @@ START_TEST(test_finished)
 }
 END_TEST
 
+/* UDP_ADDRESS decodes to the vector's address and back, and refuses
+ * any other type, family or padding; SERVER_HELLO granting it verifies
+ * over the announcement, the hello asking for it, its TICKET and the
+ * UDP_ADDRESS, and not once the address changed. */
+START_TEST(test_udp_address)
+{
+	static const uint8_t want[4] = { 203, 0, 113, 6 };
+	uint8_t flight[ROCK_HELLO_TOTAL], covered[ROCK_ANSWER_MAX];
+	uint8_t m[ROCK_UDP_ADDRESS_LEN], tail[ROCK_TICKET_MSG_LEN + ROCK_UDP_ADDRESS_LEN];
+	struct rock_server_hello sh;
+	struct rock_udp_address a;
+	size_t n;
+
+	memcpy(m, vec("udp_address")->bytes, sizeof(m));
+	ck_assert_int_eq(rock_udp_address_decode(&a, m), 0);
+	ck_assert_uint_eq(a.family, 4);
+	ck_assert_mem_eq(a.addr, want, 4);
+	rock_udp_address_encode(&a, m);
+	ck_assert_mem_eq(m, vec("udp_address")->bytes, sizeof(m));
+	m[0] = ROCK_MSG_TICKET;
+	ck_assert_int_eq(rock_udp_address_decode(&a, m), ROCK_ERR_PROTOCOL);
+	m[0] = ROCK_MSG_UDP_ADDRESS;
+	m[1] = 5;
+	ck_assert_int_eq(rock_udp_address_decode(&a, m), ROCK_ERR_PROTOCOL);
+	m[1] = 4;
+	m[ROCK_UDP_ADDRESS_LEN - 1] = 1;
+	ck_assert_int_eq(rock_udp_address_decode(&a, m), ROCK_ERR_PROTOCOL);
+	m[1] = 6;
+	ck_assert_int_eq(rock_udp_address_decode(&a, m), 0);
+
+	memcpy(flight, vec("announcement")->bytes, ROCK_ANNOUNCE_LEN);
+	memcpy(flight + ROCK_ANNOUNCE_LEN,
+	    vec("client_hello_udp_address")->bytes, ROCK_CLIENT_HELLO_LEN);
+	ck_assert_int_eq(rock_server_hello_decode(&sh,
+	    vec("server_hello_udp_address")->bytes), 0);
+	ck_assert_uint_eq(sh.features, ROCK_FEAT_UDP | ROCK_FEAT_RECONNECT |
+	    ROCK_FEAT_UDP_ADDRESS);
+	ck_assert_uint_eq(rock_answer_tail_len(sh.features),
+	    ROCK_TICKET_MSG_LEN + ROCK_UDP_ADDRESS_LEN);
+	memcpy(m, vec("udp_address")->bytes, sizeof(m));
+	memcpy(tail, vec("ticket")->bytes, ROCK_TICKET_MSG_LEN);
+	memcpy(tail + ROCK_TICKET_MSG_LEN, m, sizeof(m));
+	n = rock_answer_covered(covered, vec("server_hello_udp_address")->bytes,
+	    ROCK_SERVER_HELLO_SIGNED, tail, sizeof(tail));
+	ck_assert_uint_eq(n, ROCK_SERVER_HELLO_SIGNED + ROCK_TICKET_MSG_LEN +
+	    ROCK_UDP_ADDRESS_LEN);
+	ck_assert_int_eq(rock_answer_verify(sh.sig, sh.ident, ROCK_ANSWER_HELLO,
+	    flight, sizeof(flight), covered, n), 0);
+	covered[n - 16] ^= 1;	/* 203.0.113.6 -> 202.0.113.6 */
+	ck_assert_int_ne(rock_answer_verify(sh.sig, sh.ident, ROCK_ANSWER_HELLO,
+	    flight, sizeof(flight), covered, n), 0);
+}
+END_TEST
+
 /* The resumption's messages decode to the fixture's fields and back to
  * the same bytes; its ticket opens under the fixture's key only, and not
  * once a byte of it changed. */
@@ -646,6 +700,7 @@ wire_suite(void)
 	tcase_add_test(tc, test_hb_packet_check);
 	tcase_add_test(tc, test_hello_signature);
 	tcase_add_test(tc, test_error_signature);
+	tcase_add_test(tc, test_udp_address);
 	tcase_add_test(tc, test_sniff);
 	tcase_add_test(tc, test_version_pick);
 	suite_add_tcase(s, doc_tc);

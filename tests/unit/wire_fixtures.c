@@ -70,7 +70,7 @@ handshake_vectors(struct fixture *f, wire_vector_fn *emit, void *arg)
 	struct rock_client_hello ch = { ROCK_VERSION, ROCK_FEAT_ALL, { 0 },
 	    131072, 16384, 4434, { 0 } };
 	struct rock_server_hello sh = { ROCK_VERSION, ROCK_FEAT_ALL, { 0 }, { 0 },
-	    131072, 87040, 4433, { 0 }, { 0 } };
+	    131072, 87040, 4433, { 0 }, { 0 }, { 0, { 0 } } };
 	uint8_t buf[ROCK_ANNOUNCE_LEN], fin[ROCK_FINISHED_LEN];
 	uint8_t answer[ROCK_SERVER_HELLO_LEN + ROCK_TICKET_MSG_LEN];
 	size_t i;
@@ -297,6 +297,42 @@ fleet_vectors(const struct fixture *f, wire_vector_fn *emit, void *arg)
 	emit(arg, "error_elsewhere", buf, n);
 }
 
+/* A node behind a balancer names its control socket: CLIENT_HELLO as
+ * above but requesting UDP_ADDRESS too (what clients send), SERVER_HELLO
+ * granting it, signed over that hello, the TICKET above and UDP_ADDRESS
+ * naming 203.0.113.6 (the port is the answer's, 4433). */
+static void
+udp_address_vectors(const struct fixture *f, wire_vector_fn *emit, void *arg)
+{
+	struct rock_client_hello ch = { ROCK_VERSION, ROCK_FEAT_REQUESTED,
+	    { 0 }, 131072, 16384, 4434, { 0 } };
+	struct rock_server_hello sh = { ROCK_VERSION, ROCK_FEAT_REQUESTED,
+	    { 0 }, { 0 }, 131072, 87040, 4433, { 0 }, { 0 }, { 0, { 0 } } };
+	struct rock_udp_address ua = { 4, { 203, 0, 113, 6 } };
+	uint8_t hello[ROCK_HELLO_TOTAL], buf[ROCK_ANSWER_MAX];
+	const size_t tail = ROCK_TICKET_MSG_LEN + ROCK_UDP_ADDRESS_LEN;
+
+	memcpy(hello, f->hello, ROCK_ANNOUNCE_LEN);
+	memcpy(ch.pk, f->ckp.pk, ROCK_KEY_LEN);
+	fill(ch.nonce, sizeof(ch.nonce), 0xb0);
+	rock_client_hello_encode(&ch, hello + ROCK_ANNOUNCE_LEN);
+	emit(arg, "client_hello_udp_address", hello + ROCK_ANNOUNCE_LEN,
+	    ROCK_CLIENT_HELLO_LEN);
+	memcpy(sh.id, f->id, ROCK_ID_LEN);
+	memcpy(sh.pk, f->skp.pk, ROCK_KEY_LEN);
+	memcpy(sh.ident, f->ident.pk, ROCK_IDENT_LEN);
+	rock_server_hello_encode(&sh, buf);
+	memcpy(buf + ROCK_SERVER_HELLO_SIGNED, f->ticket, ROCK_TICKET_MSG_LEN);
+	rock_udp_address_encode(&ua, buf + ROCK_SERVER_HELLO_SIGNED +
+	    ROCK_TICKET_MSG_LEN);
+	emit(arg, "udp_address", buf + ROCK_SERVER_HELLO_SIGNED +
+	    ROCK_TICKET_MSG_LEN, ROCK_UDP_ADDRESS_LEN);
+	rock_answer_sign(sh.sig, &f->ident, ROCK_ANSWER_HELLO, hello,
+	    sizeof(hello), buf, ROCK_SERVER_HELLO_SIGNED + tail);
+	rock_server_hello_encode(&sh, buf);
+	emit(arg, "server_hello_udp_address", buf, ROCK_SERVER_HELLO_LEN);
+}
+
 void
 wire_vectors(wire_vector_fn *emit, void *arg)
 {
@@ -310,5 +346,6 @@ wire_vectors(wire_vector_fn *emit, void *arg)
 	heartbeat_vectors(&f, emit, arg);
 	reconnect_vectors(&f, emit, arg);
 	fleet_vectors(&f, emit, arg);
+	udp_address_vectors(&f, emit, arg);
 	rock_identity_wipe(&f.ident);
 }
