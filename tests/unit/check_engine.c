@@ -16,6 +16,9 @@ main(void)
 	srunner_add_suite(sr, ring_suite());
 	srunner_add_suite(sr, wire_suite());
 	srunner_add_suite(sr, session_suite());
+	srunner_add_suite(sr, resume_suite());
+	srunner_add_suite(sr, replay_suite());
+	srunner_add_suite(sr, nodes_suite());
 	srunner_add_suite(sr, netem_suite());
 	srunner_add_suite(sr, steer_suite());
 	srunner_add_suite(sr, strike_suite());
