@@ -350,6 +350,13 @@ rock_engine_set_router(struct rock_engine *e, rock_route_fn route, void *arg)
 }
 
 void
+rock_engine_set_stray(struct rock_engine *e, rock_stray_fn stray, void *arg)
+{
+	e->stray = stray;
+	e->stray_arg = arg;
+}
+
+void
 rock_engine_set_node_watch(struct rock_engine *e, rock_node_gone_fn gone,
     void *arg)
 {

@@ -431,6 +431,16 @@ void rock_server_reconnect(struct rock_engine *e, int fd, const uint8_t *early,
 /* Workers (cfg.workers > 1): where reconnects for another's ids go. */
 void rock_engine_set_router(struct rock_engine *e, rock_route_fn route,
     void *arg);
+/* A reconnect request (whole, `len` bytes in req) for a session this
+ * engine does not hold: 1 when stray took it (and fd), to the process that
+ * holds the session (a served port's rendezvous, lib/shim/rendezvous.c);
+ * 0: refused here, UNKNOWN. Called with the engine's lock held. */
+typedef int (*rock_stray_fn)(void *arg, int fd, const uint8_t *req,
+    size_t len, const uint8_t id[ROCK_ID_LEN]);
+void rock_engine_set_stray(struct rock_engine *e, rock_stray_fn stray,
+    void *arg);
+/* The session's id (ROCK_ID_LEN bytes). */
+const uint8_t *rock_session_id(const struct rock_session *s);
 /* A fleet's node (cfg.node): whether node `node` is gone, and its
  * sessions with it (1), or may be alive (0). A reconnect for a node gone
  * is refused UNKNOWN, signed, which ends the rock at its client; else it

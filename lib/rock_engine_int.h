@@ -304,6 +304,8 @@ struct rock_engine {
 	unsigned early_sending;		/* client: early attempts holding bytes */
 	rock_route_fn route;		/* workers: another's reconnects; NULL: none */
 	void *route_arg;
+	rock_stray_fn stray;		/* reconnects for no session here; NULL: none */
+	void *stray_arg;
 	rock_node_gone_fn node_gone;	/* a fleet: whether a node is gone; NULL: never */
 	void *node_gone_arg;
 	/* Signatures left for refusals of unproven requests (rock_accept.c),

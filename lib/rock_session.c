@@ -624,6 +624,12 @@ rock_session_name(const struct rock_session *s)
 	return s->name;
 }
 
+const uint8_t *
+rock_session_id(const struct rock_session *s)
+{
+	return s->id;
+}
+
 uint64_t
 rock_session_consumed(const struct rock_session *s)
 {

@@ -219,6 +219,26 @@ route_elsewhere(struct reconnect *rc, const struct rock_reconnect_req *rq)
 	return 1;
 }
 
+/* No session here by that id: the process that holds it may be another
+ * (a server restarted while its rocks live on in a keeper). */
+static int
+stray_elsewhere(struct reconnect *rc, const struct rock_reconnect_req *rq)
+{
+	struct rock_engine *e = rc->e;
+	uint8_t req[ROCK_RECONNECT_REQ_LEN];
+
+	if (e->stray == NULL)
+		return 0;
+	memcpy(req, rc->buf, sizeof(req));
+	/* Its events go before the descriptor may (the holder's from now). */
+	rock_accept_disarm(&rc->ev, &rc->deadline);
+	if (!e->stray(e->stray_arg, rc->fd, req, sizeof(req), rq->id))
+		return 0;
+	e->stats.reconnects_routed++;
+	reconnect_free(rc, 0);
+	return 1;
+}
+
 static void
 check_request(struct reconnect *rc)
 {
@@ -235,6 +255,8 @@ check_request(struct reconnect *rc)
 		return;
 	if ((s = rock_engine_find(rc->e, rq.id)) == NULL ||
 	    s->state == ROCK_ST_CLOSED) {
+		if (s == NULL && stray_elsewhere(rc, &rq))
+			return;
 		reconnect_reject(rc, ROCK_WERR_UNKNOWN, "no such session");
 		return;
 	}
