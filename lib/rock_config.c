@@ -60,6 +60,8 @@ static const struct env_var env_vars[ROCK_ENV_NVARS] = {
 	{ ROCK_ENV_SUSPEND_TIMEOUT, ENV_INT, 0, 2147483647LL,
 	    FIELD(suspend_timeout_s), "seconds, 0 (never) to 2147483647" },
 	{ ROCK_ENV_SERVE, ENV_INT, 0, 1, FIELD(serve), "0 or 1" },
+	{ ROCK_ENV_SERVE_HANDSHAKES, ENV_INT, 1, 4096, FIELD(serve_handshakes),
+	    "a count, 1 to 4096" },
 	{ ROCK_ENV_EARLY, ENV_INT, 0, 1, FIELD(early), "0 or 1" },
 	{ ROCK_ENV_KNOWN_SERVERS, ENV_PATH, 0, 0, FIELD(trust.path),
 	    "an absolute file path, or empty (keep no server keys)" },
@@ -90,6 +92,8 @@ rock_config_defaults(struct rock_config *cfg)
 	cfg->probe_timeout_ms = 1000;
 	cfg->linger_ms = 500;
 	cfg->early = 1;
+	cfg->serve = 1;
+	cfg->serve_handshakes = ROCK_SERVE_HANDSHAKES_DEFAULT;
 	cfg->suspend_timeout_s = 3 * 24 * 3600;
 	cfg->ssh_persist_s = ROCK_SSH_PERSIST_DEFAULT_S;
 	/* Without a runtime directory: one of our own in /tmp (checked to be

@@ -65,7 +65,8 @@ struct rock_config {
 	int probe_timeout_ms;		/* EDP probe of a new destination */
 	int linger_ms;			/* at exit: wait for peers to consume */
 	int suspend_timeout_s;		/* give a suspended rock up; 0: never */
-	int serve;			/* 1: listeners accept rocks (rock mode) */
+	int serve;			/* 1 (default): listeners accept rocks (rock mode) */
+	int serve_handshakes;		/* in progress per listener, at most */
 	int early;			/* 1: first bytes go with a resumption */
 	struct rock_trust trust;	/* server keys: known file, pin, accept new */
 	char probe_cache[PATH_MAX];	/* shared probe cache file; "": none */
@@ -87,7 +88,7 @@ typedef void rock_env_warn_fn(void *arg, const char *var, const char *value,
 /* Looks a variable up; returns NULL when unset (getenv has this shape). */
 typedef const char *rock_env_get_fn(void *arg, const char *name);
 
-#define ROCK_ENV_NVARS 25
+#define ROCK_ENV_NVARS 26
 
 /*
  * The parser remembers the bad values it has reported, so that re-reading

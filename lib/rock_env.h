@@ -16,9 +16,13 @@
 #define ROCK_ENV_PROBE_TIMEOUT_MS	"ROCK_PROBE_TIMEOUT_MS"
 #define ROCK_ENV_LINGER_MS		"ROCK_LINGER_MS"
 #define ROCK_ENV_SUSPEND_TIMEOUT	"ROCK_SUSPEND_TIMEOUT"
-/* 1: a TCP listener accepts rocks itself (lib/shim/serve.c); 0 (default)
- * until a forking server's children can keep them (issue 11, item 1). */
+/* 1 (default): a TCP listener under rock accepts rocks itself
+ * (lib/shim/listener.c); 0: its connections are all plain TCP. */
 #define ROCK_ENV_SERVE			"ROCK_SERVE"
+/* Connections a served listener holds in progress (first bytes, rock
+ * handshakes) before the oldest is dropped (lib/shim/park.c). */
+#define ROCK_ENV_SERVE_HANDSHAKES	"ROCK_SERVE_HANDSHAKES"
+#define ROCK_SERVE_HANDSHAKES_DEFAULT	64
 /* 0: a resumption waits for the server's answer before the program's
  * first bytes go (no CLIENT_EARLY, doc/PROTOCOL.md 2.9); 1 (default):
  * they go at once where the server offers it. */

@@ -1,13 +1,14 @@
-/* accept.c: accept(), accept4(): accepted TCP sockets carry the options; with ROCK_SERVE=1 they may be rocks (serve.c). */
+/* accept.c: accept(), accept4(): accepted TCP sockets carry the options; with ROCK_SERVE=1 they may be rocks (listener.c, serve.c). */
 #include "config.h"
 
 #include <errno.h>
 
 #include "shim.h"
 
-static void
-accepted(const struct shim_state *st, int lfd, int fd)
+void
+shim_accepted(int lfd, int fd)
 {
+	const struct shim_state *st = shim_state();
 	unsigned entry = shim_fd_get(lfd);
 	int saved = errno;
 
@@ -38,22 +39,28 @@ accepted(const struct shim_state *st, int lfd, int fd)
 	errno = saved;
 }
 
-/* Under ROCK_MODE=rock with ROCK_SERVE=1 the engine's connections (probes,
- * reconnects) are taken here and the next is accepted: a blocking listener
- * waits for one of the program's, a non-blocking one says EAGAIN
- * (doc/transparency.md). Without ROCK_SERVE every connection is the
- * program's, a probe too: a forking server's children cannot keep rocks. */
+/* Under ROCK_MODE=rock with ROCK_SERVE=1 a listener the program made is
+ * the engine's, which hands it only ready connections (listener.c). One
+ * it did not make (inetd's, systemd's) is served here: the engine's
+ * connections (probes, reconnects) are taken and the next is accepted: a
+ * blocking listener waits for one of the program's, a non-blocking one
+ * says EAGAIN (doc/transparency.md). Without ROCK_SERVE every connection
+ * is the program's, a probe too. */
 static int
 accept_any(int lfd, struct sockaddr *addr, socklen_t *len, int flags)
 {
 	const struct shim_state *st = shim_state();
-	int fd;
+	int fd, ours;
 
+	if (!shim_busy && st->active &&
+	    ((fd = shim_listener_accept(lfd, addr, len, flags, &ours)) >= 0 ||
+	    ours))
+		return fd;
 	for (;;) {
 		fd = shim_real.accept4(lfd, addr, len, flags);
 		if (fd < 0 || !st->active || shim_busy)
 			return fd;
-		accepted(st, lfd, fd);
+		shim_accepted(lfd, fd);
 		if (st->cfg.mode != ROCK_MODE_ROCK || !st->cfg.serve ||
 		    shim_fd_state_of(shim_fd_get(fd)) != SHIM_FD_TCP_DONE)
 			return fd;

@@ -24,16 +24,20 @@ rockable(int fd, const struct sockaddr *addr, socklen_t len)
 	if (!((addr->sa_family == AF_INET && len >= sizeof(struct sockaddr_in)) ||
 	    (addr->sa_family == AF_INET6 && len >= sizeof(struct sockaddr_in6))))
 		return 0;
+
 	/* Born under our socket() as TCP: no need to ask the kernel whether
 	 * it is TCP, nor, unless it went through our bind(), whether it is
 	 * bound. */
 	if ((entry & SHIM_FD_BORN) && !(entry & SHIM_FD_BOUND))
-		return 1;
+		return !shim_listener_is_self(addr, len);
 	if (!(entry & SHIM_FD_BORN) && !shim_fd_is_tcp(fd))
 		return 0;
 	if (shim_real.getsockname(fd, (struct sockaddr *)&local, &llen) != 0)
 		return 0;
-	return ((struct sockaddr_in *)&local)->sin_port == 0;
+	/* This process's own served listener: one engine cannot be both
+	 * ends of a rock. */
+	return ((struct sockaddr_in *)&local)->sin_port == 0 &&
+	    !shim_listener_is_self(addr, len);
 }
 
 /* Where to look for the enhanced twin of a destination (ROCK_PORT_MAP). */

@@ -21,6 +21,7 @@
 #include "rock_ctl.h"
 #include "rock_err.h"
 #include "rock_probe_file.h"
+#include "listener.h"
 #include "shim.h"
 
 static struct {
@@ -33,6 +34,7 @@ static struct {
 	int state;			/* 0 not started, 1 running, -1 failed */
 	int stopping;			/* the thread's loop is asked to end */
 	int forking_keeper;		/* the fork under way is the keeper's */
+	int kept;			/* a keeper took what was left */
 	pid_t owner;			/* the process the engine runs in */
 	int leaving;			/* a hand-over is under way (lock) */
 	pthread_t leaver;		/* by this thread */
@@ -164,10 +166,12 @@ static void
 on_state(struct rock_session *s, enum rock_state from, enum rock_state to,
     void *arg)
 {
+	struct shim_rock *r = arg;
+
 	(void)s;
 	(void)from;
-	(void)to;
-	(void)arg;
+	if (r != NULL && r->handing != NULL && to == ROCK_ST_CONNECTED)
+		shim_park_rock_up(r);
 	shim_wake();
 }
 
@@ -176,7 +180,13 @@ static void
 on_closed(struct rock_session *s, int err, void *arg)
 {
 	struct shim_rock *r = arg;
+	/* One the engine was handing to the program: nobody else has it. */
+	int unclaimed = r->handing != NULL;
 
+	if (unclaimed)
+		shim_park_rock_gone(r);
+	if (r->rdv_port > 0)
+		shim_rdv_forget(r, s);
 	r->s = NULL;
 	r->err = err == 0 ? 0 : err == ROCK_ERR_TIMEOUT ? ETIMEDOUT : ECONNRESET;
 	if (!r->connecting)	/* else the connecting thread decides */
@@ -190,7 +200,7 @@ on_closed(struct rock_session *s, int err, void *arg)
 	if (r->err != 0)
 		shim_epoll_kick(r);
 	rock_session_free(s);
-	if (r->released && !r->connecting)
+	if ((r->released || unclaimed) && !r->connecting)
 		shim_rock_free(r);	/* else the connecting thread does */
 	shim_wake_pollers();
 }
@@ -410,6 +420,12 @@ engine_start(const struct shim_state *st)
 	return pthread_create(&eng.thread, NULL, engine_main, NULL) == 0 ? 0 : -1;
 }
 
+struct event_base *
+shim_engine_base(void)
+{
+	return shim_engine_running() != NULL ? eng.base : NULL;
+}
+
 struct rock_engine *
 shim_engine_running(void)
 {
@@ -496,8 +512,10 @@ after_fork_parent(void)
 	int keeper = eng.forking_keeper;
 
 	shim_unlock();
-	if (!keeper)
+	if (!keeper) {
 		shim_fork_relay_start();
+		shim_listener_after_fork(0);
+	}
 }
 
 static void
@@ -512,10 +530,13 @@ after_fork_child(void)
 		eng.stopping = 0;
 		eng.owner = getpid();
 		shim_waiters_forget();
+		shim_listener_keeper();
 		shim_unlock();
 		shim_reinit_after_fork();
 		return;
 	}
+	shim_listener_after_fork(1);
+	shim_rdv_child();
 	let_go_of_engine(eng.state == 1);
 	shim_unlock();
 	shim_reinit_after_fork();
@@ -592,6 +613,7 @@ hand_to_keeper(int nrocks)
 		shim_keeper_run(eng.base, eng.e, eng.cmd_fd, nrocks, program);
 	}
 	eng.forking_keeper = 0;
+	eng.kept = pid > 0;
 	if (pid < 0)
 		rlog_warn(&st->log, "cannot start a keeper (%s): %d rocks not "
 		    "finished are cut", strerror(errno), nrocks);
@@ -693,9 +715,12 @@ shim_engine_leave(void)
 {
 	if (!may_leave())
 		return;
+	shim_listener_leave();
 	(void)hand_over();
 	if (eng.ctl_path[0] != '\0')
 		(void)unlink(eng.ctl_path);
+	if (!eng.kept)
+		shim_rdv_unlink();
 }
 
 /* exec ends the engine's thread with the image: what the new image
@@ -708,6 +733,7 @@ shim_engine_exec(void)
 	const struct shim_state *st = shim_state();
 	int relayed, cut, busy;
 
+	shim_listener_exec();
 	if (!may_leave())
 		return;
 	shim_lock();

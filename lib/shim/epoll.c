@@ -237,8 +237,12 @@ epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 	struct shim_rock *r;
 	int err;
 
-	if (!shim_is_rock(fd) || (op != EPOLL_CTL_DEL && ev == NULL))
-		return shim_real.epoll_ctl(epfd, op, fd, ev);
+	if (!shim_is_rock(fd) || (op != EPOLL_CTL_DEL && ev == NULL)) {
+		if ((err = shim_real.epoll_ctl(epfd, op, fd, ev)) == 0 &&
+		    !shim_busy)
+			shim_listener_epoll(epfd, op, fd, ev);
+		return err;
+	}
 	shim_lock();
 	if ((r = shim_rock_of(fd)) == NULL) {
 		shim_unlock();

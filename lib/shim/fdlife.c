@@ -37,6 +37,7 @@ close(int fd)
 {
 	if (shim_busy || !shim_state()->active)
 		return shim_real.close(fd);
+	shim_listener_forget(fd);
 	shim_fd_forget(fd);
 	return shim_real.close(fd);
 }
@@ -116,6 +117,7 @@ dup_onto(int fd, int fd2, int flags, int three)
 		shim_stdio_relay(fd, "dup2 onto a standard stream");
 	if (shim_is_rock(fd2) || shim_nregs_hint())
 		forget(fd2);
+	shim_listener_forget(fd2);
 	if (shim_is_rock(fd))
 		shim_lock();
 	r = three ? shim_real.dup3(fd, fd2, flags) : shim_real.dup2(fd, fd2);

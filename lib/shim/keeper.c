@@ -36,7 +36,7 @@ static void
 close_unless_engine(const struct rock_engine *e, int keep_fd, int fd)
 {
 	if (fd >= 3 && fd != keep_fd && !rock_engine_owns_fd(e, fd) &&
-	    !shim_fork_relay_owns_fd(fd))
+	    !shim_fork_relay_owns_fd(fd) && !shim_rdv_owns_fd(fd))
 		shim_real.close(fd);
 }
 
@@ -174,6 +174,7 @@ shim_keeper_run(struct event_base *base, struct rock_engine *e, int keep_fd,
 	    (int)getpid(), nrocks, (int)program);
 	shim_fork_relay_start();
 	event_base_dispatch(base);
+	shim_rdv_unlink();
 	rock_ctl_free(ctl, 1);
 	rlog_info(&st->log, "keeper %d: done", (int)getpid());
 	_exit(0);

@@ -1,4 +1,4 @@
-/* listen.c: listen(): configure the listener so accepted sockets inherit. */
+/* listen.c: listen(): configure the listener so accepted sockets inherit; under ROCK_SERVE the engine takes it (listener.c). */
 #include "config.h"
 
 #include <errno.h>
@@ -13,10 +13,12 @@ listen(int fd, int backlog)
 {
 	const struct shim_state *st = shim_state();
 	unsigned entry;
-	int saved = errno;
+	int saved = errno, r, ours, serve = 0;
 
 	if (!st->active || shim_busy)
 		return shim_real.listen(fd, backlog);
+	if ((r = shim_listener_listen(fd, backlog, &ours)) == 0 || ours)
+		return r;
 	entry = shim_fd_get(fd);
 	switch (shim_fd_state_of(entry)) {
 	case SHIM_FD_UNKNOWN:
@@ -34,10 +36,15 @@ listen(int fd, int backlog)
 		else
 			shim_fd_set(fd, SHIM_FD_LISTEN_TCP,
 			    entry & SHIM_FD_OPTS_MASK);
+		serve = st->cfg.mode == ROCK_MODE_ROCK && st->cfg.serve;
 		break;
 	default:
 		break;
 	}
 	errno = saved;
-	return shim_real.listen(fd, backlog);
+	if ((r = shim_real.listen(fd, backlog)) == 0 && serve) {
+		shim_listener_take(fd, backlog);
+		errno = saved;
+	}
+	return r;
 }

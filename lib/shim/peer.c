@@ -47,6 +47,10 @@ getpeername(int fd, struct sockaddr *addr, socklen_t *len)
 SHIM_EXPORT int
 getsockname(int fd, struct sockaddr *addr, socklen_t *len)
 {
+	int tcp;
+
+	if (!shim_busy && (tcp = shim_listener_tcp(fd)) >= 0)
+		return shim_real.getsockname(tcp, addr, len);
 	if (!shim_busy && shim_is_rock(fd)) {
 		shim_lock();
 		shim_rock_settle_locked(fd);
@@ -61,8 +65,12 @@ SHIM_EXPORT int
 getsockopt(int fd, int level, int opt, void *val, socklen_t *len)
 {
 	struct shim_rock *r;
-	int v = -1;
+	int v = -1, tcp;
 
+	/* A listener of ours is the TCP one, but for accept()'s timeout. */
+	if (!shim_busy && (tcp = shim_listener_tcp(fd)) >= 0 &&
+	    !(level == SOL_SOCKET && opt == SO_RCVTIMEO))
+		return shim_real.getsockopt(tcp, level, opt, val, len);
 	if (shim_is_rock(fd) && shim_opts_get(fd, level, opt, val, len))
 		return 0;
 	if (level != SOL_SOCKET || opt != SO_ERROR || !shim_is_rock(fd) ||

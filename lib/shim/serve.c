@@ -42,8 +42,8 @@ load_key(struct rock_engine *e)
 }
 
 /* The engine with the server's identity, or NULL: serve nothing. */
-static struct rock_engine *
-server_engine(void)
+struct rock_engine *
+shim_server_engine(void)
 {
 	struct rock_engine *e = shim_engine();
 	int ok;
@@ -108,6 +108,7 @@ start_handshake(struct rock_engine *e, void *arg)
 {
 	struct serve *sv = arg;
 
+	shim_rdv_start(e);
 	rock_server_handshake(e, sv->fd, sv->early, sv->nearly, sv->rtt_ms,
 	    on_hello, sv);
 }
@@ -121,33 +122,44 @@ start_reconnect(struct rock_engine *e, void *arg)
 	free(sv);
 }
 
+void
+shim_rock_adopt(struct shim_rock *r, int pfd, int lfd)
+{
+	int fd = rock_direct_fd(r->s);
+
+	r->fds[0] = pfd;
+	r->nfds = 1;
+	r->accepted = 1;
+	if (r->peer_len == 0) {
+		r->peer_len = sizeof(r->peer);
+		if (shim_real.getpeername(fd, (struct sockaddr *)&r->peer,
+		    &r->peer_len) != 0)
+			r->peer_len = 0;
+	}
+	shim_opts_capture(r, pfd, shim_fd_get(pfd));
+	/* What the program's own accepted socket would say: the listener's
+	 * (accept inherits it), not the bound the engine put on its own. */
+	if (r->opts.rto_max >= 0 && lfd >= 0)
+		r->opts.rto_max = shim_getsockopt_int(lfd,
+		    IPPROTO_TCP, TCP_RTO_MAX_MS);
+	shim_rock_bind(pfd, r);
+	shim_rdv_register(r, lfd);
+	/* A reconnect may be under way: it installs its connection here. */
+	shim_rock_set_ready(r, rock_session_state(r->s) == ROCK_ST_CONNECTED);
+	rlog_debug(&shim_state()->log, "fd %d: an accepted rock", pfd);
+}
+
 /* Lock held. The program's descriptor for the accepted rock: its own
  * number on the engine's connection, which a reconnect replaces. */
 static int
 adopt(struct shim_rock *r, int lfd, int flags)
 {
-	int fd = rock_direct_fd(r->s);
-	int pfd = shim_real.fcntl(fd, (flags & SOCK_CLOEXEC) ?
+	int pfd = shim_real.fcntl(rock_direct_fd(r->s), (flags & SOCK_CLOEXEC) ?
 	    F_DUPFD_CLOEXEC : F_DUPFD, 0);
 
 	if (pfd < 0)
 		return -1;
-	r->fds[0] = pfd;
-	r->nfds = 1;
-	r->accepted = 1;
-	r->peer_len = sizeof(r->peer);
-	if (shim_real.getpeername(fd, (struct sockaddr *)&r->peer,
-	    &r->peer_len) != 0)
-		r->peer_len = 0;
-	shim_opts_capture(r, pfd, shim_fd_get(pfd));
-	/* What the program's own accepted socket would say: the listener's
-	 * (accept inherits it), not the bound the engine put on its own. */
-	if (r->opts.rto_max >= 0)
-		r->opts.rto_max = shim_getsockopt_int(lfd,
-		    IPPROTO_TCP, TCP_RTO_MAX_MS);
-	shim_rock_bind(pfd, r);
-	shim_rock_set_ready(r, 1);
-	rlog_debug(&shim_state()->log, "fd %d: an accepted rock", pfd);
+	shim_rock_adopt(r, pfd, lfd);
 	return pfd;
 }
 
@@ -248,7 +260,7 @@ shim_serve(int lfd, int fd, int flags)
 	 * point here, as the shim's other waits are not. */
 	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
 	shim_busy = 1;
-	e = server_engine();
+	e = shim_server_engine();
 	r = e == NULL ? fd : serve(e, lfd, fd, flags);
 	shim_busy = busy;
 	pthread_setcancelstate(cancel, NULL);

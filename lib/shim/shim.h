@@ -230,6 +230,9 @@ struct shim_rock {
 	int dead;		/* freed once holds drops to 0 */
 	int cmds;		/* SHIM_CMD_* for the engine's thread */
 	int accepted;		/* a server's (serve.c) */
+	/* A server's rock the engine is handing to the program (park.c). */
+	struct shim_parked *handing;
+	int rdv_port;		/* named at the rendezvous for this port */
 	int kill_at_release;	/* its end is a reset, never the reliable close */
 	int relayed;		/* fork.c's: held by its relay, not the program */
 	int stdio_warned;	/* stdio.c said its bytes go uncounted */
@@ -307,6 +310,45 @@ void shim_engine_call(struct shim_call *c);
  * descriptor, or -1 when the connection was the engine's (a probe, a
  * reconnect) or its handshake failed: the caller accepts the next. */
 int shim_serve(int lfd, int fd, int flags);
+/* The engine, with the server's key loaded; NULL: listeners stay plain. */
+struct rock_engine *shim_server_engine(void);
+/* Lock held: the accepted rock r becomes the program's on pfd; lfd: the
+ * TCP listener it came from (-1: not here). */
+void shim_rock_adopt(struct shim_rock *r, int pfd, int lfd);
+/* accept.c: fd, accepted on lfd, carries the listener's options. */
+void shim_accepted(int lfd, int fd);
+/* listener.c: a listener under ROCK_SERVE is the engine's (listen), and
+ * the program's descriptor a unix listener fed ready connections. */
+void shim_listener_take(int fd, int backlog);
+int shim_listener_accept(int fd, struct sockaddr *addr, socklen_t *len,
+    int flags, int *ours);
+int shim_listener_listen(int fd, int backlog, int *ours);
+int shim_listener_tcp(int fd);		/* -1: fd is no listener of ours */
+int shim_listener_is_self(const struct sockaddr *addr, socklen_t len);
+void shim_listener_forget(int fd);	/* the program's number closes */
+void shim_listener_after_fork(int child);
+void shim_listener_exec(void);
+void shim_listener_keeper(void);
+void shim_listener_leave(void);
+void shim_listener_epoll(int epfd, int op, int fd,
+    const struct epoll_event *ev);
+struct event_base;
+struct event_base *shim_engine_base(void);	/* NULL: no engine */
+/* rendezvous.c: a served rock's reconnect that reaches another process
+ * listening on its port is handed to the process that holds it. */
+void shim_rdv_start(struct rock_engine *e);	/* the engine's thread */
+void shim_rdv_register(struct shim_rock *r, int lfd);	/* lock held */
+void shim_rdv_forget(struct shim_rock *r, struct rock_session *s);
+int shim_rdv_owns_fd(int fd);
+void shim_rdv_child(void);
+void shim_rdv_unlink(void);
+/* fdpass.c: buf and fd in one message (MSG_DONTWAIT); *fd -1 if none
+ * came. The byte counts, or -1 with errno. */
+ssize_t shim_send_fd(int u, const void *buf, size_t len, int fd);
+ssize_t shim_recv_fd(int u, void *buf, size_t len, int *fd);
+/* Closed with a reset (SO_LINGER 0), never a FIN a peer could take for
+ * an answer or an end (park.c). */
+void shim_close_reset(int fd);
 void shim_cmd_forget(struct shim_rock *r);		/* lock held */
 struct shim_rock *shim_rock_new(void);			/* lock held */
 void shim_rock_free(struct shim_rock *r);		/* lock held */

@@ -93,7 +93,8 @@ START_TEST(test_defaults)
 	ck_assert_int_eq(cfg.debug, 0);
 	ck_assert_int_eq(cfg.eval_env_once, 1);
 	ck_assert_int_eq(cfg.log_sink, ROCK_LOG_SYSLOG);
-	ck_assert_int_eq(cfg.serve, 0);
+	ck_assert_int_eq(cfg.serve, 1);
+	ck_assert_int_eq(cfg.serve_handshakes, 64);
 	ck_assert_int_eq(cfg.early, 1);
 }
 END_TEST
@@ -103,8 +104,8 @@ START_TEST(test_good_values)
 	struct fake_env env = { { "ROCK_MODE=keepalive", "ROCK_KEEPALIVE_TIME=4",
 	    "ROCK_KEEPALIVE_INTVL=5", "ROCK_KEEPALIVE_PROBES=127",
 	    "ROCK_USER_TIMEOUT_MS=0", "ROCK_DEBUG=1", "ROCK_LOG=/tmp/x.log",
-	    "DD_USE_KEEPALIVE=0", "DD_EVAL_ENVIRONMENT_ONCE=0", "ROCK_SERVE=1",
-	    "ROCK_EARLY=0", NULL } };
+	    "DD_USE_KEEPALIVE=0", "DD_EVAL_ENVIRONMENT_ONCE=0", "ROCK_SERVE=0",
+	    "ROCK_SERVE_HANDSHAKES=4096", "ROCK_EARLY=0", NULL } };
 	struct rock_config cfg;
 
 	parse_env(&cfg, &env);
@@ -119,7 +120,8 @@ START_TEST(test_good_values)
 	ck_assert_str_eq(cfg.log_path, "/tmp/x.log");
 	ck_assert_int_eq(cfg.use_keepalive, 0);
 	ck_assert_int_eq(cfg.eval_env_once, 0);
-	ck_assert_int_eq(cfg.serve, 1);
+	ck_assert_int_eq(cfg.serve, 0);
+	ck_assert_int_eq(cfg.serve_handshakes, 4096);
 	ck_assert_int_eq(cfg.early, 0);
 }
 END_TEST
@@ -227,6 +229,8 @@ static const struct bad_case bad_cases[] = {
 	    "seconds, 0 (never) to 2147483647" },
 	{ "ROCK_SERVE=yes", "not a decimal integer", "0 or 1" },
 	{ "ROCK_SERVE=2", "too large", "0 or 1" },
+	{ "ROCK_SERVE_HANDSHAKES=0", "too small", "a count, 1 to 4096" },
+	{ "ROCK_SERVE_HANDSHAKES=4097", "too large", "a count, 1 to 4096" },
 	{ "ROCK_EARLY=-1", "too small", "0 or 1" },
 };
 
