@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# rock-ssh-fork.sh: ssh where a rock crosses fork and exec: `rock ssh -f -N -L` forwards a 52 MB download, a ControlPersist master carries a first, second and third session, and sshd itself run under rock (no rockd; it forks and re-executes per connection) serves a session, byte-exact through RSTs, a 15 s blackhole and a client address change; plain ssh under the same faults is the control, and a plain client of the rock sshd is served as before.
+# rock-ssh-fork.sh: ssh where a rock crosses fork and exec: `rock ssh -f -N -L` forwards a 52 MB download, a ControlPersist master carries a first, second and third session, and sshd itself run under rock (no rockd; it forks and re-executes per connection) serves a session, byte-exact through RSTs, a 15 s blackhole and a client address change; plain ssh under the same faults is the control, and a plain client of the rock sshd is served as before; sshd restarted (SIGTERM to the listener, a new one on the port) under a streaming session, which carries on in order through an RST after it.
 # shellcheck source-path=SCRIPTDIR
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -124,6 +124,50 @@ t_check "sshd under rock: its fork shared the rock with the connection's sshd" \
 	grep -q "fork: 1 rocks shared with the child" "$t_tmp/rsshd.rock.log"
 t_check "sshd under rock: the client's reconnects reached it (RSTs, blackhole, address)" \
 	test "$(grep -c 'client reconnected' "$t_tmp/rsshd.rock.log")" -ge 2
+
+# ---- sshd restarted under a live session ------------------------------------
+# As `systemctl restart ssh` does (KillMode=process): the listening sshd gets
+# SIGTERM and exits, its session's sshd lives on, a new sshd under rock
+# (ROCK_SERVE unset) listens on the port. The old one's rock goes on in its
+# keeper; a fault then makes the client reconnect: the new listener hands
+# the request to the keeper (the port's rendezvous), and the session
+# carries on, every line in order.
+rock_ssh restarted -p 2222 "root@$NN_S_ADDR" "$(stream_cmd restarted)" \
+	>"$t_tmp/restarted.out" 2>"$t_tmp/restarted.err" &
+restarted_pid=$!
+pids+=("$restarted_pid")
+wait_for 20 grep -q '^restarted 20$' "$t_tmp/restarted.out" ||
+	t_bad "restart: the session did not start"
+old_sshd=$(cat "$t_tmp/rsshd.pid" 2>/dev/null)
+start=$(now_ms)
+kill -TERM "$old_sshd" 2>/dev/null
+wait_for 10 sh -c "! kill -0 $old_sshd 2>/dev/null" || t_bad "restart: the old sshd did not exit"
+gone=$(now_ms)
+sshd_run rsshd2 2222 "env ROCK_DEBUG=1 ROCK_LOG=$t_tmp/rsshd2.rock.log \
+ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0 $ROCK"
+nn_wait_port "$NN_S" "$NN_S_ADDR" 2222 20 || t_bad "restart: the new sshd did not listen"
+t_check "restart: rock ls lists the session's rock, held by the old sshd's keeper" \
+	sh -c "'$ROCK' ls --json | grep -q '\"program\": \"keeper:sshd\", .*\"role\": \"server\"'"
+nap 1
+lines=$(wc -l <"$t_tmp/restarted.out")
+nn_rst_inject both
+rst=$(now_ms)
+nap 1
+nn_restore
+wait_for 20 sh -c "[ \$(wc -l <'$t_tmp/restarted.out') -gt $((lines + 10)) ]" ||
+	t_bad "restart: no line came after the RST"
+echo "# restart: the old sshd exited $((gone - start)) ms after SIGTERM;" \
+	"the session's lines flowed again $(($(now_ms) - rst)) ms after the RST (10 lines, 1 s of them)"
+if wait_pid "$restarted_pid" 60; then rc=$waited; else rc=124; fi
+t_eq "restart: the session's ssh exit status" "$rc" 0
+t_eq "restart: all $LINES lines, complete and in order, across the restart and an RST" \
+	"$(sha256sum <"$t_tmp/restarted.out")" "$(seq 1 "$LINES" | sed "s/^/restarted /" | sha256sum)"
+t_check "restart: the new sshd handed the reconnect to the rock's holder" \
+	grep -q 'a reconnect for a rock another process holds: handed to' "$t_tmp/rsshd2.rock.log"
+t_check "restart: the old sshd's keeper took it" \
+	grep -q 'a reconnect for a rock of ours, from the process now listening' "$t_tmp/rsshd.rock.log"
+out=$(nn_c ssh "${ssh_opts[@]}" -p 2222 "root@$NN_S_ADDR" echo plain-to-new-sshd 2>&1)
+t_eq "restart: a plain ssh to the new sshd" "$out" plain-to-new-sshd
 
 # ---- the ends -------------------------------------------------------------
 t_check "the master answers after everything" rock_ssh check "${mux[@]}" -O check "root@$NN_S_ADDR" 2>/dev/null
