@@ -404,6 +404,10 @@ on_sniff(evutil_socket_t fd, short what, void *arg)
 	/* Silent: a client of a server-speaks-first protocol. */
 	kind = (what & EV_TIMEOUT) ? ROCK_SNIFF_PLAIN :
 	    rock_sniff_read(p->fd, p->buf, &p->have, 1);
+	if (kind == ROCK_SNIFF_PLAIN)
+		rlog_debug(&shim_state()->log, "fd %d: plain TCP: %s", p->fd,
+		    (what & EV_TIMEOUT) ? "silent for the first-bytes time" :
+		    "the client's first bytes are not a rock's");
 	if (kind != ROCK_SNIFF_MORE)
 		sniffed(p, kind);
 	shim_unlock();
