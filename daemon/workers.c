@@ -15,6 +15,7 @@
 
 #include "rock_crypto.h"
 #include "rock_ctl.h"
+#include "rock_fdpass.h"
 #include "rockd.h"
 
 /* A worker that dies is replaced after RESPAWN_FIRST_MS; one that died
@@ -143,31 +144,13 @@ pass(struct rockd *d, int fd, uint32_t type, const void *body, size_t len,
     uint64_t rows, int worker)
 {
 	struct routed m;
-	struct iovec iov = { &m, sizeof(m) };
-	union {
-		struct cmsghdr h;
-		char buf[CMSG_SPACE(sizeof(int))];
-	} ctl;
-	struct msghdr msg;
-	struct cmsghdr *c;
 
 	memset(&m, 0, sizeof(m));
 	m.type = type;
 	m.len = (uint32_t)(len < sizeof(m.body) ? len : sizeof(m.body));
 	m.rows = rows;
 	memcpy(m.body, body, m.len);
-	memset(&msg, 0, sizeof(msg));
-	memset(&ctl, 0, sizeof(ctl));
-	msg.msg_iov = &iov;
-	msg.msg_iovlen = 1;
-	msg.msg_control = ctl.buf;
-	msg.msg_controllen = sizeof(ctl.buf);
-	c = CMSG_FIRSTHDR(&msg);
-	c->cmsg_level = SOL_SOCKET;
-	c->cmsg_type = SCM_RIGHTS;
-	c->cmsg_len = CMSG_LEN(sizeof(int));
-	memcpy(CMSG_DATA(c), &fd, sizeof(int));
-	if (sendmsg(d->inbox_tx[worker], &msg, MSG_DONTWAIT | MSG_NOSIGNAL) !=
+	if (rock_fd_send(d->inbox_tx[worker], &m, sizeof(m), fd) !=
 	    (ssize_t)sizeof(m)) {
 		rlog_limited(&d->log, &d->inbox_log, ROCK_LOG_WARN,
 		    "%s for worker %d: cannot pass it: %s",
@@ -210,41 +193,22 @@ on_inbox(evutil_socket_t fd, short what, void *arg)
 {
 	struct rockd *d = arg;
 	struct routed m;
-	union {
-		struct cmsghdr h;
-		char buf[CMSG_SPACE(sizeof(int))];
-	} ctl;
-	struct iovec iov = { &m, sizeof(m) };
-	struct msghdr msg;
-	struct cmsghdr *c;
 	ssize_t n;
-	int conn, i;
+	int conn, flags, i;
 
 	(void)what;
 	/* A bounded batch: routed reconnects must not starve the loop. */
 	for (i = 0; i < 64; i++) {
-		memset(&msg, 0, sizeof(msg));
-		msg.msg_iov = &iov;
-		msg.msg_iovlen = 1;
-		msg.msg_control = ctl.buf;
-		msg.msg_controllen = sizeof(ctl.buf);
-		if ((n = recvmsg(fd, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC)) < 0)
+		if ((n = rock_fd_recv(fd, &m, sizeof(m), &conn, &flags)) < 0)
 			return;
-		conn = -1;
-		c = CMSG_FIRSTHDR(&msg);
-		if (c != NULL && c->cmsg_level == SOL_SOCKET &&
-		    c->cmsg_type == SCM_RIGHTS &&
-		    c->cmsg_len == CMSG_LEN(sizeof(int)))
-			memcpy(&conn, CMSG_DATA(c), sizeof(int));
 		/* Out of descriptors, the kernel drops the connection
 		 * (MSG_CTRUNC): its client dials again. */
 		if (conn < 0 || n != (ssize_t)sizeof(m) ||
-		    (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) ||
 		    m.len > sizeof(m.body)) {
 			rlog_limited(&d->log, &d->inbox_log, ROCK_LOG_WARN,
 			    "worker %d: a connection passed to it was lost "
-			    "(%s)", d->worker, conn < 0 ? "no descriptor left" :
-			    "truncated");
+			    "(%s)", d->worker, conn < 0 && !(flags & MSG_TRUNC) ?
+			    "no descriptor left" : "truncated");
 			if (conn >= 0)
 				close(conn);
 			continue;

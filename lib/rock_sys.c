@@ -148,6 +148,12 @@ sys_sendmsg(int fd, const struct msghdr *msg, int flags)
 	return syscall(SYS_sendmsg, fd, msg, flags);
 }
 
+static ssize_t
+sys_recvmsg(int fd, struct msghdr *msg, int flags)
+{
+	return syscall(SYS_recvmsg, fd, msg, flags);
+}
+
 static int
 sys_sendmmsg(int fd, struct mmsghdr *v, unsigned n, int flags)
 {
@@ -221,6 +227,7 @@ const struct rock_sys rock_sys = {
 	.send = sys_send,
 	.sendto = sys_sendto,
 	.sendmsg = sys_sendmsg,
+	.recvmsg = sys_recvmsg,
 	.sendmmsg = sys_sendmmsg,
 	.recvmmsg = sys_recvmmsg,
 	.fdopen = libc_fdopen,

@@ -51,6 +51,7 @@ struct rock_sys {
 	ssize_t (*sendto)(int fd, const void *buf, size_t len, int flags,
 	    const struct sockaddr *to, socklen_t tolen);
 	ssize_t (*sendmsg)(int fd, const struct msghdr *msg, int flags);
+	ssize_t (*recvmsg)(int fd, struct msghdr *msg, int flags);
 	int (*sendmmsg)(int fd, struct mmsghdr *v, unsigned n, int flags);
 	int (*recvmmsg)(int fd, struct mmsghdr *v, unsigned n, int flags);
 	FILE *(*fdopen)(int fd, const char *mode);

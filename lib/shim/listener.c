@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "listener.h"
+#include "rock_fdpass.h"
 
 /* Lock held for the list; nlisteners is read without it, to keep the
  * other sockets' calls free of the lock. */
@@ -376,7 +377,7 @@ take(int lfd, int u, pid_t owner, int tcp, struct sockaddr *addr,
 	 * accept may come between. */
 	while (shim_real.poll(&pf, 1, 1000) < 0 && errno == EINTR)
 		;
-	if ((n = shim_recv_fd(u, &msg, sizeof(msg), &pfd)) < 0 || pfd < 0)
+	if ((n = rock_fd_recv(u, &msg, sizeof(msg), &pfd, NULL)) < 0 || pfd < 0)
 		return -1;
 	if (n != (ssize_t)sizeof(msg) || msg.magic != SHIM_HAND_MAGIC) {
 		shim_real.close(pfd);

@@ -15,6 +15,7 @@
 #include <sodium.h>
 
 #include "rock_ctl.h"
+#include "rock_fdpass.h"
 #include "shim.h"
 
 /* Each process that serves rocks listens at run_dir/rdv.PID; each rock it
@@ -94,7 +95,7 @@ on_forwarded(evutil_socket_t u, short what, void *arg)
 	int fd;
 
 	(void)what;
-	n = shim_recv_fd(u, req, sizeof(req), &fd);
+	n = rock_fd_recv(u, req, sizeof(req), &fd, NULL);
 	if (n < 0 && errno == EAGAIN)
 		return;
 	shim_lock();
@@ -196,7 +197,7 @@ stray(void *arg, int fd, const uint8_t *req, size_t len,
 		}
 		return reset(fd);
 	}
-	n = shim_send_fd(u, req, len, fd);
+	n = rock_fd_send(u, req, len, fd);
 	shim_real.close(u);
 	if (n != (ssize_t)len)
 		return reset(fd);

@@ -342,10 +342,6 @@ void shim_rdv_forget(struct shim_rock *r, struct rock_session *s);
 int shim_rdv_owns_fd(int fd);
 void shim_rdv_child(void);
 void shim_rdv_unlink(void);
-/* fdpass.c: buf and fd in one message (MSG_DONTWAIT); *fd -1 if none
- * came. The byte counts, or -1 with errno. */
-ssize_t shim_send_fd(int u, const void *buf, size_t len, int fd);
-ssize_t shim_recv_fd(int u, void *buf, size_t len, int *fd);
 /* Closed with a reset (SO_LINGER 0), never a FIN a peer could take for
  * an answer or an end (park.c). */
 void shim_close_reset(int fd);
