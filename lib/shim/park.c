@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "listener.h"
+#include "rock_fdpass.h"
 
 /* Rocks on their way to the program, found by token when it accepts. */
 static struct shim_park_list handed;
@@ -116,7 +117,7 @@ hand(const struct shim_listener *l, uint32_t kind, uint64_t token, int fd,
 		shim_real.close(u);
 		return ECONNREFUSED;
 	}
-	if (shim_send_fd(u, &msg, sizeof(msg), fd) != (ssize_t)sizeof(msg)) {
+	if (rock_fd_send(u, &msg, sizeof(msg), fd) != (ssize_t)sizeof(msg)) {
 		err = errno;
 		shim_real.close(u);
 		/* Too many descriptors in flight: as a full queue. */
@@ -401,13 +402,17 @@ on_sniff(evutil_socket_t fd, short what, void *arg)
 		shim_unlock();
 		return;
 	}
-	/* Silent: a client of a server-speaks-first protocol. */
-	kind = (what & EV_TIMEOUT) ? ROCK_SNIFF_PLAIN :
-	    rock_sniff_read(p->fd, p->buf, &p->have, 1);
-	if (kind == ROCK_SNIFF_PLAIN)
-		rlog_debug(&shim_state()->log, "fd %d: plain TCP: %s", p->fd,
-		    (what & EV_TIMEOUT) ? "silent for the first-bytes time" :
-		    "the client's first bytes are not a rock's");
+	/* What came by the deadline counts, even if its event is still to
+	 * run; still nothing: a client of a server-speaks-first protocol. */
+	kind = rock_sniff_read(p->fd, p->buf, &p->have, 1);
+	if (kind == ROCK_SNIFF_MORE && (what & EV_TIMEOUT)) {
+		rlog_debug(&shim_state()->log, "fd %d: plain TCP: silent for "
+		    "the first-bytes time", p->fd);
+		kind = ROCK_SNIFF_PLAIN;
+	} else if (kind == ROCK_SNIFF_PLAIN) {
+		rlog_debug(&shim_state()->log, "fd %d: plain TCP: the "
+		    "client's first bytes are not a rock's", p->fd);
+	}
 	if (kind != ROCK_SNIFF_MORE)
 		sniffed(p, kind);
 	shim_unlock();

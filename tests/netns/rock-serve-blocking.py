@@ -12,12 +12,21 @@ reply = b"HTTP/1.0 200 OK\r\nContent-Length: %d\r\n\r\n" % len(body) + body
 
 
 def answer(conn):
+    # A client's request within 2 s, as a blocking server must bound it
+    # (a silent client would hold every other one up): on a lossy path a
+    # rock's hello can come after the engine's first-bytes time, and then
+    # it is a plain client's silence, here as without rock.
+    conn.settimeout(2.0)
     got = b""
-    while b"\r\n\r\n" not in got:
-        d = conn.recv(4096)
-        if not d:
-            return  # a rock client's probe, were the listener plain
-        got += d
+    try:
+        while b"\r\n\r\n" not in got:
+            d = conn.recv(4096)
+            if not d:
+                return  # a rock client's probe, were the listener plain
+            got += d
+    except TimeoutError:
+        print("a client silent for 2 s: dropped", flush=True)
+        return
     conn.sendall(reply)
 
 
