@@ -125,16 +125,21 @@ on_sniff(evutil_socket_t fd, short what, void *arg)
 	struct sniff *sn = arg;
 	enum rock_sniff kind;
 
-	/* Silent: a client of a server-speaks-first protocol. */
-	if (what & EV_TIMEOUT) {
-		rlog_debug(&sn->d->log, "no byte in %d ms: a plain client",
-		    sn->wait_ms);
-		kind = ROCK_SNIFF_PLAIN;
-	} else {
-		kind = rock_sniff_read(fd, sn->buf, &sn->have, 0);
-	}
-	if (kind == ROCK_SNIFF_MORE)
+	/* What came by the deadline counts, even if its event is still to
+	 * run; still nothing: a client of a server-speaks-first protocol. */
+	kind = rock_sniff_read(fd, sn->buf, &sn->have, 0);
+	if (kind == ROCK_SNIFF_MORE && !(what & EV_TIMEOUT))
 		return;
+	if (kind == ROCK_SNIFF_MORE) {
+		if (sn->have == 0)
+			rlog_debug(&sn->d->log, "no byte in %d ms: a plain "
+			    "client", sn->wait_ms);
+		else
+			rlog_debug(&sn->d->log, "%zu bytes of a rock's first "
+			    "%d in %d ms: a plain client", sn->have,
+			    ROCK_MAGIC_LEN, sn->wait_ms);
+		kind = ROCK_SNIFF_PLAIN;
+	}
 	if (kind == ROCK_SNIFF_PROBE)
 		answer_probe(sn);
 	else if (kind == ROCK_SNIFF_PLAIN)

@@ -406,12 +406,13 @@ on_sniff(evutil_socket_t fd, short what, void *arg)
 	 * run; still nothing: a client of a server-speaks-first protocol. */
 	kind = rock_sniff_read(p->fd, p->buf, &p->have, 1);
 	if (kind == ROCK_SNIFF_MORE && (what & EV_TIMEOUT)) {
-		rlog_debug(&shim_state()->log, "fd %d: plain TCP: silent for "
-		    "the first-bytes time", p->fd);
+		rlog_debug(&shim_state()->log, "fd %d: plain TCP: %s the "
+		    "first-bytes time", p->fd, p->have == 0 ? "silent for" :
+		    "part of a rock's first bytes in");
 		kind = ROCK_SNIFF_PLAIN;
 	} else if (kind == ROCK_SNIFF_PLAIN) {
 		rlog_debug(&shim_state()->log, "fd %d: plain TCP: the "
-		    "client's first bytes are not a rock's", p->fd);
+		    "client's first bytes are not a rock's, or it ended", p->fd);
 	}
 	if (kind != ROCK_SNIFF_MORE)
 		sniffed(p, kind);

@@ -24,9 +24,10 @@ def answer(conn):
             if not d:
                 return  # a rock client's probe, were the listener plain
             got += d
-    except TimeoutError:
+    except socket.timeout:
         print("a client silent for 2 s: dropped", flush=True)
         return
+    conn.settimeout(None)
     conn.sendall(reply)
 
 

@@ -82,7 +82,9 @@ cpid=$! pids+=("$cpid")
 step_s=$((10 + rtt / 10))
 grown "$step" "$step_s" || t_bad "rock $client: $step bytes did not arrive in $step_s s"
 # Bytes per second so far: the deadline for the rest, three times over.
-bps=$(($(size "$t_tmp/got.bin") * 1000 / ($(now_ms) - start + 1) + 1))
+# (4 KB/s at least: a stuck download fails in hours, not days.)
+bps=$(($(size "$t_tmp/got.bin") * 1000 / ($(now_ms) - start + 1)))
+[ "$bps" -ge 4096 ] || bps=4096
 nn_rst_inject both
 nap 1
 nn_restore
@@ -150,17 +152,22 @@ t_eq "asyncio, rock $client: byte-exact" "$got" "$want"
 t_eq "asyncio: the rock accepted" "$(grep -c 'an accepted rock' "$t_tmp/aio.log")" 1
 got=$(nn_c python3 -c "$read_all" "$NN_S_ADDR" 8091 2>"$t_tmp/ttfb" | sha256sum)
 t_eq "server speaks first, plain client: byte-exact" "$got" "$want"
-# A round trip and the first-bytes time at least; the upper bound
-# leaves room for a lost packet on a profile.
-t_check "server speaks first, plain client: first byte after $(cat "$t_tmp/ttfb") s (300 to $((1000 + 4 * rtt + (rtt > 0) * 1000)) ms)" \
-	awk -v t="$(cat "$t_tmp/ttfb")" -v r="$rtt" 'BEGIN { exit !(t >= 0.3 + r / 1000 && t < 1 + 4 * r / 1000 + (r > 0)) }'
+# The first-bytes time's floor and a round trip at least; at most the
+# time itself (rock_first_bytes_ms: 300 ms, or 5 round trips and 100 ms,
+# from the server's own measure of the path) and a round trip, a second
+# more, and on a profile a lost packet's resend too (3 round trips).
+lo=$((300 + rtt))
+hi=$((5 * rtt + 100 > 300 ? 5 * rtt + 100 : 300))
+hi=$((hi + rtt + 1000 + (rtt > 0) * 3 * rtt))
+t_check "server speaks first, plain client: first byte after $(cat "$t_tmp/ttfb") s ($lo to $hi ms)" \
+	awk -v t="$(cat "$t_tmp/ttfb")" -v lo="$lo" -v hi="$hi" 'BEGIN { exit !(t >= lo / 1000 && t < hi / 1000) }'
 t_eq "server speaks first: the plain client handed over after the first-bytes time" \
 	"$(grep -c 'plain TCP: silent for the first-bytes time' "$t_tmp/aio.log")" 1
 got=$(ROCK_DEBUG=1 ROCK_LOG="$t_tmp/aio-client2.log" t_foreign nn_c "$ROCK" python3 -c "$read_all" \
 	"$NN_S_ADDR" 8091 2>"$t_tmp/ttfb" | sha256sum)
 t_eq "server speaks first, rock: byte-exact" "$got" "$want"
-t_check "server speaks first, rock: first byte after $(cat "$t_tmp/ttfb") s (< $((250 + 4 * rtt)) ms)" \
-	awk -v t="$(cat "$t_tmp/ttfb")" -v r="$rtt" 'BEGIN { exit !(t < 0.25 + 4 * r / 1000) }'
+t_check "server speaks first, rock: first byte after $(cat "$t_tmp/ttfb") s (< $((250 + 7 * rtt)) ms)" \
+	awk -v t="$(cat "$t_tmp/ttfb")" -v r="$rtt" 'BEGIN { exit !(t < 0.25 + 7 * r / 1000) }'
 t_eq "server speaks first: the rock never waited the first-bytes time" \
 	"$(grep -c 'plain TCP: silent for the first-bytes time' "$t_tmp/aio.log")" 1
 t_check "asyncio: both ports' probes answered by the engine" \
@@ -248,7 +255,9 @@ for srv in "http.server 8080 /small.bin server.log" "asyncio 8090 / aio.log" \
 	echo "# $1, 20 stalled hellos and $probe_rate probes/s: plain $plain0 -> $plain1 s" \
 		"($(ratio "$plain1" "$plain0")x), rock $rock0 -> $rock1 s ($(ratio "$rock1" "$rock0")x)"
 	echo "# $(cat "$t_tmp/load.log"); the 18 fetches under load took $loaded ms, the slowest $plain1_max s plain, $rock1_max s rock"
-	t_check "$1 under load: the probes came at $((probe_rate * 9 / 10))/s or more, none refused" \
+	# The rate says the load was made as asked; "none failed" that the
+	# server accepted every probe.
+	t_check "$1 under load: the probes came at $((probe_rate * 9 / 10))/s or more, none failed" \
 		awk -v want=$((probe_rate * 9 / 10)) '/stall-load:/ { r = $7; sub(/[(]/, "", r); sub(/\/s,/, "", r); ok = r + 0 >= want && $8 == 0 } END { exit !ok }' "$t_tmp/load.log"
 	t_check "$1 under load: plain curl in $plain1 s, within 1.5x of $plain0 (+$slack s)" within "$plain1" "$plain0"
 	t_check "$1 under load: rock curl in $rock1 s, within 1.5x of $rock0 (+$slack s)" within "$rock1" "$rock0"

@@ -61,8 +61,11 @@ def connected(s, ok):
         except OSError:
             ok = False
     s.close()
-    if kind == "stall":
-        connect_start("stall", time.monotonic())
+    # A stall that cannot connect is a failure, not retried (the server
+    # is gone, or refusing).
+    if kind == "stall" and ok:
+        if not connect_start("stall", time.monotonic()):
+            failed += 1
     elif ok:
         probes += 1
     else:
@@ -72,9 +75,11 @@ def connected(s, ok):
 def stalled_ended(s):
     """A stall the server ended (its hello deadline, the cap) is replaced."""
     global reopened
+    global failed
     sel.unregister(s)
     s.close()
-    connect_start("stall", time.monotonic())
+    if not connect_start("stall", time.monotonic()):
+        failed += 1
     reopened += 1
 
 
