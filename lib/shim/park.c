@@ -34,6 +34,21 @@ list_add(struct shim_park_list *ls, struct shim_parked *p)
 	ls->n++;
 }
 
+/* Back at the front, its turn kept. */
+static void
+list_push_head(struct shim_park_list *ls, struct shim_parked *p)
+{
+	p->in = ls;
+	p->prev = NULL;
+	p->next = ls->head;
+	if (ls->head != NULL)
+		ls->head->prev = p;
+	else
+		ls->tail = p;
+	ls->head = p;
+	ls->n++;
+}
+
 static void
 list_del(struct shim_park_list *ls, struct shim_parked *p)
 {
@@ -235,15 +250,8 @@ on_retry(evutil_socket_t fd, short what, void *arg)
 	shim_lock();
 	while (!full && (p = l->waiting.head) != NULL) {
 		list_del(&l->waiting, p);
-		if ((full = try_deliver(l, p) == EAGAIN)) {
-			p->next = l->waiting.head;
-			if (p->next != NULL)
-				p->next->prev = p;
-			else
-				l->waiting.tail = p;
-			l->waiting.head = p;
-			l->waiting.n++;
-		}
+		if ((full = try_deliver(l, p) == EAGAIN))
+			list_push_head(&l->waiting, p);
 	}
 	l->paused = l->paused && (full || event_add(l->ev, NULL) != 0);
 	if (l->paused)

@@ -239,7 +239,7 @@ for srv in "http.server 8080 /small.bin server.log" "asyncio 8090 / aio.log" \
 	mkdir "$t_tmp/load"
 	t_foreign nn_c python3 "$here/stall-load.py" "$NN_S_ADDR" "$2" 20 "$probe_rate" $((60 + rtt / 5)) \
 		"$t_tmp/load" 2>"$t_tmp/load.log" &
-	load=$!
+	load=$! pids+=("$load")
 	wait_for "$step_s" test -e "$t_tmp/load/ready" || t_bad "$1: the load did not start"
 	nap 0.5
 	loaded=$(now_ms)
