@@ -565,4 +565,9 @@ uint64_t rock_session_unacked(const struct rock_session *s);
 int rock_session_delivered(const struct rock_session *s);
 const char *rock_state_name(enum rock_state st);
 
+/* Close with a reset (SO_LINGER 0; nothing for fd < 0): a dead, replaced or
+ * refused connection must never look like an answer or an end of stream
+ * to the other side. */
+void rock_close_reset(int fd);
+
 #endif

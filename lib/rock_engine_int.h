@@ -429,9 +429,6 @@ struct rock_session *rock_engine_find(struct rock_engine *e,
 void rock_session_set_state(struct rock_session *s, enum rock_state to,
     const char *why);
 void rock_session_close(struct rock_session *s, int err, const char *why);
-/* Close with a reset: a dead or replaced data connection must never look
- * like an end of stream to the other side. */
-void rock_close_reset(int fd);
 /* A failure of the data connection: suspend and, as client, reconnect. */
 void rock_session_fail(struct rock_session *s, const char *why);
 /* An authentic count from the peer; ROCK_ERR_PROTOCOL ends the session. */

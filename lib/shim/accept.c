@@ -52,10 +52,11 @@ accept_any(int lfd, struct sockaddr *addr, socklen_t *len, int flags)
 	const struct shim_state *st = shim_state();
 	int fd, ours;
 
-	if (!shim_busy && st->active &&
-	    ((fd = shim_listener_accept(lfd, addr, len, flags, &ours)) >= 0 ||
-	    ours))
-		return fd;
+	if (!shim_busy && st->active) {
+		fd = shim_listener_accept(lfd, addr, len, flags, &ours);
+		if (ours)
+			return fd;
+	}
 	for (;;) {
 		fd = shim_real.accept4(lfd, addr, len, flags);
 		if (fd < 0 || !st->active || shim_busy)

@@ -17,7 +17,8 @@ listen(int fd, int backlog)
 
 	if (!st->active || shim_busy)
 		return shim_real.listen(fd, backlog);
-	if ((r = shim_listener_listen(fd, backlog, &ours)) == 0 || ours)
+	r = shim_listener_listen(fd, backlog, &ours);
+	if (ours)
 		return r;
 	entry = shim_fd_get(fd);
 	switch (shim_fd_state_of(entry)) {

@@ -75,18 +75,6 @@ events_free(struct shim_parked *p)
 	p->ev = p->deadline = NULL;
 }
 
-/* A connection dropped before the program saw it: a reset, as the
- * kernel's for a full queue, never a FIN a client could take for an
- * answer. */
-void
-shim_close_reset(int fd)
-{
-	struct linger lg = { 1, 0 };
-
-	(void)shim_real.setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
-	shim_real.close(fd);
-}
-
 /* A rock that never reached the program ends with a reset at its client
  * (the reliable close would say a clean end after 0 bytes). */
 static void
@@ -123,7 +111,7 @@ hand(const struct shim_listener *l, uint32_t kind, uint64_t token, int fd,
 	    l->name_len) != 0) {
 		err = errno;
 		shim_real.close(u);
-		return err == EAGAIN ? EAGAIN : err;
+		return err;
 	}
 	/* The name is an abstract one, which anyone may bind once the
 	 * program's listener is gone: the connection must be ours. */
@@ -333,7 +321,7 @@ start_rock(struct rock_engine *e, struct shim_listener *l,
 	/* The peeked magic, taken now for the engine's reader. */
 	if (shim_real.recv(p->fd, p->buf, p->have, MSG_DONTWAIT) !=
 	    (ssize_t)p->have) {
-		shim_close_reset(p->fd);
+		rock_close_reset(p->fd);
 		goto out;
 	}
 	if (kind == ROCK_SNIFF_RECONNECT) {
@@ -350,7 +338,7 @@ start_rock(struct rock_engine *e, struct shim_listener *l,
 		goto out;
 	}
 	if ((r = shim_rock_new()) == NULL) {
-		shim_close_reset(p->fd);
+		rock_close_reset(p->fd);
 		goto out;
 	}
 	memcpy(&r->peer, &p->peer, sizeof(r->peer));
@@ -467,7 +455,7 @@ park(struct shim_listener *l, int fd, const struct sockaddr_storage *peer,
 	while (l->parked.n >= (unsigned)shim_state()->cfg.serve_handshakes)
 		deliver_oldest_sniff(l);
 	if ((p = calloc(1, sizeof(*p))) == NULL) {
-		shim_close_reset(fd);
+		rock_close_reset(fd);
 		return;
 	}
 	p->l = l;
@@ -488,7 +476,7 @@ park(struct shim_listener *l, int fd, const struct sockaddr_storage *peer,
 	    event_add(p->ev, NULL) != 0 || evtimer_add(p->deadline, &tv) != 0) {
 		events_free(p);
 		free(p);
-		shim_close_reset(fd);
+		rock_close_reset(fd);
 		return;
 	}
 	list_add(&l->parked, p);
@@ -553,7 +541,7 @@ shim_park_stop(struct rock_engine *e, void *arg)
 	while ((p = l->parked.head) != NULL) {
 		events_free(p);
 		unpark(p);
-		shim_close_reset(p->fd);
+		rock_close_reset(p->fd);
 		free(p);
 	}
 	while (l->shaking.head != NULL)
@@ -563,7 +551,7 @@ shim_park_stop(struct rock_engine *e, void *arg)
 		if (p->r != NULL)
 			kill_rock(p->r);
 		else
-			shim_close_reset(p->fd);
+			rock_close_reset(p->fd);
 		parked_free(p);
 	}
 	l->call_done = 1;

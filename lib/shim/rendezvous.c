@@ -157,7 +157,7 @@ on_rdv(evutil_socket_t fd, short what, void *arg)
 static int
 reset(int fd)
 {
-	shim_close_reset(fd);
+	rock_close_reset(fd);
 	return 1;
 }
 

@@ -342,9 +342,6 @@ void shim_rdv_forget(struct shim_rock *r, struct rock_session *s);
 int shim_rdv_owns_fd(int fd);
 void shim_rdv_child(void);
 void shim_rdv_unlink(void);
-/* Closed with a reset (SO_LINGER 0), never a FIN a peer could take for
- * an answer or an end (park.c). */
-void shim_close_reset(int fd);
 void shim_cmd_forget(struct shim_rock *r);		/* lock held */
 struct shim_rock *shim_rock_new(void);			/* lock held */
 void shim_rock_free(struct shim_rock *r);		/* lock held */
